@@ -1,0 +1,36 @@
+"""Timing helpers shared by the benchmark modules."""
+
+from __future__ import annotations
+
+import time
+
+import jax
+
+
+def best_time(fn, *args, repeats: int = 5, warmup: int = 1) -> float:
+    """Best wall time in seconds of `fn(*args)` over `repeats` runs (after warm-up/compile).
+
+    JAX outputs are blocked on, so asynchronous dispatch is included in the time.
+    """
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def record(name: str, unit: str, ours: float, baseline: float | None, baseline_name: str, **config) -> dict:
+    """One benchmark record; `ratio` = ours / baseline for throughput units (higher is better)."""
+    ratio = None if not baseline else ours / baseline
+    return {
+        "name": name,
+        "unit": unit,
+        "ours": ours,
+        "baseline": baseline,
+        "baseline_name": baseline_name,
+        "ratio": ratio,
+        "config": config,
+    }
