@@ -1,0 +1,167 @@
+"""The metric suite: every metric that applies to one case, in one call.
+
+`compute` is the pure, jit/vmap-able core (arrays in, dict of arrays out;
+wrapped in `eqx.filter_jit`, so an eager call also compiles and never raises on
+non-finite samples): a sweep vmaps it over cases and hyperparameters. `evaluate` is the eager entry
+point: it validates its inputs, reads the task's options, runs `compute` under
+`eqx.filter_jit` and adds descriptive string entries.
+
+Non-finite generated samples are never an error here: `num_nonfinite` counts
+the members with any NaN/inf (before the evaluation transform, which could map
+NaN to a finite value) and every metric of the record is NaN, so nothing is
+averaged over NaN downstream.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from posteriorjax.metrics import _checks, calibration, diagnostics, posterior, scoring
+
+DEFAULT_SPECTRAL_DC = "auto"
+
+
+def _compute(
+    samples,
+    ref_samples,
+    ref_weights=None,
+    truth=None,
+    *,
+    evaluation_field=None,
+    field_stats=None,
+    directions=None,
+    spectral_dc=DEFAULT_SPECTRAL_DC,
+    forward=None,
+    y_obs=None,
+    noise_std=None,
+    levels=calibration.DEFAULT_LEVELS,
+):
+    """All applicable metrics of one case -> dict of JAX arrays (pure; jit/vmap-able).
+
+    Args:
+      samples: generated ensemble `(N, C, H, W)` (or `(N, d)`), raw sampler output.
+      ref_samples, ref_weights: reference posterior `(M, ...)`, `(M,)` (None = uniform).
+      truth: the true unknown `(C, H, W)` of the case, or None.
+      evaluation_field: maps one member `(C, H, W)` to the scored field(s)
+        `(C', H, W)` (the task's `evaluation_field`, e.g. Darcy's projection on
+        {3, 12} at 7.5); applied to samples, reference and truth. None = identity.
+      field_stats: `(mean, std)` for the SWD z-score; None falls back to the
+        reference ensemble's own statistics (see `posterior.sliced_wasserstein`).
+      directions: SWD directions; None = the published 128 seed-0 GRF directions.
+      spectral_dc: ``"auto"`` (default), True or False: `spectral_error` keeps
+        the DC bin unless the reference DC power is round-off (exactly zero-mean
+        fields), where bin 0 is a ratio of round-off numbers that would inject
+        a random factor into the geometric mean. `spectral_error_published`
+        always keeps it (the published definition), and
+        `spectral_dc_excluded` (0/1) records the choice.
+      forward, y_obs, noise_std: with all three, `obs_misfit` (mean whitened
+        misfit of the raw samples, `diagnostics.observation_misfit`).
+      levels: nominal levels of the coverage curve.
+
+    Returns keys (those that apply): `num_samples`, `num_nonfinite`,
+    `mean_error`, `std_error` (N, M >= 2), `mmd`, `swd`, `spectral_error`,
+    `spectral_error_published`, `spectral_dc_excluded` (fields); with `truth`:
+    `rel_l2_mean` (ensemble mean), `rel_l2_samples` (mean over members),
+    `rel_l2_best`, `crps` (standard estimator, mean over elements),
+    `crps_fair` (N >= 2), `energy_score`, `coverage` `(K,)` and
+    `coverage_error` (N >= 2); `obs_misfit`.
+    """
+    raw = jnp.asarray(samples)
+    num_nonfinite = _checks.count_nonfinite(raw)
+    x, y = raw, jnp.asarray(ref_samples, raw.dtype)
+    t = None if truth is None else jnp.asarray(truth, raw.dtype)
+    if evaluation_field is not None:
+        x, y = jax.vmap(evaluation_field)(x), jax.vmap(evaluation_field)(y)
+        t = None if t is None else evaluation_field(t)
+    n, m = x.shape[0], y.shape[0]
+    fields = x.ndim == 4
+    out = {"num_samples": jnp.asarray(n), "num_nonfinite": num_nonfinite}
+    out["mean_error"] = posterior.mean_error(x, y, ref_weights)
+    if n >= 2 and m >= 2:
+        out["std_error"] = posterior.std_error(x, y, ref_weights)
+    out["mmd"] = posterior.mmd(x, y, ref_weights)
+    if fields or x.ndim == 2:
+        out["swd"] = posterior.sliced_wasserstein(
+            x, y, ref_weights, field_stats=field_stats, directions=directions
+        )
+    if fields:
+        out["spectral_error"] = posterior.spectral_error(x, y, ref_weights, include_dc=spectral_dc)
+        out["spectral_error_published"] = posterior.spectral_error(x, y, ref_weights, include_dc=True)
+        if spectral_dc == "auto":
+            _, _, s_ref = posterior.spectral_errors(x, y, ref_weights)
+            excluded = posterior.dc_is_roundoff(s_ref)
+        else:
+            excluded = jnp.asarray(not spectral_dc)
+        out["spectral_dc_excluded"] = excluded.astype(jnp.int32)
+    if t is not None:
+        rel = posterior.relative_l2(x, t)
+        out["rel_l2_mean"] = posterior.mean_relative_l2(x, t)
+        out["rel_l2_samples"] = jnp.mean(rel)
+        out["rel_l2_best"] = jnp.min(rel)
+        out["crps"] = jnp.mean(scoring.crps(x, t))
+        out["energy_score"] = scoring.energy_score(x, t)
+        if n >= 2:
+            out["crps_fair"] = jnp.mean(scoring.crps(x, t, estimator="fair"))
+            cov = calibration.coverage(x, t, levels)
+            out["coverage"] = cov
+            out["coverage_error"] = calibration.calibration_error(cov, levels)
+    if forward is not None and y_obs is not None and noise_std is not None:
+        out["obs_misfit"] = jnp.mean(diagnostics.observation_misfit(forward, raw, y_obs, noise_std))
+    bad = num_nonfinite > 0
+    keep = ("num_samples", "num_nonfinite", "spectral_dc_excluded")
+    return {k: v if k in keep else jnp.where(bad, jnp.nan, v) for k, v in out.items()}
+
+
+compute = eqx.filter_jit(_compute)
+
+
+def evaluation_name(task) -> str:
+    """How a task's fields are scored: `task.evaluation_name` if it has one, else a generic label."""
+    if task is None or getattr(task, "evaluation_field", None) is None:
+        return "identity"
+    return str(getattr(task, "evaluation_name", "task.evaluation_field"))
+
+
+def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y_obs=None, **options):
+    """Run the whole suite on one case (eager) -> dict of Python floats, lists and strings.
+
+    Validates shapes, reference values and weights (ValueError naming the
+    argument); non-finite generated samples are reported (`num_nonfinite`,
+    NaN metrics), not raised. The duck-typed `task` supplies
+    `evaluation_field`, `field_stats` (SWD z-score), and with `y_obs` also
+    `forward`/`noise_std` for `obs_misfit`. `options` go to `compute` and
+    override the task's. String entries: `evaluation` (the transform applied,
+    e.g. ``"binarized@7.5"``), `swd_normalization` (``"task"``, ``"given"``
+    or ``"reference"``), `spectral_dc` (the policy).
+    """
+    x = _checks.ensemble(samples, "samples")
+    y = _checks.ensemble(ref_samples, "ref_samples")
+    _checks.same_event_shape(x, y, "samples", "ref_samples")
+    _checks.finite(y, "ref_samples")
+    w = _checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype)
+    if truth is not None:
+        t = jnp.asarray(truth)
+        if t.shape != x.shape[1:]:
+            raise ValueError(f"truth: expected shape {x.shape[1:]} (one member of samples), got {t.shape}")
+        _checks.finite(t, "truth")
+    kwargs = {}
+    if task is not None:
+        if getattr(task, "evaluation_field", None) is not None:
+            kwargs["evaluation_field"] = task.evaluation_field
+        if getattr(task, "field_stats", None) is not None:
+            kwargs["field_stats"] = tuple(np.asarray(s, np.float64).tolist() for s in task.field_stats)
+        if y_obs is not None and getattr(task, "forward", None) is not None:
+            kwargs.update(forward=task.forward, y_obs=jnp.asarray(y_obs), noise_std=task.noise_std)
+    if "field_stats" in options:
+        options["field_stats"] = tuple(np.asarray(s, np.float64).tolist() for s in options["field_stats"])
+    swd_norm = "given" if "field_stats" in options else ("task" if "field_stats" in kwargs else "reference")
+    kwargs.update(options)
+    out = compute(x, y, w, truth, **kwargs)
+    record = {k: (np.asarray(v).tolist()) for k, v in jax.device_get(out).items()}
+    record["evaluation"] = evaluation_name(task) if "evaluation_field" not in options else "given"
+    record["swd_normalization"] = swd_norm
+    record["spectral_dc"] = str(kwargs.get("spectral_dc", DEFAULT_SPECTRAL_DC))
+    return record

@@ -1,0 +1,136 @@
+"""Proper scores, coverage, conformal recalibration and marginal fidelity."""
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import properscoring
+import pytest
+import scoringrules
+
+from posteriorjax.metrics import calibration as C
+from posteriorjax.metrics import scoring as S
+
+
+def test_crps_against_properscoring_and_scoringrules(key, x64):
+    k1, k2, k3 = jr.split(key, 3)
+    x = jr.normal(k1, (17, 3, 4)) * 2.0 + 1.0
+    x = x.at[3].set(x[5])  # ties
+    t = jr.normal(k2, (3, 4))
+    w = jr.dirichlet(k3, jnp.ones(17))
+    xn, tn = np.moveaxis(np.asarray(x), 0, -1), np.asarray(t)
+    np.testing.assert_allclose(S.crps(x, t), properscoring.crps_ensemble(tn, xn), rtol=1e-10)
+    np.testing.assert_allclose(S.crps(x, t), scoringrules.crps_ensemble(tn, xn, estimator="qd"), rtol=1e-10)
+    np.testing.assert_allclose(
+        S.crps(x, t, estimator="fair"), scoringrules.crps_ensemble(tn, xn, estimator="fair"), rtol=1e-10
+    )
+    wn = np.broadcast_to(np.asarray(w), xn.shape)
+    np.testing.assert_allclose(S.crps(x, t, w), properscoring.crps_ensemble(tn, xn, weights=wn), rtol=1e-8)
+
+
+def test_crps_single_member_is_mae_and_weighted_equals_duplicated(key, x64):
+    x = jr.normal(key, (5, 6))
+    t = jnp.linspace(-1, 1, 6)
+    np.testing.assert_allclose(S.crps(x[:1], t), jnp.abs(x[0] - t), rtol=1e-12)
+    counts = np.array([2, 1, 3, 1, 1])
+    np.testing.assert_allclose(
+        S.crps(x, t, counts / counts.sum()), S.crps(jnp.repeat(x, counts, axis=0), t), rtol=1e-10
+    )
+
+
+def test_crps_grows_with_shift_and_scale(key):
+    x = jr.normal(key, (64, 200))
+    t = jr.normal(jr.fold_in(key, 1), (200,))
+    shifts = [float(S.crps(x + s, t).mean()) for s in (0.0, 0.5, 1.0, 2.0)]
+    scales = [float(S.crps(x * s, t).mean()) for s in (1.0, 2.0, 4.0)]
+    assert all(b > a for a, b in zip(shifts, shifts[1:], strict=False))
+    assert all(b > a for a, b in zip(scales, scales[1:], strict=False))
+
+
+def test_energy_score_against_scoringrules(key, x64):
+    x = jr.normal(key, (9, 2, 3))
+    t = jr.normal(jr.fold_in(key, 1), (2, 3))
+    xn, tn = np.asarray(x).reshape(9, 6), np.asarray(t).reshape(6)
+    assert float(S.energy_score(x, t)) == pytest.approx(float(scoringrules.es_ensemble(tn, xn)), rel=1e-10)
+    ref = scoringrules.es_ensemble(tn, xn, estimator="fair")
+    assert float(S.energy_score(x, t, estimator="fair")) == pytest.approx(float(ref), rel=1e-10)
+
+
+def test_scoring_bad_inputs(key):
+    x = jr.normal(key, (4, 3))
+    with pytest.raises(ValueError, match="truth: expected shape"):
+        S.crps(x, jnp.zeros(4))
+    with pytest.raises(ValueError, match="samples: expected at least 2"):
+        S.crps(x[:1], jnp.zeros(3), estimator="fair")
+    with pytest.raises(ValueError, match="estimator"):
+        S.crps(x, jnp.zeros(3), estimator="pwm")
+    with pytest.raises(ValueError, match="weights.*sum"):
+        S.crps(x, jnp.zeros(3), jnp.ones(4))
+    assert np.isnan(jax.jit(S.crps)(x.at[0, 0].set(jnp.nan), jnp.zeros(3))).all()
+
+
+def _gaussian_cases(key, num, n, *, spread=1.0, shift=0.0):
+    """Calibrated toy: truth ~ N(m, 1), samples ~ N(m + shift, spread^2) per case, 8 elements each."""
+    k1, k2, k3 = jr.split(key, 3)
+    m = 3.0 * jr.normal(k1, (num, 8))
+    truth = m + jr.normal(k2, (num, 8))
+    samples = m[:, None] + shift + spread * jr.normal(k3, (num, n, 8))
+    return samples, truth
+
+
+def test_coverage_calibrated_over_and_under(key):
+    levels = jnp.asarray(C.DEFAULT_LEVELS)
+    cover = jax.jit(jax.vmap(lambda s, t: C.coverage(s, t)))
+    samples, truth = _gaussian_cases(key, 400, 200)
+    cov = cover(samples, truth).mean(0)
+    assert float(C.calibration_error(cov)) < 0.015
+    narrow = cover(
+        samples * 0.0 + (samples - samples.mean(1, keepdims=True)) * 0.5 + samples.mean(1, keepdims=True),
+        truth,
+    )
+    assert np.all(np.asarray(narrow.mean(0)) < np.asarray(levels))
+    wide = cover(samples * 2.0 - samples.mean(1, keepdims=True), truth)
+    assert np.all(np.asarray(wide.mean(0))[2:] > np.asarray(levels)[2:])
+
+
+def test_conformal_reaches_nominal_on_held_out(key):
+    # over-confident ensembles (spread 0.3 instead of 1) recalibrated on 1000 cases, tested on 2000
+    samples, truth = _gaussian_cases(key, 3000, 64, spread=0.3)
+    cal_x, cal_t, test_x, test_t = (
+        samples[:1000, :, :1],
+        truth[:1000, :1],
+        samples[1000:, :, :1],
+        truth[1000:, :1],
+    )
+    for level in (0.5, 0.8, 0.9):
+        raw = jax.vmap(lambda s, t, level=level: C.coverage(s, t, (level,)))(test_x, test_t).mean()
+        scale = C.conformal_scale(cal_x, cal_t, level)
+        lo, hi = jax.vmap(lambda s, level=level, scale=scale: C.conformal_intervals(s, level, scale))(test_x)
+        covered = float(jnp.mean((lo <= test_t) & (test_t <= hi)))
+        assert float(raw) < level - 0.2
+        # coverage given the calibration draw fluctuates by ~sqrt(l (1 - l) / n_cal), test noise adds n_test
+        se = np.sqrt(level * (1 - level) * (1 / 1000 + 1 / 2000))
+        assert level - 3 * se <= covered <= level + 1 / 1001 + 3 * se, (level, covered)
+    per = C.conformal_scale(samples[:300], truth[:300], 0.9, per_element=True)
+    assert per.shape == (8,)
+
+
+def test_conformal_quantile_finite_sample_rule():
+    scores = jnp.arange(1.0, 10.0)  # n = 9
+    assert float(C.conformal_quantile(scores, 0.5)) == 5.0  # ceil(10 * 0.5) = 5th smallest
+    assert float(C.conformal_quantile(scores, 0.9)) == 9.0
+    assert np.isinf(float(C.conformal_quantile(scores, 0.95)))
+
+
+def test_marginal_fidelity_point_estimates_narrow_the_marginal(key):
+    samples, truth = _gaussian_cases(key, 500, 32)
+    dec = C.variance_decomposition(samples, truth)
+    assert float(dec["predicted_ratio"]) == pytest.approx(1.0, abs=0.1)
+    assert float(dec["point_ratio"]) == pytest.approx(9.0 / 10.0, abs=0.1)  # Var E[z|x] / Var z = 9 / 10
+    assert float(dec["predicted"]) == pytest.approx(float(dec["within"] + dec["between"]), rel=1e-6)
+    point = samples.mean(1, keepdims=True)
+    w_full, w_point = C.marginal_wasserstein(samples, truth), C.marginal_wasserstein(point, truth)
+    assert float(w_point) > float(w_full)
+    edges, ratio = C.histogram_ratio(point, truth, bins=10)
+    assert edges.shape == (11,) and ratio.shape == (10,)
+    assert float(ratio[0]) < 1.0 and float(ratio[-1]) < 1.0  # tails under-populated by point estimates
