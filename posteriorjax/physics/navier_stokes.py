@@ -84,9 +84,11 @@ class VorticityEquation(spectral.AbstractSemilinearEquation):
         mask = spectral.dealias(self.grid)
         w_hat = jnp.where(mask, w_hat, 0)
         psi_hat = _psi_hat(w_hat, kx, ky)
-        w, vx, vy = spectral.irfft2(jnp.stack([w_hat, 1j * ky * psi_hat, -1j * kx * psi_hat]), self.grid.n)
-        flux = spectral.rfft2(jnp.stack([vx * w, vy * w]))
-        advection = 1j * kx * flux[0] + 1j * ky * flux[1]
+        n = self.grid.n
+        w = spectral.irfft2(w_hat, n)
+        vx = spectral.irfft2(1j * ky * psi_hat, n)
+        vy = spectral.irfft2(-1j * kx * psi_hat, n)
+        advection = 1j * kx * spectral.rfft2(vx * w) + 1j * ky * spectral.rfft2(vy * w)
         return self.forcing_hat - jnp.where(mask, advection, 0)
 
 
