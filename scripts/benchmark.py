@@ -35,7 +35,9 @@ def collect() -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", nargs="*", default=None, help="benchmark names to run (default: all)")
     parser.add_argument("--json", default=None, help="write the records to this JSON file")
     parser.add_argument("--device", action="store_true", help="accelerator-sized problems")

@@ -1,0 +1,22 @@
+"""End-to-end demo: build tasks, draw cases, solve, print a summary.
+
+    python -m experiments.demo --config=configs/quickstart.py [--workdir=DIR]
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from posteriorjax import demo
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the summary (optional).")
+
+
+def main(argv):
+    del argv
+    demo.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["config"])
+    app.run(main)

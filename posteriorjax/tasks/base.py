@@ -1,0 +1,184 @@
+"""`Task` = prior + physics + observation + noise, and the benchmark cases it draws.
+
+A task's unknown is a field `x (C, H, W)`; `physics(x)` returns the full state
+`u (C_u, H, W)`; the observation maps the state to `y (M,)`; the noise is
+Gaussian. Tasks are Equinox modules: array data (sensor indices) are leaves,
+everything else is static, so a task passes through `jit`/`vmap` as an argument.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+from posteriorjax import observations
+from posteriorjax.grids import Grid
+from posteriorjax.observations import AbstractObservation, GaussianNoise
+
+
+class Cases(NamedTuple):
+    """Fixed benchmark cases: `x_true (num, C, H, W)`, `u_true (num, C_u, H, W)`, `y_obs (num, M)`."""
+
+    x_true: jax.Array
+    u_true: jax.Array
+    y_obs: jax.Array
+
+
+class AbstractPhysics(eqx.Module):
+    """Forward model of a task: `__call__(x (C, H, W)) -> u (C_u, H, W)` and its PDE residual."""
+
+    @abc.abstractmethod
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """The state `u (C_u, H, W)` of the unknown `x (C, H, W)`."""
+
+    @abc.abstractmethod
+    def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
+        """Discrete PDE residual of the pair (x, u), `(C_u, H, W)`."""
+
+
+OBSERVATION_KINDS = ("sensors", "pooled")
+
+
+def sensors_or_pooled(grid: Grid, kind: str, *, num_sensors: int, sensor_seed: int, pooled_size: int = 16):
+    """The observation of the posterior-matching tasks.
+
+    ``"sensors"``: `num_sensors` distinct random point sensors drawn from `sensor_seed`;
+    ``"pooled"``: average pooling of the state to `pooled_size x pooled_size`
+    (no pooling on grids of at most `pooled_size` points per axis).
+    """
+    if kind == "sensors":
+        return observations.point_sensors(grid, num_sensors, seed=sensor_seed)
+    if kind == "pooled":
+        size = min(pooled_size, grid.n)
+        if grid.n % size:
+            raise ValueError(f"resolution: {grid.n} is not a multiple of the pooled size {size}")
+        return observations.AveragePool(grid.shape, grid.n // size)
+    raise ValueError(f"observation: expected one of {OBSERVATION_KINDS}, got {kind!r}")
+
+
+class Task(eqx.Module):
+    """An inverse problem: recover `x` from noisy observations `y = observation(physics(x)) + noise`.
+
+    Attributes:
+      name: registry name.
+      grid: the physics grid (static).
+      prior: prior over the unknown with `sample(key) -> (C, H, W)`, `latent`, `transform`.
+      physics: `AbstractPhysics`.
+      observation: `AbstractObservation` of the state.
+      noise: `GaussianNoise` of the observations.
+      field_stats: `(mean, std)` of the evaluated field under the prior (the scalar
+        z-score of the sliced Wasserstein distance and per-channel normalization).
+      binary_values: `(low, high)` when the prior is binary; `evaluation_field`
+        then projects fields onto these two values at their midpoint.
+      config: the builder's arguments, `((key, value), ...)`, for hashing and provenance.
+    """
+
+    name: str = eqx.field(static=True)
+    grid: Grid = eqx.field(static=True)
+    prior: Any
+    physics: AbstractPhysics
+    observation: AbstractObservation
+    noise: GaussianNoise
+    field_stats: tuple[float, float] = eqx.field(static=True)
+    binary_values: tuple[float, float] | None = eqx.field(static=True, default=None)
+    config: tuple = eqx.field(static=True, default=())
+
+    # -- shapes -------------------------------------------------------------
+    @property
+    def unknown_shape(self) -> tuple[int, int, int]:
+        return tuple(self.prior.shape)
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return tuple(
+            jax.eval_shape(self.physics, jax.ShapeDtypeStruct(self.unknown_shape, jnp.float32)).shape
+        )
+
+    @property
+    def num_observations(self) -> int:
+        state = jax.ShapeDtypeStruct(self.state_shape, jnp.float32)
+        return int(jax.eval_shape(self.observation, state).shape[0])
+
+    @property
+    def noise_std(self) -> jax.Array:
+        return self.noise.std
+
+    def _check_unknown(self, x, name: str = "x") -> None:
+        if tuple(jnp.shape(x)) != self.unknown_shape:
+            raise ValueError(
+                f"{name}: expected shape {self.unknown_shape} for task {self.name!r}, got {jnp.shape(x)}"
+            )
+
+    def _check_observation(self, y_obs, name: str = "y_obs") -> None:
+        expected = (self.num_observations,)
+        if tuple(jnp.shape(y_obs)) != expected:
+            raise ValueError(
+                f"{name}: expected shape {expected} for task {self.name!r}, got {jnp.shape(y_obs)}"
+            )
+
+    # -- the model ------------------------------------------------------------
+    def solve(self, x: jax.Array) -> jax.Array:
+        """Full physical state `u (C_u, H, W)` of the unknown `x (C, H, W)`."""
+        self._check_unknown(x)
+        return self.physics(x)
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """Noise-free observations `(M,)` of the unknown `x (C, H, W)`."""
+        return self.observation(self.solve(x))
+
+    def simulate(self, key, x: jax.Array) -> jax.Array:
+        """Noisy observations `(M,)`."""
+        y = self.forward(x)
+        return y + self.noise.sample(key, y.shape)
+
+    def log_likelihood(self, x: jax.Array, y_obs: jax.Array) -> jax.Array:
+        """Gaussian log-likelihood log p(y_obs | x), normalized."""
+        self._check_observation(y_obs)
+        return self.noise.log_likelihood(y_obs - self.forward(x))
+
+    def misfit(self, x: jax.Array, y_obs: jax.Array) -> jax.Array:
+        """Whitened mean squared misfit ||(forward(x) - y_obs) / std||^2 / M (about 1 at the truth)."""
+        self._check_observation(y_obs)
+        r = self.noise.whiten(self.forward(x) - y_obs)
+        return jnp.mean(r**2)
+
+    def cases(self, seed: int, num: int) -> Cases:
+        """`num` fixed cases; case i uses `fold_in(key(seed), i)`, so cases never depend on `num`."""
+        if not isinstance(num, int) or num < 1:
+            raise ValueError(f"num: expected a positive integer, got {num!r}")
+        base = jr.key(seed)
+
+        def one(i):
+            k_prior, k_noise = jr.split(jr.fold_in(base, i))
+            x = self.prior.sample(k_prior)
+            u = self.physics(x)
+            return x, u, self.observation(u) + self.noise.sample(k_noise, (self.num_observations,))
+
+        x, u, y = jax.jit(jax.vmap(one))(jnp.arange(num))
+        return Cases(x, u, y)
+
+    # -- evaluation ----------------------------------------------------------
+    def evaluation_field(self, x: jax.Array) -> jax.Array:
+        """The field the posterior metrics score, `(C', H, W)`.
+
+        Identity, except for binary priors: projection onto `binary_values` at their midpoint.
+        """
+        if self.binary_values is None:
+            return x
+        low, high = self.binary_values
+        return jnp.where(x >= 0.5 * (low + high), high, low).astype(x.dtype)
+
+    def config_dict(self) -> dict:
+        return {"task": self.name, **dict(self.config)}
+
+    def config_hash(self) -> str:
+        """SHA-256 (hex, 16 chars) of the task configuration; artifacts record and check it."""
+        text = json.dumps(self.config_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,102 @@
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax import tasks
+
+RES = 16
+CORE = ["darcy", "darcy_lowres", "poisson", "poisson_fixed", "poisson_lowres", "poisson_fixed_lowres"]
+
+
+@pytest.fixture(scope="module")
+def built():
+    return {name: tasks.get(name, resolution=RES, num_sensors=24) for name in CORE}
+
+
+def test_registry_lists_tasks_and_rejects_unknown():
+    assert set(CORE) <= set(tasks.names())
+    with pytest.raises(ValueError, match="unknown task 'darcyy'"):
+        tasks.get("darcyy")
+    with pytest.raises(ValueError, match="no option"):
+        tasks.get("darcy", resolutoin=32)
+    with pytest.raises(ValueError, match="observation"):
+        tasks.get("poisson", resolution=RES, observation="radar")
+    with pytest.raises(ValueError, match="num_sensors"):
+        tasks.get("darcy", resolution=8, num_sensors=128)
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_cases_are_fixed_and_consistent(built, name):
+    task = built[name]
+    cases = task.cases(seed=3, num=4)
+    assert cases.x_true.shape == (4, *task.unknown_shape)
+    assert cases.y_obs.shape == (4, task.num_observations)
+    again = task.cases(seed=3, num=2)  # case i never depends on how many cases are drawn
+    np.testing.assert_array_equal(cases.y_obs[:2], again.y_obs)
+    np.testing.assert_allclose(cases.u_true[0], task.solve(cases.x_true[0]), rtol=1e-5, atol=1e-7)
+    # the observation noise has the task's std
+    resid = (cases.y_obs - jax.vmap(task.forward)(cases.x_true)) / task.noise_std
+    assert 0.5 < float(jnp.std(resid)) < 1.5
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_forward_jits_and_vmaps(built, name):
+    task = built[name]
+    x = task.cases(0, 3).x_true
+    batched = jax.jit(jax.vmap(task.forward))(x)
+    looped = jnp.stack([task.forward(xi) for xi in x])
+    np.testing.assert_allclose(batched, looped, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["darcy", "poisson", "poisson_fixed_lowres"])
+def test_forward_jacobian_matches_central_differences(x64, name):
+    task = tasks.get(name, resolution=8, num_sensors=10)
+    g = np.linspace(0, 1, 8)
+    x = jnp.asarray(6.0 + 3.0 * np.sin(2 * np.pi * g)[:, None] * np.cos(np.pi * g)[None, :])[None]
+    jac = np.asarray(jax.jacfwd(task.forward)(x)).reshape(task.num_observations, -1)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        v = jnp.asarray(rng.standard_normal(x.shape))
+        h = 1e-5
+        fd = (task.forward(x + h * v) - task.forward(x - h * v)) / (2 * h)
+        np.testing.assert_allclose(jac @ np.asarray(v).ravel(), fd, rtol=1e-6, atol=1e-10)
+
+
+def test_likelihood_misfit_and_evaluation_field(built, key):
+    task = built["darcy"]
+    x = task.prior.sample(key)
+    y = task.simulate(jr.fold_in(key, 1), x)
+    r = (y - task.forward(x)) / task.noise_std
+    expected = -0.5 * jnp.sum(r**2) - r.size * jnp.log(task.noise_std) - 0.5 * r.size * jnp.log(2 * jnp.pi)
+    np.testing.assert_allclose(task.log_likelihood(x, y), expected, rtol=1e-5)
+    np.testing.assert_allclose(task.misfit(x, y), jnp.mean(r**2), rtol=1e-5)
+    blurred = x + 2.0 * jr.normal(key, x.shape)
+    assert set(np.unique(task.evaluation_field(blurred))) <= {3.0, 12.0}
+    np.testing.assert_array_equal(task.evaluation_field(x), x)
+    smooth = built["poisson"].prior.sample(key)
+    np.testing.assert_array_equal(built["poisson"].evaluation_field(smooth), smooth)
+
+
+def test_bad_shapes_are_named(built):
+    task = built["poisson_fixed"]
+    with pytest.raises(ValueError, match=r"x: expected shape \(1, 16, 16\)"):
+        task.forward(jnp.zeros((RES, RES)))
+    with pytest.raises(ValueError, match="y_obs"):
+        task.log_likelihood(jnp.zeros(task.unknown_shape), jnp.zeros(3))
+    with pytest.raises(ValueError, match="num"):
+        task.cases(0, 0)
+
+
+def test_config_hash_tracks_configuration():
+    a = tasks.get("poisson_fixed", resolution=RES)
+    assert a.config_hash() == tasks.get("poisson_fixed", resolution=RES).config_hash()
+    assert a.config_hash() != tasks.get("poisson_fixed", resolution=RES, noise_std=2e-4).config_hash()
+    assert a.config_hash() != tasks.get("poisson_fixed_lowres", resolution=RES).config_hash()
+
+
+def test_published_prior_statistics():
+    assert tasks.get("darcy", resolution=RES).field_stats == (7.5, 4.5)
+    # the published Poisson training set has std 0.2719
+    assert abs(tasks.get("poisson", resolution=128).field_stats[1] - 0.2719) < 0.005
