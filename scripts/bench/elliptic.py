@@ -34,11 +34,16 @@ def _sizes(args) -> list[tuple[int, int]]:
 
 
 def binary_coefficients(seed: int, batch: int, n: int) -> np.ndarray:
-    """Binary 12/3 fields `(batch, n, n)`: a smooth Gaussian field thresholded at 0."""
+    """Binary 12/3 fields `(batch, n, n)`: a zero-mean Gaussian field thresholded at 0.
+
+    Periodic spectral Gaussian field with amplitude (4 pi^2 |k|^2 + 9)^-1, the
+    covariance of the FNO Darcy generator (alpha = 2, tau = 3).
+    """
     rng = np.random.default_rng(seed)
     k = np.fft.fftfreq(n, d=1.0 / n)
     decay = (4 * np.pi**2 * (k[:, None] ** 2 + k[None, :] ** 2) + 9.0) ** -1.0
     noise = rng.standard_normal((batch, n, n)) + 1j * rng.standard_normal((batch, n, n))
+    decay[0, 0] = 0.0  # zero-mean field, so every sample has both phases
     field = np.fft.ifft2(noise * decay).real
     return np.where(field >= 0, 12.0, 3.0)
 
