@@ -23,7 +23,7 @@ def summarize(task: tasks.Task, num_cases: int, seed: int) -> dict:
     u = jax.block_until_ready(solve(cases.x_true))
     solve_s = time.perf_counter() - start
     residual = jax.vmap(task.physics.residual)(cases.x_true, u)
-    # ||A(x) u - f|| / ||f||: the residual at u = 0 is -f
+    # ||f - A(x) u|| / ||f||: the residual at u = 0 is f
     rel_residual = jnp.linalg.norm(residual.reshape(num_cases, -1), axis=1) / jnp.linalg.norm(
         jax.vmap(task.physics.residual)(cases.x_true, jnp.zeros_like(u)).reshape(num_cases, -1), axis=1
     )
