@@ -175,6 +175,14 @@ class Task(eqx.Module):
         low, high = self.binary_values
         return jnp.where(x >= 0.5 * (low + high), high, low).astype(x.dtype)
 
+    @property
+    def evaluation_name(self) -> str:
+        """How `evaluation_field` transforms fields, recorded beside every score."""
+        if self.binary_values is None:
+            return "identity"
+        low, high = self.binary_values
+        return f"binarized@{0.5 * (low + high):g}"
+
     def config_dict(self) -> dict:
         return {"task": self.name, **dict(self.config)}
 

@@ -1,0 +1,48 @@
+"""Posterior samplers behind one interface, selected by name.
+
+`get(name, task, **config) -> AbstractSampler`; `names()` lists them. A builder
+is registered with `register(name, builder)`, `builder(task, **config)`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from posteriorjax.samplers.base import AbstractSampler
+
+_BUILDERS: dict[str, Callable[..., AbstractSampler]] = {}
+
+
+def register(name: str, builder: Callable[..., AbstractSampler]) -> None:
+    """Register `builder(task, **config)` under `name`."""
+    if name in _BUILDERS:
+        raise ValueError(f"name: sampler {name!r} is already registered")
+    _BUILDERS[name] = builder
+
+
+def names() -> list[str]:
+    return sorted(_BUILDERS)
+
+
+def get(name: str, task, **config) -> AbstractSampler:
+    """Build sampler `name` for `task` with its structural `config`."""
+    if name not in _BUILDERS:
+        raise ValueError(f"name: unknown sampler {name!r}; registered samplers: {names()}")
+    builder = _BUILDERS[name]
+    allowed = list(inspect.signature(builder).parameters)[1:]
+    unknown = sorted(set(config) - set(allowed))
+    if unknown:
+        raise ValueError(f"config: sampler {name!r} has no option(s) {unknown}; options: {allowed}")
+    return builder(task, **config)
+
+
+def _register_builtin() -> None:
+    from posteriorjax.samplers import prior
+
+    register("prior", prior.build)
+
+
+_register_builtin()
+
+__all__ = ["AbstractSampler", "get", "names", "register"]

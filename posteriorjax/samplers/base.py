@@ -1,0 +1,69 @@
+"""The one interface of every posterior sampler.
+
+`sampler.sample(key, y_obs, num_samples, hparams) -> (num_samples, C, H, W)`:
+pure and vmappable over cases (`y_obs`) and over numeric hyperparameters
+(`hparams`, a dict of scalar arrays); `num_samples` and everything structural
+(step counts, networks, the task) are static. Trained state (networks) is a
+pytree field of the sampler, never a global.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from posteriorjax.tasks.base import Task
+
+
+class AbstractSampler(eqx.Module):
+    """Base class: subclasses set `defaults` and implement `_sample`.
+
+    Attributes:
+      task: the inverse problem (its prior, forward map, observation, noise).
+      defaults: static mapping of every numeric hyperparameter name to its default.
+    """
+
+    task: Task
+    defaults: Mapping[str, float] = eqx.field(static=True)
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def hparams(self, **overrides) -> dict[str, jax.Array]:
+        """The defaults with `overrides`, as float32 scalars (validated)."""
+        unknown = sorted(set(overrides) - set(self.defaults))
+        if unknown:
+            raise ValueError(
+                f"hparams: {self.name} has no hyperparameter(s) {unknown}; it has {sorted(self.defaults)}"
+            )
+        values = {**self.defaults, **overrides}
+        return {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
+
+    def check_hparams(self, hparams: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        """Validate names (static) and domains (`eqx.error_if`, so it works under jit/vmap)."""
+        if set(hparams) != set(self.defaults):
+            raise ValueError(
+                f"hparams: {self.name} expects exactly {sorted(self.defaults)}, got {sorted(hparams)}"
+            )
+        return {k: self.check_domain(k, jnp.asarray(v)) for k, v in hparams.items()}
+
+    def check_domain(self, name: str, value: jax.Array) -> jax.Array:
+        """Hyperparameter domain check; the default requires values >= 0."""
+        return eqx.error_if(value, ~(value >= 0), f"hparams: {name} must be >= 0")
+
+    def sample(self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array]) -> jax.Array:
+        """Posterior samples `(num_samples, *task.unknown_shape)` given observations `y_obs (M,)`."""
+        if not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
+        self.task._check_observation(y_obs)
+        hparams = self.check_hparams(hparams)
+        return self._sample(key, jnp.asarray(y_obs), num_samples, hparams)
+
+    @abc.abstractmethod
+    def _sample(self, key, y_obs: jax.Array, num_samples: int, hparams: dict[str, jax.Array]) -> jax.Array:
+        """Implementation of `sample` on validated inputs."""
