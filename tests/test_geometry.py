@@ -1,0 +1,203 @@
+"""Observation geometry: closed forms, invariances and the area/AUROC identities."""
+
+import itertools
+
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax.metrics import geometry as geo
+
+
+def test_sum_map_has_one_retained_direction_and_the_null_direction(x64):
+    g = geo.analyze(lambda c: jnp.array([c[0] + c[1]]), jnp.zeros(2), noise_cov=1.0)
+    np.testing.assert_allclose(g.singular_values, [np.sqrt(2), 0.0], atol=1e-12)
+    assert g.retained.tolist() == [True, False]
+    null = g.V[:, 1] * np.sign(g.V[0, 1])
+    np.testing.assert_allclose(null, np.array([1.0, -1.0]) / np.sqrt(2), atol=1e-12)
+    assert g.rank == 1
+
+
+def test_more_unknowns_than_observations_gives_zero_singular_values(x64):
+    rng = np.random.default_rng(0)
+    p, m = 4, 9
+    a = rng.standard_normal((p, m))
+    g = geo.analyze(lambda c: jnp.tanh(jnp.asarray(a) @ c), jnp.asarray(rng.standard_normal(m)) * 0.1,
+                    noise_cov=0.3)  # fmt: skip
+    assert np.sum(g.singular_values == 0.0) >= m - p
+    assert g.V.shape == (m, m)
+    np.testing.assert_allclose(g.V.T @ g.V, np.eye(m), atol=1e-12)
+    # the zero directions span the exact null space of J
+    np.testing.assert_allclose(g.jacobian @ g.V[:, g.singular_values == 0], 0.0, atol=1e-10)
+
+
+def test_uniform_noise_scaling_leaves_the_partition_unchanged(x64):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((6, 6)) @ np.diag(np.logspace(0, -2, 6))
+    cov = np.diag(rng.uniform(0.5, 2.0, 6))
+    fn = lambda c: jnp.asarray(a) @ c  # noqa: E731
+    g1 = geo.analyze(fn, jnp.zeros(6), noise_cov=cov)
+    g2 = geo.analyze(fn, jnp.zeros(6), noise_cov=100.0 * cov)
+    np.testing.assert_array_equal(g1.retained, g2.retained)
+    np.testing.assert_allclose(g1.normalized, g2.normalized, rtol=1e-10)
+    np.testing.assert_allclose(g1.singular_values, 10.0 * g2.singular_values, rtol=1e-10)
+
+
+def test_metric_and_correlated_noise_whiten_the_jacobian(x64):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 5))
+    l_noise = np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3)
+    l_metric = np.tril(rng.standard_normal((5, 5))) + 3 * np.eye(5)
+    cov, metric = l_noise @ l_noise.T, l_metric @ l_metric.T
+    g = geo.from_jacobian(a, noise_cov=cov, metric=metric)
+    # singular values of Sigma^-1/2 A G^-1/2 are the generalized ones: eig(A G^-1 A^T, Sigma)
+    lam = np.sort(np.linalg.eigvals(np.linalg.solve(cov, a @ np.linalg.solve(metric, a.T))).real)[::-1]
+    np.testing.assert_allclose(g.singular_values[:3], np.sqrt(lam), rtol=1e-9)
+    np.testing.assert_allclose(g.metric_sqrt @ g.metric_sqrt, metric, rtol=1e-10)
+
+
+def test_jacfwd_agrees_with_finite_differences_and_chunking(x64):
+    def fn(c):
+        return jnp.stack([jnp.sin(c[0]) * c[1], c[2] ** 3 + c[0], jnp.exp(0.3 * c[1] - c[2])])
+
+    c0 = jnp.array([0.3, -0.7, 0.5])
+    report = geo.finite_difference_check(fn, c0)
+    err = report["relative_error"]
+    assert min(err) < 1e-7
+    assert err[0] / err[2] == pytest.approx(100.0, rel=0.05)  # O(h^2) truncation: h 1e-2 -> 1e-3
+    np.testing.assert_allclose(geo.jacobian(fn, c0, chunk_size=2), geo.jacobian(fn, c0), rtol=1e-14)
+
+
+def test_appending_observation_rows_never_reduces_the_exact_rank(x64):
+    rng = np.random.default_rng(3)
+    m = 8
+    rows = rng.standard_normal((6, m)) * np.logspace(0, -6, 6)[:, None]
+    ranks = [geo.from_jacobian(rows[:p], noise_cov=1.0).rank for p in range(1, 7)]
+    assert ranks == sorted(ranks) and ranks[-1] == 6
+    # ...while the relative effective rank can drop (normalization by s_1)
+    g0 = geo.from_jacobian(np.diag([1.0, 0.1]), noise_cov=1.0)
+    g1 = geo.from_jacobian(np.array([[1.0, 0.0], [0.0, 0.1], [100.0, 0.0]]), noise_cov=1.0)
+    assert (g0.num_retained, g1.num_retained) == (2, 1) and g1.rank == 2
+
+
+def _brute_force_yield(u, hit):
+    """Average of the claimed-hit curve over every ordering consistent with `u` (ties permuted)."""
+    m = len(u)
+    curves = []
+    for perm in itertools.permutations(range(m)):
+        ranks = np.asarray(perm)
+        if all(u[ranks[i]] >= u[ranks[i + 1]] for i in range(m - 1)):
+            curves.append(np.concatenate([[0], np.cumsum(hit[ranks])]))
+    return np.mean(curves, axis=0)
+
+
+def test_ties_are_averaged_over_orderings():
+    u = np.array([0.5, 0.2, 0.5, 0.5, 0.1, 0.2])
+    hit = np.array([True, False, False, True, False, True])
+    retained = hit | np.array([False, True, False, False, False, False])
+    sel = geo.selection(u, retained, hit)
+    np.testing.assert_allclose(sel.recovery_yield * 6, _brute_force_yield(u, hit), rtol=1e-12)
+    np.testing.assert_allclose(sel.abstention, 1 - _brute_force_yield(u, ~retained) / 2, rtol=1e-12)
+
+
+def test_crc_auc_equals_hit_auroc_and_d_matches_geometric_auroc(key):
+    for i in range(20):
+        k1, k2, k3 = jr.split(jr.fold_in(key, i), 3)
+        m = 17
+        u = np.round(np.asarray(jr.uniform(k1, (m,))), 1)  # rounding makes ties
+        retained = np.array(jr.uniform(k2, (m,)) < 0.6)
+        retained[0], retained[1] = True, False
+        hit = retained & np.asarray(jr.uniform(k3, (m,)) < 0.7)
+        hit[0] = True
+        sel = geo.selection(u, retained, hit)
+        a = geo.auroc(u, hit)
+        if sel.crc_auc.defined:
+            assert sel.crc_auc.value == pytest.approx(a.value, abs=1e-12)
+        r = retained.sum()
+        expected = (r / m) * (sel.geometric_auroc.value - 0.5)
+        assert sel.excess_abstention.value == pytest.approx(expected, abs=1e-12)
+
+
+def test_random_confidence_matches_random_reference_in_expectation():
+    retained = np.array([True] * 5 + [False] * 4)
+    hit = retained & (np.arange(9) % 2 == 0)
+    sel = geo.selection(np.zeros(9), retained, hit)  # all tied = uniformly random ordering
+    np.testing.assert_allclose(sel.recovery_yield, sel.recovery_yield_random, atol=1e-12)
+    np.testing.assert_allclose(sel.abstention, sel.abstention_random, atol=1e-12)
+    assert sel.crc_auc.value == pytest.approx(0.5) and sel.excess_abstention.value == pytest.approx(0.0)
+
+
+def test_oracle_gating_and_claim_everything():
+    g = geo.from_jacobian(np.diag([1.0, 0.5, 0.2, 1e-3, 0.0]), noise_cov=1.0)
+    truth = np.random.default_rng(0).standard_normal((200, 5))
+    pred = truth.copy()
+    pred[:, 3:] = 0.0  # perfect on the retained directions, the mean elsewhere
+    e = geo.directional_nrmse(geo.project(g, pred), geo.project(g, truth))
+    h = geo.hits(g, e)
+    assert h.tolist() == [True, True, True, False, False]
+    assert geo.scrs(g.retained, g.retained, h).value == 1.0
+    assert geo.scrs(np.ones(5, bool), g.retained, h).value == 0.0
+    oracle = geo.selection(g.retained.astype(float), g.retained, h)
+    assert oracle.geometric_auroc.value == 1.0 and oracle.crc_auc.value == 1.0
+    # a budget inside a tied group claims fractionally
+    np.testing.assert_allclose(geo.claims_at(g.retained.astype(float), 4), [1, 1, 1, 0.5, 0.5])
+
+
+def test_undefined_scores_carry_a_reason():
+    retained = np.array([True, True, False])
+    sel = geo.selection(np.array([3.0, 2.0, 1.0]), retained, np.zeros(3, bool))
+    assert not sel.crc_auc.defined and "no recovered" in sel.crc_auc.reason
+    sel = geo.selection(np.array([3.0, 2.0, 1.0]), np.ones(3, bool), np.ones(3, bool))
+    assert sel.geometric_auroc.value is None and sel.abstention is None
+    assert "undefined" in f"{sel.excess_abstention}"
+    assert geo.scrs(np.zeros(3), np.zeros(3, bool), np.zeros(3, bool)).value is None
+
+
+def test_std_ratios_of_the_exact_linear_gaussian_posterior(key, x64):
+    """Prior N(0, I), y = A c + N(0, s^2 I): in the V basis Cov_post = diag(1 / (1 + s_i^2))."""
+    rng = np.random.default_rng(4)
+    m, p, n = 6, 3, 20000
+    a = rng.standard_normal((p, m)) * np.array([3.0, 1.0, 0.05])[:, None]
+    cov = 0.25
+    g = geo.from_jacobian(a, noise_cov=cov)
+    post_cov = np.linalg.inv(np.eye(m) + a.T @ a / cov)
+    k1, k2 = jr.split(key)
+    prior = np.asarray(jr.normal(k1, (n, m)))
+    post = np.asarray(jr.normal(k2, (n, m))) @ np.linalg.cholesky(post_cov).T
+    out = geo.std_ratios(g, post, prior)
+    expected = 1.0 / np.sqrt(1.0 + g.singular_values**2)
+    np.testing.assert_allclose(out["ratio"], expected, rtol=0.03)  # ~4 sigma for n = 2e4
+    assert out["retained"].value < 0.5 and out["below_threshold"].value == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("tau", [0.0, 1.0, -0.1, 2.0, "0.1"])
+def test_bad_tau(tau):
+    with pytest.raises(ValueError, match="tau"):
+        geo.from_jacobian(np.eye(2), noise_cov=1.0, tau=tau)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(noise_cov=np.array([[1.0, 0.0], [0.0, 0.0]])), "noise_cov"),
+        (dict(noise_cov=np.array([[1.0, 2.0], [2.0, 1.0]])), "noise_cov"),
+        (dict(noise_cov=np.array([[1.0, 0.5], [0.0, 1.0]])), "noise_cov"),
+        (dict(noise_cov=np.array([1.0, -1.0])), "noise_cov"),
+        (dict(noise_cov=1.0, metric=np.zeros((2, 2))), "metric"),
+        (dict(noise_cov=1.0, metric=np.ones(3)), "metric"),
+    ],
+)
+def test_bad_covariances(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        geo.from_jacobian(np.eye(2), **kwargs)
+
+
+def test_bad_confidence():
+    retained, hit = np.array([True, False, True]), np.array([True, False, False])
+    with pytest.raises(ValueError, match="confidence: expected shape"):
+        geo.selection(np.ones(4), retained, hit)
+    with pytest.raises(ValueError, match="confidence: expected finite"):
+        geo.selection(np.array([1.0, np.nan, 0.0]), retained, hit)
+    with pytest.raises(ValueError, match="hit"):
+        geo.selection(np.ones(3), retained, np.array([False, True, False]))
