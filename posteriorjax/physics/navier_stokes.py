@@ -174,8 +174,7 @@ def _terms(frames, grid: Grid, nu, final_time: float, forcing_amplitude):
     mask = spectral.dealias(grid)
     advection = spectral.irfft2(jnp.where(mask, spectral.rfft2(vx * wx + vy * wy), 0), grid.n)
     diffusion = nu * spectral.irfft2(-(kx**2 + ky**2) * mid_hat, grid.n)
-    force = jnp.broadcast_to(forcing(grid, forcing_amplitude, frames.dtype), mid.shape)
-    return time_term, advection, diffusion, force
+    return time_term, advection, diffusion, forcing(grid, forcing_amplitude, frames.dtype)
 
 
 def residual(frames, grid: Grid, *, nu, final_time: float = 0.4, forcing_amplitude=0.1) -> jax.Array:
