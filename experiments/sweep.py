@@ -1,0 +1,27 @@
+"""Run a sweep: `python -m experiments.sweep --config=configs/<name>.py --workdir=DIR [--config.x=y]`.
+
+Writes DIR/results.jsonl, results.csv, summary.md, config.json and provenance.json;
+rerunning with the same config resumes and skips finished configurations.
+"""
+
+import jax
+from absl import app, flags
+from ml_collections import config_flags
+
+from posteriorjax import sweep
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
+_DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
+
+
+def main(argv):
+    del argv
+    if _DISTRIBUTED.value:
+        jax.distributed.initialize()
+    sweep.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["config", "workdir"])
+    app.run(main)

@@ -1,0 +1,148 @@
+"""Sweep records -> tables (CSV, the Markdown main table) and provenance.
+
+A record is one configuration of a sweep (see `sweep.run_pair`): task,
+sampler, case, seed, hyperparameters and a dict of metrics. The main table has
+one row per (task, sampler, hyperparameter setting) and, per metric, the mean
+± std (ddof 1) over cases and seeds; the best and second-best rows of every
+lower-is-better column are marked in bold and italics, the published layout.
+Rows with any non-finite sample show their metrics as NaN, never averaged.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.metadata
+import io
+import json
+import math
+import platform
+import subprocess
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+
+# columns of the main table: (metric key, header); all lower-is-better
+TABLE_METRICS: tuple[tuple[str, str], ...] = (
+    ("mean_error", "Mean"),
+    ("std_error", "Std"),
+    ("mmd", "MMD"),
+    ("swd", "SWD"),
+    ("spectral_error", "Spectral"),
+    ("crps", "CRPS"),
+    ("rel_l2_mean", "RelL2(mean)"),
+)
+
+
+def _row_key(record: dict) -> tuple:
+    return (record["task"], record["sampler"], tuple(sorted(record["hparams"].items())))
+
+
+def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
+    """Mean, std (ddof 1) and count over cases and seeds per (task, sampler, hparams)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[_row_key(r)].append(r)
+    rows = []
+    for (task, sampler, hparams), recs in groups.items():
+        row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "count": len(recs)}
+        row["nonfinite"] = int(sum(r["metrics"].get("num_nonfinite", 0) or 0 for r in recs))
+        row["time_s"] = float(np.mean([r["wall_time_s"] for r in recs]))
+        for m in metrics:
+            vals = [r["metrics"].get(m) for r in recs]
+            arr = np.asarray([np.nan if v is None else v for v in vals], np.float64)
+            if arr.size == 0 or not np.all(np.isfinite(arr)):
+                row[m] = (math.nan, math.nan)
+            else:
+                row[m] = (float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0)
+        rows.append(row)
+    return rows
+
+
+def _hparam_label(hparams: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items())) or "-"
+
+
+def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
+    """The Markdown summary: per task, samplers x metrics, best **bold**, second *italic*."""
+    keys = [k for k, _ in metrics]
+    rows = aggregate(records, keys)
+    out = []
+    for task in sorted({r["task"] for r in rows}):
+        trows = sorted(
+            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], _hparam_label(r["hparams"]))
+        )
+        ranks = {}
+        for k in keys:
+            finite = sorted({r[k][0] for r in trows if math.isfinite(r[k][0])})
+            ranks[k] = finite[:2]
+        out.append(f"### {task}\n")
+        out.append(
+            "| sampler | hparams | " + " | ".join(h for _, h in metrics) + " | time/config (s) | non-finite |"
+        )
+        out.append("|---|---|" + "---|" * len(metrics) + "---|---|")
+        for r in trows:
+            cells = []
+            for k in keys:
+                mean, std = r[k]
+                if not math.isfinite(mean):
+                    cells.append("NaN")
+                    continue
+                text = f"{mean:.4g} ± {std:.2g}"
+                if ranks[k] and mean == ranks[k][0]:
+                    text = f"**{text}**"
+                elif len(ranks[k]) > 1 and mean == ranks[k][1]:
+                    text = f"*{text}*"
+                cells.append(text)
+            out.append(
+                f"| {r['sampler']} | {_hparam_label(r['hparams'])} | "
+                + " | ".join(cells)
+                + f" | {r['time_s']:.3g} | {r['nonfinite']} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def to_csv(records: Sequence[dict]) -> str:
+    """One row per record; scalar metrics as columns (vector metrics JSON-encoded)."""
+    hp_keys = sorted({k for r in records for k in r["hparams"]})
+    m_keys = sorted({k for r in records for k in r["metrics"]})
+    base = ["task", "sampler", "case", "seed", "num_samples", "wall_time_s", "compile_time_s", "evaluation"]
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(base + [f"hp.{k}" for k in hp_keys] + m_keys)
+    for r in records:
+        metrics = [r["metrics"].get(k) for k in m_keys]
+        metrics = [json.dumps(v) if isinstance(v, list) else ("" if v is None else v) for v in metrics]
+        writer.writerow([r.get(k) for k in base] + [r["hparams"].get(k) for k in hp_keys] + metrics)
+    return buf.getvalue()
+
+
+def provenance(seeds: dict) -> dict:
+    """Package versions, devices, git revision and seeds of a run."""
+    versions = {}
+    for pkg in ("posteriorjax", "jax", "jaxlib", "equinox", "numpy", "optax", "diffrax", "lineax"):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            versions[pkg] = None
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        rev = None
+    return {
+        "versions": versions,
+        "python": platform.python_version(),
+        "devices": [str(d) for d in jax.devices()],
+        "process_count": jax.process_count(),
+        "git_revision": rev,
+        "seeds": seeds,
+    }
