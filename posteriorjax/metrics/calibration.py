@@ -11,6 +11,7 @@ follow Talts et al. (2018) on random 1-D projections.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -76,6 +77,11 @@ def coverage(samples, truth, levels=DEFAULT_LEVELS, weights=None):
         raise ValueError(f"truth: expected shape {x.shape[1:]}, got {t.shape}")
     _checks.finite(x, "samples")
     w = None if weights is None else _checks.weights(weights, x.shape[0], "weights", x.dtype)
+    return _coverage(x, t, tuple(float(v) for v in np.ravel(levels)), w)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _coverage(x, t, levels, w):
     lo, hi = central_intervals(x, levels, w)
     inside = (lo <= t) & (t <= hi)
     cov = inside.reshape(inside.shape[0], -1).mean(axis=1)
@@ -243,6 +249,13 @@ def _check_conditional(samples, truth, min_size=1):
     return x, t
 
 
+def _validate_options(normalize, metric):
+    if normalize not in ("truth", "all", None):
+        raise ValueError(f"normalize: expected 'truth', 'all' or None, got {normalize!r}")
+    if metric not in ("euclidean", "manhattan"):
+        raise ValueError(f"metric: expected 'euclidean' or 'manhattan', got {metric!r}")
+
+
 def _box(x, t, normalize):
     if normalize is None:
         return jnp.zeros(t.shape[1], t.dtype), jnp.ones(t.shape[1], t.dtype)
@@ -311,9 +324,12 @@ def tarp(
     A calibrated posterior gives ecp ~ alpha. See `tarp_bootstrap`, `tarp_summary`.
     """
     x, t = _check_conditional(samples, truth)
-    return _tarp(key, x, t, references, normalize, metric, num_alpha_bins or max(t.shape[0] // 10, 1))
+    _validate_options(normalize, metric)
+    refs = None if references is None else jnp.asarray(references, t.dtype)
+    return _tarp(key, x, t, refs, normalize, metric, num_alpha_bins or max(t.shape[0] // 10, 1))
 
 
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
 def _tarp(key, x, t, references, normalize, metric, num_alpha_bins):
     low, width = _box(x, t, normalize)
     xn, tn = (x - low) / width, (t - low) / width
@@ -346,8 +362,13 @@ def tarp_bootstrap(
     """
     x, t = _check_conditional(samples, truth)
     k = num_alpha_bins or max(t.shape[0] // 10, 1)
+    _validate_options(normalize, metric)
     refs = None if references is None else jnp.asarray(references, t.dtype).reshape(t.shape)
+    return _tarp_bootstrap(key, x, t, refs, normalize, metric, k, num_bootstrap)
 
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _tarp_bootstrap(key, x, t, refs, normalize, metric, k, num_bootstrap):
     def one(b):
         kb = jr.fold_in(key, b)
         k_idx, k_ref = jr.split(kb)
@@ -420,10 +441,15 @@ def sbc_test(key, samples, truth, *, num_projections=16):
     (randomized PIT, exactly uniform when calibrated) and KS-tested.
     `min_p_value` is Bonferroni-corrected (times P, capped at 1).
     """
+    x, t = _check_conditional(samples, truth)
+    return _sbc_test(key, x, t, num_projections)
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _sbc_test(key, x, t, num_projections):
     k_dir, k_jit = jr.split(key)
-    ranks = sbc_ranks(k_dir, samples, truth, num_projections=num_projections)
-    n = jnp.shape(samples)[1]
-    u = (ranks + jr.uniform(k_jit, ranks.shape)) / (n + 1)
+    ranks = sbc_ranks(k_dir, x, t, num_projections=num_projections)
+    u = (ranks + jr.uniform(k_jit, ranks.shape, x.dtype)) / (x.shape[1] + 1)
     d, p = ks_uniform(u)
     return {
         "ranks": ranks,

@@ -28,6 +28,7 @@ indicate over-confidence or bias, above it under-confidence.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -70,7 +71,7 @@ def expected_moments(num_counted: int):
     return mean, (n + 1) / (2 * (n + 2)) - mean**2
 
 
-def _condition_statistic(key, samples, truth, anchor, num_regions, anchored):
+def _condition_statistic(key, samples, truth, anchor, anchored, num_regions):
     """Mean MIRA statistic of one condition: `samples (N, d)`, `truth (d,)` -> scalar."""
     n, d = samples.shape
     low = jnp.minimum(samples.min(axis=0), truth)
@@ -78,13 +79,11 @@ def _condition_statistic(key, samples, truth, anchor, num_regions, anchored):
     width = jnp.where(width > 0, width, 1.0)
     x = (samples - low) / width
     t = (truth - low) / width
-    k_center, k_ref = jr.split(key)
-    if anchored:
-        a = (anchor - low) / width
-        centers = a + jr.uniform(k_center, (num_regions, d), x.dtype, -0.05, 0.05)
-    else:
-        centers = jr.uniform(k_center, (num_regions, d), x.dtype)
-    ref_index = jr.randint(k_ref, (num_regions,), 0, n)
+    # one uniform draw per region: d centre coordinates and the reference index (cheaper to compile
+    # than separate uniform and randint draws)
+    u = jr.uniform(key, (num_regions, d + 1), x.dtype)
+    centers = jnp.where(anchored, (anchor - low) / width + 0.1 * u[:, :d] - 0.05, u[:, :d])
+    ref_index = jnp.minimum(jnp.floor(u[:, d] * n).astype(jnp.int32), n - 1)
     cc = jnp.sum(centers**2, axis=1)
     dx = (
         jnp.sum(x**2, axis=1)[None, :]
@@ -148,16 +147,26 @@ def mira(
         a = a.reshape(t.shape)
     else:
         a = t
+    return _mira(key, x, t, a, jnp.asarray(anchored), num_regions, num_bootstrap, batch_size)
 
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7))
+def _mira(key, x, t, a, anchored, num_regions, num_bootstrap, batch_size):
+    num_conditions, n = x.shape[:2]
     k_regions, k_boot = jr.split(key)
     keys = jax.vmap(lambda i: jr.fold_in(k_regions, i))(jnp.arange(num_conditions))
+    # pad the conditions to whole batches (one compiled body, no remainder branch)
+    batch = min(batch_size, num_conditions)
+    pad = -num_conditions % batch
+    padded = jax.tree.map(lambda v: jnp.concatenate([v, v[:pad]]) if pad else v, (keys, x, t, a))
     per_condition = jax.lax.map(
-        lambda args: _condition_statistic(*args, num_regions, anchored),
-        (keys, x, t, a),
-        batch_size=min(batch_size, num_conditions),
-    )
+        lambda args: _condition_statistic(*args, anchored, num_regions),
+        padded,
+        batch_size=batch,
+    )[:num_conditions]
     score = jnp.mean(per_condition)
-    idx = jr.randint(k_boot, (num_bootstrap, num_conditions), 0, num_conditions)
+    idx = jnp.floor(jr.uniform(k_boot, (num_bootstrap, num_conditions)) * num_conditions).astype(jnp.int32)
+    idx = jnp.minimum(idx, num_conditions - 1)
     boot_std = jnp.std(jnp.mean(per_condition[idx], axis=1))
     mean, var = expected_moments(n - 1)
     se = (var / num_conditions) ** 0.5

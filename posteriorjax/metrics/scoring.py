@@ -16,6 +16,9 @@ Two estimators, named as in scoringrules >= 0.9:
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 
 from posteriorjax.metrics import _checks
@@ -53,9 +56,14 @@ def crps(samples, truth, weights=None, *, estimator="standard"):
     for `estimator`.
     """
     x, y, w = _prepare(samples, truth, weights, estimator)
+    return _crps(x, y, w, weights is None, estimator)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _crps(x, y, w, uniform, estimator):
     wb = w.reshape((-1,) + (1,) * (x.ndim - 1))
     accuracy = jnp.sum(wb * jnp.abs(x - y), axis=0)
-    if weights is None:
+    if uniform:
         xs = jnp.sort(x, axis=0)
         ws = jnp.broadcast_to(wb, x.shape)
     else:
@@ -78,6 +86,11 @@ def energy_score(samples, truth, weights=None, *, beta=1.0, estimator="standard"
     the Gram form (N x N), so memory is O(N^2 + N D).
     """
     x, y, w = _prepare(samples, truth, weights, estimator)
+    return _energy_score(x, y, w, float(beta), estimator)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _energy_score(x, y, w, beta, estimator):
     x2 = x.reshape(x.shape[0], -1)
     accuracy = w @ (jnp.linalg.norm(x2 - y.ravel(), axis=1) ** beta)
     d2 = squared_distances(x2, x2)

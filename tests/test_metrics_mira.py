@@ -1,0 +1,95 @@
+"""MIRA: exact calibrated moments, the over/under-confident toy of the MIRA paper, options, bad input."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from jax.scipy.stats import norm
+
+from posteriorjax.metrics import mira as M
+
+
+def test_expected_moments_formulas():
+    mean, var = M.expected_moments(100)
+    assert mean == pytest.approx(203 / 306)
+    assert var == pytest.approx(101 / 204 - (203 / 306) ** 2)
+    mean, var = M.expected_moments(10**7)
+    assert mean == pytest.approx(2 / 3, abs=1e-6) and var == pytest.approx(1 / 18, abs=1e-6)
+
+
+def _toy(key, num=1000, n=500):
+    """MIRA paper Sec. 5.1: theta ~ U([-5, 5]^2), log sigma_i ~ U(-5, -1), candidate N(theta, Sigma)."""
+    k1, k2, k3, k4 = jr.split(key, 4)
+    theta = jr.uniform(k1, (num, 2), minval=-5.0, maxval=5.0)
+    sigma = jnp.exp(jr.uniform(k2, (num, 2), minval=-5.0, maxval=-1.0))
+    cand = theta[:, None] + sigma[:, None] * jr.normal(k3, (num, n, 2))
+    z = jr.normal(k4, (num, 2))
+    return theta, sigma, cand, z
+
+
+def test_mira_toy_calibrated_over_under_biased(key):
+    theta, sigma, cand, z = _toy(key)
+    bias = jnp.sign(theta) * norm.ppf(jnp.abs(theta) / 5.0) * sigma  # Z(1 - |theta| / 5) sigma, Z = isf
+    scenarios = {
+        "calibrated": (cand, theta + sigma * z),
+        "overconfident": (cand, theta + jnp.sqrt(3.0) * sigma * z),
+        "underconfident": (cand, theta + jnp.sqrt(0.5) * sigma * z),
+        "biased": (cand - bias[:, None], theta + sigma * z),
+    }
+    samples = jnp.stack([s for s, _ in scenarios.values()])
+    truths = jnp.stack([t for _, t in scenarios.values()])
+    run = jax.jit(jax.vmap(functools.partial(M.mira, num_bootstrap=200), in_axes=(None, 0, 0)))
+    res = run(jr.fold_in(key, 7), samples, truths)
+    score = dict(zip(scenarios, np.asarray(res.score), strict=True))
+    mean, se = float(res.expected_mean[0]), float(res.standard_error[0])
+    assert mean == pytest.approx(M.expected_moments(499)[0], rel=1e-6)
+    assert abs(score["calibrated"] - mean) < 3 * se, score
+    assert score["overconfident"] < mean - 3 * se, score
+    assert score["underconfident"] > mean + 3 * se, score
+    assert score["biased"] < mean - 3 * se, score
+    assert np.all(np.asarray(res.bootstrap_std) > 0) and np.all(np.asarray(res.bootstrap_std) < se)
+
+
+def test_single_region_statistic_has_exact_variance(key):
+    # one region per condition: per-condition values are single statistics with the exact moments
+    k1, k2 = jr.split(key)
+    samples = jr.normal(k1, (4000, 11, 3))
+    truth = jr.normal(k2, (4000, 3))
+    res = M.mira(jr.fold_in(key, 1), samples, truth, num_regions=1)
+    mean, var = M.expected_moments(10)
+    assert res.num_counted == 10
+    vals = np.asarray(res.per_condition)
+    assert np.all(np.isin(np.round(vals * 12).astype(int), np.arange(1, 12)))
+    assert vals.mean() == pytest.approx(mean, abs=3 * np.sqrt(var / 4000))
+    assert vals.var() == pytest.approx(var, rel=0.1)
+
+
+def test_fields_equal_flat_vectors_and_anchored_centres(key):
+    k1, k2, k3 = jr.split(key, 3)
+    theta = jr.uniform(k1, (300, 4), minval=-5.0, maxval=5.0)
+    blind = jr.uniform(k2, (300, 100, 4), minval=-5.0, maxval=5.0)  # ignores the condition
+    truth = theta + 0.3 * jr.normal(k3, (300, 4))
+    flat = M.mira(key, blind, truth, num_regions=20)
+    field = M.mira(key, blind.reshape(300, 100, 1, 2, 2), truth.reshape(300, 1, 2, 2), num_regions=20)
+    np.testing.assert_allclose(flat.score, field.score, rtol=1e-6)
+    # uniform centres are blind to a data-independent candidate; condition-dependent centres are not
+    assert abs(float(flat.score) - float(flat.expected_mean)) < 4 * float(flat.standard_error)
+    anchored = M.mira(key, blind, truth, num_regions=20, center_anchors=theta)
+    assert float(anchored.score) < 0.55
+
+
+def test_mira_bad_inputs(key):
+    x = jr.normal(key, (5, 4, 2))
+    with pytest.raises(ValueError, match="N >= 2"):
+        M.mira(key, x[:, :1], x[:, 0])
+    with pytest.raises(ValueError, match="truth: expected"):
+        M.mira(key, x, x[:4, 0])
+    with pytest.raises(ValueError, match="samples: expected finite"):
+        M.mira(key, x.at[0, 0, 0].set(jnp.nan), x[:, 0])
+    with pytest.raises(ValueError, match=r"samples: expected \(L, N, d\)"):
+        M.mira(key, x[0], x[0, 0])
+    res = jax.jit(M.mira)(key, x.at[0, 0, 0].set(jnp.inf), x[:, 0])
+    assert np.isnan(res.score) and np.isnan(res.z)
