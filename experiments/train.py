@@ -1,0 +1,23 @@
+"""Train a network: `python -m experiments.train --config=configs/train/<name>.py[:tiny] --workdir=DIR`.
+
+Resumes from the latest checkpoint in DIR. Writes DIR/config.json, provenance.json,
+metrics.jsonl and checkpoints/.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from posteriorjax import train
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections training config.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics (resumed from).")
+
+
+def main(argv):
+    del argv
+    train.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["config", "workdir"])
+    app.run(main)

@@ -1,0 +1,48 @@
+"""Neural operators and networks (Equinox) and a Flax adapter.
+
+Every network maps one field `(C_in, H, W) -> (C_out, H, W)` with the call
+`net(x, t=None, *, key=None)`: `t` is the noise-level input of diffusion backbones
+(None for plain regressors), `key` switches dropout on (training, MC dropout).
+`get(name, key, in_channels=, out_channels=, **options)` builds one by name.
+"""
+
+from __future__ import annotations
+
+from posteriorjax.nn.deeponet import DeepONet
+from posteriorjax.nn.embeddings import FourierEmbedding, NoiseEmbedding, sinusoidal_embedding
+from posteriorjax.nn.flax_adapter import FlaxLinen, FlaxNNX, from_linen, from_nnx
+from posteriorjax.nn.fno import FNO
+from posteriorjax.nn.layers import ChannelMLP, Dropout, Pointwise, SpectralConv, spectral_resample
+from posteriorjax.nn.normalized import (
+    InverseNet,
+    Normalizer,
+    Surrogate,
+    field_normalizer,
+    state_statistics,
+)
+from posteriorjax.nn.unet import UNet
+from posteriorjax.nn.uno import UNO
+
+_MODELS = {"fno": FNO, "uno": UNO, "unet": UNet, "deeponet": DeepONet}
+
+
+def names() -> list[str]:
+    return sorted(_MODELS)
+
+
+def get(name: str, key, *, in_channels: int, out_channels: int, **options):
+    """Build network `name` (one of `names()`) with `options` passed to its constructor."""
+    if name not in _MODELS:
+        raise ValueError(f"name: unknown network {name!r}; available: {names()}")
+    try:
+        return _MODELS[name](in_channels, out_channels, key=key, **options)
+    except TypeError as err:
+        raise ValueError(f"options: invalid options {sorted(options)} for network {name!r}: {err}") from err
+
+
+__all__ = [
+    "FNO", "UNO", "UNet", "DeepONet", "FlaxLinen", "FlaxNNX", "from_linen", "from_nnx", "ChannelMLP",
+    "Dropout", "Pointwise", "SpectralConv", "spectral_resample", "FourierEmbedding", "NoiseEmbedding",
+    "sinusoidal_embedding", "get", "names", "InverseNet", "Normalizer", "Surrogate", "field_normalizer",
+    "state_statistics",
+]  # fmt: skip
