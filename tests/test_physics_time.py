@@ -307,7 +307,8 @@ def test_vmap_matches_loop(key, name):
     u0s = jnp.stack([smooth_field(jr.fold_in(key, i), 16, amplitude=0.8) for i in range(3)])
     params = jnp.asarray([0.02, 0.05, 0.1]) * (30 if name == "reaction_diffusion" else 1)
     batched = jax.jit(jax.vmap(solve))(u0s, params)
-    looped = jnp.stack([solve(u, p) for u, p in zip(u0s, params, strict=True)])
+    single = jax.jit(solve)
+    looped = jnp.stack([single(u, p) for u, p in zip(u0s, params, strict=True)])
     assert batched.shape == (3, 3, 16, 16) and batched.dtype == jnp.float32
     np.testing.assert_allclose(batched, looped, rtol=1e-5, atol=1e-5)
 
