@@ -4,13 +4,14 @@
     python -m experiments.geometry --config=configs/geometry.py:tiny --workdir=/tmp/geometry_tiny
 
 Full scale (64 x 64, refinement check at 32 x 32, 1600/500/800 split, 5 seeds):
-a few minutes on one CPU core. `tiny` (16 x 16, refinement at 12, 160/50/80, 2 seeds)
-runs in about a minute. Writes `summary.md` (retained/below-threshold table,
+several minutes on one CPU core. `tiny` (16 x 16, refinement at 12, 160/50/80,
+2 seeds): ~25 s of CPU time. Writes `summary.md` (retained/below-threshold table,
 finite-difference check, ridge/TSVD NRMSE and selective scores), `results.json`
 and `figures/curves_*.png` (recovery yield Y and below-threshold abstention Z
-against claim coverage with the random reference). Measured at full scale:
-interface_potential 12 retained / 5 below at both 32 and 64; interface_meltpool
-(2 frames) 8/9 at 32 and 9/8 at 64... see summary.md for the run's own numbers.
+against claim coverage, with the random reference). Retained/below-threshold
+dimensions measured at 64 x 64 (32 x 32 in brackets), tau = 0.05:
+potential 12/5 (12/5); meltpool steady 8/9 (8/9); meltpool 2 frames 9/8 (8/9);
+transport final frame only 4/13 (5/12); transport 12 frames 7/10 (15/2).
 """
 
 import ml_collections
