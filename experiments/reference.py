@@ -1,0 +1,22 @@
+"""Build (or resume) prior pools and reference posteriors for one task.
+
+python -m experiments.reference --config=configs/reference/darcy.py --workdir=DIR
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from posteriorjax.reference import pipeline
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it exists).")
+
+
+def main(argv):
+    del argv
+    pipeline.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["config", "workdir"])
+    app.run(main)

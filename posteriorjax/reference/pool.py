@@ -1,0 +1,225 @@
+"""Prior pools: candidate pairs (x, u = physics(x)) drawn in chunks, written to disk as they finish.
+
+Chunk `c` of a pool with seed `s` draws member `i` from the prior with key
+`fold_in(fold_in(key(s), c), i)`, so a chunk's content depends only on
+(task, seed, chunk index, chunk size): chunks can be computed in any order, on
+any number of devices, and a build that is killed resumes by computing exactly
+the missing chunks. Each chunk is one vmapped, jitted program sharded over the
+1-D data mesh of `posteriorjax.parallel`; it is written atomically as
+``chunk_XXXXXX.npz`` (arrays ``x`` `(B, C, H, W)`, ``u`` `(B, C_u, H, W)` when
+`store_state`, and ``y`` `(B, M)` = noise-free observations) followed by a
+``chunk_XXXXXX.json`` sidecar holding its SHA-256. A chunk counts as done only
+when its sidecar exists.
+
+Augmentation (`augment=True`, for isotropic tasks on a square domain: Darcy and
+Poisson; never for CCS/LTMI) appends the 90/180/270-degree rotations of each
+(x, u) pair: since the prior is rotation invariant and the physics rotation
+equivariant, a rotated pair is again a prior draw with its exact state, at no
+extra solve. A chunk then holds `4 B` candidates (rotation-major). The build
+checks equivariance on one draw and refuses tasks that are not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from posteriorjax import parallel
+from posteriorjax.reference import store
+
+
+def _chunk_name(index: int) -> str:
+    return f"chunk_{index:06d}"
+
+
+def _rotations(x: jax.Array) -> jax.Array:
+    """`(4, ...)`: x rotated by 0, 90, 180, 270 degrees in its last two axes."""
+    return jnp.stack([jnp.rot90(x, k, axes=(-2, -1)) for k in range(4)])
+
+
+def draw_candidates(task, chunk_key, indices: jax.Array, *, augment: bool = False):
+    """Prior draws and their states for `indices (B,)`: `(x, u, y)` with leading size B (4 B if augment).
+
+    Member i uses `fold_in(chunk_key, i)`; y = observation(u) is noise-free.
+    """
+
+    def one(i):
+        x = task.prior.sample(jr.fold_in(chunk_key, i))
+        return x, task.physics(x)
+
+    x, u = jax.vmap(one)(indices)
+    if augment:
+        x = jnp.moveaxis(jax.vmap(_rotations)(x), 1, 0).reshape((-1,) + x.shape[1:])
+        u = jnp.moveaxis(jax.vmap(_rotations)(u), 1, 0).reshape((-1,) + u.shape[1:])
+    return x, u, jax.vmap(task.observation)(u)
+
+
+def check_equivariance(task, key, *, rtol: float = 1e-3) -> None:
+    """Raise ValueError unless physics(rot90(x)) == rot90(physics(x)) for one prior draw."""
+    h, w = task.unknown_shape[-2:]
+    if h != w:
+        raise ValueError(f"augment: rotations need a square domain, task {task.name!r} has {h} x {w}")
+    x = task.prior.sample(key)
+    u_rot = task.physics(jnp.rot90(x, 1, axes=(-2, -1)))
+    rot_u = jnp.rot90(task.physics(x), 1, axes=(-2, -1))
+    err = float(jnp.linalg.norm(u_rot - rot_u) / (jnp.linalg.norm(rot_u) + 1e-30))
+    if not err <= rtol:
+        raise ValueError(
+            f"augment: task {task.name!r} is not rotation equivariant (relative error {err:.2e}); "
+            "use augment=False"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """A prior pool on disk (read side). `size` counts finished candidates."""
+
+    directory: Path
+    manifest: dict
+
+    @classmethod
+    def open(cls, directory, task=None) -> Pool:
+        """Open a pool; with `task`, ValueError unless it was built for that exact task config."""
+        manifest = store.read_manifest(directory)
+        if manifest.get("kind") != "pool":
+            raise ValueError(f"directory: {directory} holds a {manifest.get('kind')!r}, expected a pool")
+        if task is not None:
+            store.check_task(manifest, task, "pool")
+        return cls(Path(directory), manifest)
+
+    @property
+    def per_chunk(self) -> int:
+        return self.manifest["chunk_size"] * (4 if self.manifest["augment"] else 1)
+
+    def done_chunks(self) -> list[int]:
+        return [
+            i
+            for i in range(self.manifest["num_chunks"])
+            if (self.directory / f"{_chunk_name(i)}.json").exists()
+        ]
+
+    @property
+    def complete(self) -> bool:
+        return len(self.done_chunks()) == self.manifest["num_chunks"]
+
+    @property
+    def size(self) -> int:
+        return len(self.done_chunks()) * self.per_chunk
+
+    def read_chunk(self, index: int) -> dict[str, np.ndarray]:
+        name = _chunk_name(index)
+        meta = json.loads((self.directory / f"{name}.json").read_text())
+        return store.read_arrays(self.directory / f"{name}.npz", meta["sha256"])
+
+    def iter_chunks(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Yield `(first candidate index, arrays)` for every finished chunk, in order."""
+        for position, index in enumerate(self.done_chunks()):
+            yield position * self.per_chunk, self.read_chunk(index)
+
+    def load(self, field: str = "x") -> np.ndarray:
+        """All finished candidates' `field` (``"x"``, ``"u"`` or ``"y"``), concatenated."""
+        return np.concatenate([arrays[field] for _, arrays in self.iter_chunks()])
+
+    def gather(self, indices, field: str = "x") -> np.ndarray:
+        """Candidates `indices` (positions in `load` order) of `field`, reading only the chunks needed."""
+        indices = np.asarray(indices, np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.size):
+            raise ValueError(
+                f"indices: expected values in [0, {self.size}), got [{indices.min()}, {indices.max()}]"
+            )
+        done = self.done_chunks()
+        out = None
+        for pos in np.unique(indices // self.per_chunk):
+            arrays = self.read_chunk(done[pos])[field]
+            if out is None:
+                out = np.empty((indices.size,) + arrays.shape[1:], arrays.dtype)
+            sel = indices // self.per_chunk == pos
+            out[sel] = arrays[indices[sel] - pos * self.per_chunk]
+        return out
+
+
+def build(
+    task,
+    directory,
+    *,
+    seed: int,
+    num_chunks: int,
+    chunk_size: int,
+    augment: bool = False,
+    store_state: bool = True,
+    progress: bool = True,
+    max_new_chunks: int | None = None,
+    mesh=None,
+) -> Pool:
+    """Build (or resume) a pool of `num_chunks * chunk_size` prior draws (x4 with `augment`).
+
+    Resumes from `directory` when it already holds a pool of the same task,
+    seed, chunk size, augmentation and storage; `num_chunks` may grow between
+    runs (the first chunks are unchanged). `max_new_chunks` stops after that
+    many newly computed chunks (time-boxed builds). ValueError on a mismatch.
+    """
+    for name, value in (("num_chunks", num_chunks), ("chunk_size", chunk_size)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    directory = Path(directory)
+    spec = {
+        "kind": "pool",
+        "format": store.FORMAT_VERSION,
+        "task_config": task.config_dict(),
+        "task_hash": task.config_hash(),
+        "method": "prior_pool",
+        "seed": int(seed),
+        "chunk_size": chunk_size,
+        "augment": bool(augment),
+        "store_state": bool(store_state),
+    }
+    if (directory / store.MANIFEST).exists():
+        old = store.read_manifest(directory)
+        store.check_task(old, task, "pool")
+        diff = {k: (old.get(k), v) for k, v in spec.items() if k != "task_config" and old.get(k) != v}
+        if diff:
+            raise ValueError(f"directory: {directory} holds a pool with other settings (old, new): {diff}")
+    elif augment:
+        check_equivariance(task, jr.split(jr.key(seed))[0])
+    store.atomic_write_json(directory / store.MANIFEST, {**spec, "num_chunks": num_chunks})
+    pool = Pool.open(directory)
+
+    mesh = parallel.data_mesh() if mesh is None else mesh
+    fn = jax.jit(
+        lambda key, idx: draw_candidates(task, key, idx, augment=augment),
+        out_shardings=parallel.batch_sharding(mesh),
+    )
+    todo = [i for i in range(num_chunks) if i not in set(pool.done_chunks())]
+    if max_new_chunks is not None:
+        todo = todo[:max_new_chunks]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo) * pool.per_chunk, unit="cand", desc=f"pool {task.name}")
+    base = jr.key(seed)
+    for index in todo:
+        idx, size = parallel.shard_batch(jnp.arange(chunk_size), mesh)
+        x, u, y = jax.device_get(fn(jr.fold_in(base, index), idx))
+        if augment:  # drop padding of each rotation block
+            x, u, y = (
+                a.reshape((4, -1) + a.shape[1:])[:, :size].reshape((-1,) + a.shape[1:]) for a in (x, u, y)
+            )
+        else:
+            x, u, y = x[:size], u[:size], y[:size]
+        arrays = {"x": x, "y": y} | ({"u": u} if store_state else {})
+        name = _chunk_name(index)
+        checksum = store.write_arrays(directory / f"{name}.npz", arrays)
+        store.atomic_write_json(directory / f"{name}.json", {"sha256": checksum, "size": int(x.shape[0])})
+        if bar is not None:
+            bar.update(pool.per_chunk)
+    if bar is not None:
+        bar.close()
+    return pool

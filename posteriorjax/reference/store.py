@@ -1,0 +1,162 @@
+"""On-disk storage of pools and references: `.npz` chunk files plus JSON manifests.
+
+Every artifact lives in a directory with a ``manifest.json`` holding the task
+configuration (`Task.config_dict()`), its hash (`Task.config_hash()`), the
+method, seed and sizes, and a SHA-256 checksum per data file. Every file is
+written atomically (to a temporary name in the same directory, flushed, then
+`os.replace`d), so a process killed at any point leaves either the old file or
+the new one, never a torn one: that is what makes pool builds resumable.
+Loading an artifact under a different task configuration is a `ValueError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Write `data` to `path` atomically (temporary file in the same directory, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path, obj) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode_arrays(arrays: dict[str, np.ndarray]) -> bytes:
+    """Uncompressed `.npz` bytes of named arrays."""
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buf.getvalue()
+
+
+def write_arrays(path, arrays: dict[str, np.ndarray]) -> str:
+    """Write named arrays atomically as `.npz`; returns the file's SHA-256."""
+    data = encode_arrays(arrays)
+    atomic_write_bytes(path, data)
+    return sha256(data)
+
+
+def read_arrays(path, checksum: str | None = None) -> dict[str, np.ndarray]:
+    """Read a `.npz` written by `write_arrays`, verifying its SHA-256 when given."""
+    data = Path(path).read_bytes()
+    if checksum is not None and sha256(data) != checksum:
+        raise ValueError(f"path: checksum mismatch for {path} (file corrupted or replaced)")
+    with np.load(io.BytesIO(data)) as z:
+        return {k: z[k] for k in z.files}
+
+
+def read_manifest(directory) -> dict:
+    path = Path(directory) / MANIFEST
+    if not path.exists():
+        raise ValueError(f"directory: no {MANIFEST} in {directory}")
+    return json.loads(path.read_text())
+
+
+def check_task(manifest: dict, task, what: str = "artifact") -> None:
+    """Raise ValueError unless the manifest was built for `task`'s exact configuration."""
+    want, got = task.config_hash(), manifest.get("task_hash")
+    if want != got:
+        raise ValueError(
+            f"task: this {what} was built for task config {manifest.get('task_config')} "
+            f"(hash {got}); the given task has config {task.config_dict()} (hash {want})"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """A weighted reference posterior ensemble for one case.
+
+    Attributes:
+      samples: `(K, C, H, W)` members.
+      weights: `(K,)`, >= 0, summing to 1.
+      method: how it was built (``"eps_rule"``, ``"importance"``, ``"exact"``, ``"pcn"``...).
+      seed: the seed of its randomness.
+      info: method-specific numbers (acceptance rate, pool size, ESS, ...), JSON-serializable.
+    """
+
+    samples: np.ndarray
+    weights: np.ndarray
+    method: str
+    seed: int
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        s, w = np.asarray(self.samples), np.asarray(self.weights)
+        if s.ndim < 2 or w.shape != (s.shape[0],):
+            raise ValueError(
+                f"weights: expected shape ({s.shape[0]},) matching samples {s.shape}, got {w.shape}"
+            )
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0) and abs(float(w.sum()) - 1.0) < 1e-4):
+            raise ValueError(f"weights: expected finite values >= 0 summing to 1, got sum {float(w.sum())}")
+
+    @property
+    def size(self) -> int:
+        return int(np.asarray(self.samples).shape[0])
+
+    def ess(self) -> float:
+        """Kish effective sample size 1 / sum w^2."""
+        return float(1.0 / np.sum(np.asarray(self.weights, np.float64) ** 2))
+
+
+def save_reference(directory, reference: Reference, task) -> None:
+    """Write `reference` to `directory` (data file + manifest with task config, hash, checksum)."""
+    directory = Path(directory)
+    checksum = write_arrays(
+        directory / "reference.npz", {"samples": reference.samples, "weights": reference.weights}
+    )
+    atomic_write_json(
+        directory / MANIFEST,
+        {
+            "kind": "reference",
+            "format": FORMAT_VERSION,
+            "task_config": task.config_dict(),
+            "task_hash": task.config_hash(),
+            "method": reference.method,
+            "seed": int(reference.seed),
+            "size": reference.size,
+            "shape": list(np.shape(reference.samples)),
+            "info": reference.info,
+            "checksums": {"reference.npz": checksum},
+        },
+    )
+
+
+def load_reference(directory, task) -> Reference:
+    """Load a reference saved by `save_reference`; ValueError if built for another task config."""
+    manifest = read_manifest(directory)
+    if manifest.get("kind") != "reference":
+        raise ValueError(f"directory: {directory} holds a {manifest.get('kind')!r}, expected a reference")
+    check_task(manifest, task, "reference")
+    arrays = read_arrays(Path(directory) / "reference.npz", manifest["checksums"]["reference.npz"])
+    return Reference(
+        arrays["samples"], arrays["weights"], manifest["method"], manifest["seed"], manifest["info"]
+    )

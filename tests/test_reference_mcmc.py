@@ -1,0 +1,54 @@
+"""pCN/MALA against an exact posterior, and the R-hat/ESS estimators against known answers."""
+
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax import tasks
+from posteriorjax.reference import exact, mcmc
+
+
+@pytest.fixture(scope="module")
+def problem():
+    task = tasks.get("poisson_fixed", resolution=8, num_sensors=3, noise_std=2e-3)
+    y = task.cases(0, 1).y_obs[0]
+    return task, y, *exact.posterior(task, y)
+
+
+@pytest.mark.parametrize("method", ["pcn", pytest.param("mala", marks=pytest.mark.slow)])
+def test_chains_reach_exact_posterior(problem, key, method):
+    task, y, mean, std = problem
+    res = mcmc.run(key, task, y, num_chains=64, num_draws=20, burn_in=300, thin=5, method=method)
+    x = np.asarray(res.samples).reshape(-1, *task.unknown_shape)
+    prior_sd = np.sqrt(exact.prior_pointwise_variance(task.prior))
+    # pointwise errors in units of the prior std; MC error ~ std / sqrt(ESS ~ 64 * 20 / few)
+    assert np.max(np.abs(x.mean(0) - mean) / prior_sd) < 0.15
+    assert np.linalg.norm(x.std(0) - std) / np.linalg.norm(std) < 0.1
+    acc = float(np.mean(res.acceptance))
+    assert 0.1 < acc < 0.9
+
+
+def test_rhat_and_ess_known_answers(key):
+    iid = np.asarray(jr.normal(key, (8, 400, 3)))
+    assert np.all(np.abs(mcmc.split_rhat(iid) - 1) < 0.02)
+    ess = mcmc.effective_sample_size(iid)
+    assert np.all((ess > 0.7 * 3200) & (ess < 1.3 * 3200))
+    # AR(1) with coefficient rho: ESS = N (1 - rho) / (1 + rho)
+    rho, rng = 0.8, np.random.default_rng(0)
+    x = np.zeros((8, 4000))
+    for t in range(1, 4000):
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * rng.standard_normal(8)
+    expect = 8 * 4000 * (1 - rho) / (1 + rho)
+    assert 0.75 * expect < mcmc.effective_sample_size(x) < 1.25 * expect
+    shifted = iid + np.arange(8)[:, None, None]  # chains disagree -> R-hat >> 1
+    assert np.all(mcmc.split_rhat(shifted) > 2)
+
+
+def test_bad_arguments(problem, key):
+    task, y, _, _ = problem
+    with pytest.raises(ValueError, match="method"):
+        mcmc.run(key, task, y, method="hmc")
+    with pytest.raises(ValueError, match="num_chains"):
+        mcmc.run(key, task, y, num_chains=0)
+    with pytest.raises(ValueError, match="step"):
+        mcmc.run(key, task, y, step=2.0)
