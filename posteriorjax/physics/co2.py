@@ -1,0 +1,600 @@
+"""CO2 injection into a radially symmetric saline aquifer: two-phase IMPES on an (r, z) grid.
+
+Model. Two immiscible, incompressible phases, brine (w) and CO2 (g), in a horizontal
+aquifer of thickness H with no-flow top and bottom, a constant-pressure (hydrostatic)
+outer boundary at r = R, and a vertical well of radius r_w injecting a constant CO2
+mass rate over the full thickness. With Phi = p - rho_w g z the brine potential
+(z depth, downward) and Delta rho = rho_w - rho_g > 0,
+
+    u_w = -K lam_w grad Phi,   u_g = -K lam_g (grad Phi + Delta rho g e_z),
+    phi dS/dt + div u_g = q_g,   div(u_w + u_g) = q,   S = S_g = 1 - S_w,
+
+lam_a = k_ra(S) / mu_a with Corey relative permeabilities
+k_rw = ((1 - S - S_wr) / (1 - S_wr))^n_w and k_rg = ((S - S_gc) / (1 - S_wr - S_gc))^n_g
+(clipped to [0, 1]), no capillary pressure. Densities and viscosities are constant.
+
+Discretization (finite volumes, two-point fluxes). Cells `(nz, nr)` indexed [k, i]
+(k = 0 at the top); radial faces r_0 = r_w < r_1 < ... < r_nr = R with geometrically
+growing widths, pressure nodes at rc_i = sqrt(r_i r_{i+1}). Radial transmissibility
+2 pi dz / (ln(r_{i+1}/rc_i) / K_i + ln(rc_{i+1}/r_{i+1}) / K_{i+1}) (exact for steady
+radial flow in piecewise-constant K), vertical pi (r_{i+1}^2 - r_i^2) / dz with harmonic K.
+
+IMPES. Every pressure step solves the SPD system
+
+    sum_faces T lam_t,f (Phi_c - Phi_n) = q_c + gravity terms   (face mobilities: averages)
+
+exactly by a block-tridiagonal (block Thomas, dense `nz x nz` Cholesky blocks along
+r) elimination inside `jax.lax.custom_linear_solve`, so derivatives are implicit. The
+face total fluxes v (divergence-consistent with the sources) are then frozen for
+explicit upwind saturation substeps with hybrid upwinding (viscous part upwinded by
+the total flux, gravity part lam_g(S_below) lam_w(S_above) / (lam_g + lam_w) upwinded
+by phase):
+
+    F_g = f(S_up) v - h G,   G = T_z Delta rho g dz,   S += dt (q_g - div F_g) / (phi V).
+
+The substep obeys the CFL bound dt <= phi V / (f'_max sum_out v + h'_max sum |G|),
+fixed per pressure step because v is. The injected CO2 (rate Q / rho_g, split over
+the well's cells in proportion to K lam_t, the allocation of a well with depth-uniform
+pressure) enters column 0; CO2 mass is conserved to rounding.
+
+Time loop: one `lax.scan` over pressure steps (each step `jax.checkpoint`-ed, so reverse
+mode stores one saturation per pressure step plus one step's substeps); inside, either
+an adaptive CFL-limited substep count (`lax.while_loop`: forward mode only) or a static
+count `substeps` checked against the CFL bound (`lax.scan`: forward and reverse mode).
+
+Units: SI inside; permeability in millidarcy (mD) at the interface; rates in Mt/year.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from posteriorjax.physics import linear
+
+MILLIDARCY = 9.869233e-16  # m^2
+SECONDS_PER_YEAR = 365.25 * 86400.0
+GRAVITY = 9.80665  # m/s^2
+
+
+def _positive(name, value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name}: expected a finite positive number, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RadialGrid:
+    """Static (r, z) grid: `nz` layers of equal thickness, `nr` geometrically graded radial cells.
+
+    The radial widths are `first_cell * growth^i`, `growth` chosen so the last face reaches
+    `outer_radius` (defaults: 3.8 m, growth 1.0347, the inner face of cell 50 at 493 m
+    from the well axis, centre 503 m; the last cell ends at 100 km).
+    """
+
+    nz: int = 64
+    nr: int = 200
+    thickness: float = 135.0
+    outer_radius: float = 1.0e5
+    first_cell: float = 3.8
+    well_radius: float = 0.1
+
+    def __post_init__(self):
+        for name in ("nz", "nr"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
+                raise ValueError(f"RadialGrid: {name} must be an integer >= 2, got {v!r}")
+        for name in ("thickness", "outer_radius", "first_cell", "well_radius"):
+            _positive(f"RadialGrid: {name}", getattr(self, name))
+        if self.well_radius + self.nr * self.first_cell >= self.outer_radius:
+            raise ValueError(
+                f"RadialGrid: nr * first_cell = {self.nr * self.first_cell} does not fit below "
+                f"outer_radius - well_radius = {self.outer_radius - self.well_radius} with growing cells"
+            )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.nz, self.nr)
+
+    @property
+    def dz(self) -> float:
+        return self.thickness / self.nz
+
+    @functools.cached_property
+    def growth(self) -> float:
+        """Width ratio of neighbouring radial cells (bisection on the outer radius)."""
+        span = self.outer_radius - self.well_radius
+        lo, hi = 1.0 + 1e-12, 2.0
+        while self.first_cell * (hi**self.nr - 1) / (hi - 1) < span:
+            hi *= 2
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if self.first_cell * (mid**self.nr - 1) / (mid - 1) < span:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+    def faces(self) -> np.ndarray:
+        """Radial faces `(nr + 1,)` in m, from the well radius to the outer radius."""
+        widths = self.first_cell * self.growth ** np.arange(self.nr)
+        r = self.well_radius + np.concatenate([[0.0], np.cumsum(widths)])
+        r[-1] = self.outer_radius
+        return r
+
+    def centres(self) -> np.ndarray:
+        """Radial pressure nodes `(nr,)`: geometric means of the faces."""
+        r = self.faces()
+        return np.sqrt(r[:-1] * r[1:])
+
+    def depths(self) -> np.ndarray:
+        """Layer-centre depths `(nz,)` below the top, in m."""
+        return (np.arange(self.nz) + 0.5) * self.dz
+
+    def volumes(self) -> np.ndarray:
+        """Bulk cell volumes `(nz, nr)` in m^3."""
+        r = self.faces()
+        return np.broadcast_to(np.pi * (r[1:] ** 2 - r[:-1] ** 2) * self.dz, self.shape).copy()
+
+
+@dataclasses.dataclass(frozen=True)
+class CO2Config:
+    """Fluids, rock-fluid functions, injection and time stepping (static).
+
+    Attributes:
+      rate: injected CO2, Mt/year. years: injection time.
+      rho_w, rho_g: densities (kg/m^3); mu_w, mu_g: viscosities (Pa s).
+      swr, sgc: residual brine and critical CO2 saturations; nw, ng: Corey exponents.
+      anisotropy: vertical / horizontal permeability ratio. gravity: m/s^2 (0 disables).
+      pressure_steps: number of pressure solves (uniform in time).
+      substeps: None for adaptive CFL-limited substeps (forward mode differentiable),
+        or a static count per pressure step (reverse mode too; a count that violates
+        the CFL bound is an error).
+      cfl: safety factor of the adaptive substeps. max_substeps: cap per pressure step.
+    """
+
+    rate: float = 0.36
+    years: float = 30.0
+    rho_w: float = 1020.0
+    rho_g: float = 700.0
+    mu_w: float = 5.0e-4
+    mu_g: float = 6.0e-5
+    swr: float = 0.2
+    sgc: float = 0.05
+    nw: float = 2.0
+    ng: float = 2.0
+    anisotropy: float = 1.0
+    gravity: float = GRAVITY
+    pressure_steps: int = 120
+    substeps: int | None = None
+    cfl: float = 0.9
+    max_substeps: int = 20000
+
+    def __post_init__(self):
+        for name in ("rate", "years", "rho_w", "rho_g", "mu_w", "mu_g", "nw", "ng", "anisotropy", "cfl"):
+            _positive(name, getattr(self, name))
+        if not (0 <= self.gravity < math.inf):
+            raise ValueError(f"gravity: expected a finite number >= 0, got {self.gravity!r}")
+        if self.rho_g > self.rho_w:
+            raise ValueError(f"rho_g: expected at most rho_w={self.rho_w}, got {self.rho_g}")
+        if not (0 <= self.swr < 1 and 0 <= self.sgc < 1 and self.swr + self.sgc < 1):
+            raise ValueError(
+                f"swr, sgc: expected 0 <= swr, sgc and swr + sgc < 1, got {self.swr}, {self.sgc}"
+            )
+        if self.cfl > 1:
+            raise ValueError(f"cfl: expected a safety factor in (0, 1], got {self.cfl}")
+        for name in ("pressure_steps", "max_substeps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+        if self.substeps is not None and (
+            isinstance(self.substeps, bool) or not isinstance(self.substeps, int) or self.substeps < 1
+        ):
+            raise ValueError(f"substeps: expected None or a positive integer, got {self.substeps!r}")
+
+    @property
+    def volume_rate(self) -> float:
+        """Injected CO2 volume rate at reservoir density, m^3/s."""
+        return self.rate * 1e9 / SECONDS_PER_YEAR / self.rho_g
+
+    @property
+    def duration(self) -> float:
+        return self.years * SECONDS_PER_YEAR
+
+    # -- rock-fluid functions ------------------------------------------------
+    def mobilities(self, s):
+        """(lam_w, lam_g) of CO2 saturation `s` (any shape), 1/(Pa s)."""
+        sw = jnp.clip((1.0 - s - self.swr) / (1.0 - self.swr), 0.0, 1.0)
+        sg = jnp.clip((s - self.sgc) / (1.0 - self.swr - self.sgc), 0.0, 1.0)
+        return sw**self.nw / self.mu_w, sg**self.ng / self.mu_g
+
+    def fractional_flow(self, s):
+        lw, lg = self.mobilities(s)
+        return lg / (lw + lg)
+
+    def derivative_bounds(self) -> tuple[float, float]:
+        """(max f', max(|lam_w'|, lam_g')) on [0, 1 - swr], for the CFL bound."""
+        s = np.linspace(0.0, 1.0 - self.swr, 20001)
+        sw = np.clip((1.0 - s - self.swr) / (1.0 - self.swr), 0.0, 1.0)
+        sg = np.clip((s - self.sgc) / (1.0 - self.swr - self.sgc), 0.0, 1.0)
+        lw, lg = sw**self.nw / self.mu_w, sg**self.ng / self.mu_g
+        f = lg / (lw + lg)
+        fmax = float(np.max(np.abs(np.diff(f)) / np.diff(s)))
+        dlw = self.nw / (self.mu_w * (1.0 - self.swr)) if self.nw >= 1 else np.inf
+        dlg = self.ng / (self.mu_g * (1.0 - self.swr - self.sgc)) if self.ng >= 1 else np.inf
+        return 1.02 * fmax, max(dlw, dlg)
+
+
+class CO2Solution(NamedTuple):
+    """saturation `(nz, nr)`; pressure: buildup Phi = p - rho_w g z at the last solve, Pa;
+    substeps: int `(pressure_steps,)` saturation substeps taken per pressure step."""
+
+    saturation: jax.Array
+    pressure: jax.Array
+    substeps: jax.Array
+
+
+# ----------------------------------------------------------------------------
+# Geometry and the pressure system
+
+
+class _Geometry(NamedTuple):
+    a_in: np.ndarray  # ln(r_{i+1} / rc_i), (nr - 1,)
+    a_out: np.ndarray  # ln(rc_{i+1} / r_{i+1}), (nr - 1,)
+    a_outer: float  # ln(R / rc_{nr-1})
+    area: np.ndarray  # pi (r_{i+1}^2 - r_i^2), (nr,)
+    volume: np.ndarray  # (nz, nr)
+
+
+def _geometry(grid: RadialGrid) -> _Geometry:
+    r, rc = grid.faces(), grid.centres()
+    return _Geometry(
+        np.log(r[1:-1] / rc[:-1]),
+        np.log(rc[1:] / r[1:-1]),
+        float(np.log(r[-1] / rc[-1])),
+        np.pi * (r[1:] ** 2 - r[:-1] ** 2),
+        grid.volumes(),
+    )
+
+
+def transmissibilities(perm, grid: RadialGrid, anisotropy: float = 1.0):
+    """Geometric transmissibilities (m^3) of a permeability `perm (nz, nr)` in m^2.
+
+    Returns `(t_r (nz, nr-1), t_out (nz,), t_z (nz-1, nr))`: radial faces, the outer
+    constant-pressure face, vertical faces.
+    """
+    geo = _geometry(grid)
+    dz = grid.dz
+    dt = perm.dtype
+    t_r = (
+        2 * np.pi * dz / (jnp.asarray(geo.a_in, dt) / perm[:, :-1] + jnp.asarray(geo.a_out, dt) / perm[:, 1:])
+    )
+    t_out = 2 * np.pi * dz * perm[:, -1] / geo.a_outer
+    kv = anisotropy * perm
+    t_z = jnp.asarray(geo.area, dt) * 2 * kv[:-1] * kv[1:] / (dz * (kv[:-1] + kv[1:]))
+    return t_r, t_out, t_z
+
+
+def _block_factor(diag, off_z, off_r):
+    """Inverse Schur complements `(nr, nz, nz)` of the block-tridiagonal SPD matrix.
+
+    Block i is tridiag(off_z[:, i], diag[:, i], off_z[:, i]); blocks i, i+1 couple
+    through diag(off_r[:, i]).
+    """
+    nz = diag.shape[0]
+    eye = jnp.eye(nz, dtype=diag.dtype)
+
+    def block(i):
+        d = jnp.diag(diag[:, i])
+        e = jnp.diag(off_z[:, i], 1)
+        return d + e + e.T
+
+    def step(w_prev, i):
+        c = off_r[:, i - 1]
+        s = block(i) - c[:, None] * w_prev * c[None, :]
+        chol = jax.scipy.linalg.cho_factor(s, lower=True)
+        w = jax.scipy.linalg.cho_solve(chol, eye)
+        w = 0.5 * (w + w.T)
+        return w, w
+
+    w0 = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(block(0), lower=True), eye)
+    w0 = 0.5 * (w0 + w0.T)
+    _, ws = jax.lax.scan(step, w0, jnp.arange(1, diag.shape[1]))
+    return jnp.concatenate([w0[None], ws], axis=0)
+
+
+def _block_solve(w, off_r, b):
+    """Solve with the factor from `_block_factor` (forward elimination, back substitution)."""
+
+    def fwd(y_prev, inputs):
+        wi_prev, c, bi = inputs
+        y = bi - c * (wi_prev @ y_prev)
+        return y, y
+
+    y0 = b[:, 0]
+    _, ys = jax.lax.scan(fwd, y0, (w[:-1], off_r.T, b[:, 1:].T))
+    y = jnp.concatenate([y0[None], ys], axis=0)  # (nr, nz)
+
+    def bwd(x_next, inputs):
+        wi, c, yi = inputs
+        x = wi @ (yi - c * x_next)
+        return x, x
+
+    x_last = w[-1] @ y[-1]
+    _, xs = jax.lax.scan(bwd, x_last, (w[:-1], off_r.T, y[:-1]), reverse=True)
+    return jnp.concatenate([xs, x_last[None]], axis=0).T
+
+
+def _pressure_operator(c_r, c_out, c_z):
+    """Matrix-free `Phi -> A Phi` with face conductances c_r, c_z and the outer Dirichlet c_out."""
+
+    def matvec(p):
+        fr = c_r * (p[:, :-1] - p[:, 1:])
+        fz = c_z * (p[:-1] - p[1:])
+        out = jnp.pad(fr, ((0, 0), (0, 1))) - jnp.pad(fr, ((0, 0), (1, 0)))
+        out = out + jnp.pad(fz, ((0, 1), (0, 0))) - jnp.pad(fz, ((1, 0), (0, 0)))
+        return out.at[:, -1].add(c_out * p[:, -1])
+
+    return matvec
+
+
+def _solve_pressure(c_r, c_out, c_z, rhs):
+    """Phi solving the SPD pressure system exactly; implicit derivatives."""
+    matvec = _pressure_operator(c_r, c_out, c_z)
+    diag = matvec(jnp.ones_like(rhs)) + jnp.pad(c_r, ((0, 0), (0, 1))) + jnp.pad(c_r, ((0, 0), (1, 0)))
+    diag = diag + jnp.pad(c_z, ((0, 1), (0, 0))) + jnp.pad(c_z, ((1, 0), (0, 0)))
+    # the row sums of A vanish except at the outer face, so diag = sum of conductances (+ c_out)
+    factor = jax.lax.stop_gradient(_block_factor(diag, -c_z, -c_r))
+    off_r = jax.lax.stop_gradient(-c_r)
+
+    def solve(_, b):
+        return _block_solve(factor, off_r, b)
+
+    return jax.lax.custom_linear_solve(matvec, rhs, solve, symmetric=True)
+
+
+# ----------------------------------------------------------------------------
+# One pressure step and its saturation substeps
+
+
+def _face_mean(a, axis):
+    if axis == 0:
+        return 0.5 * (a[:-1] + a[1:])
+    return 0.5 * (a[:, :-1] + a[:, 1:])
+
+
+def _pressure_step(s, perm, t, cfg: CO2Config, dz: float):
+    """Total face fluxes, well sources and the CFL limit for saturation `s`."""
+    t_r, t_out, t_z = t
+    lw, lg = cfg.mobilities(s)
+    lt = lw + lg
+    grav = t_z * ((cfg.rho_w - cfg.rho_g) * cfg.gravity * dz)  # G of each vertical face
+    c_r = t_r * _face_mean(lt, 1)
+    c_z = t_z * _face_mean(lt, 0)
+    c_out = t_out * lt[:, -1]
+    lg_z = _face_mean(lg, 0)
+    well = perm[:, 0] * lt[:, 0]
+    q = cfg.volume_rate * well / jnp.sum(well)
+    rhs = jnp.zeros_like(s).at[:, 0].add(q)
+    gz = lg_z * grav
+    rhs = rhs + jnp.pad(gz, ((0, 1), (0, 0))) - jnp.pad(gz, ((1, 0), (0, 0)))
+    phi = _solve_pressure(c_r, c_out, c_z, rhs)
+    v_r = c_r * (phi[:, :-1] - phi[:, 1:])
+    v_z = c_z * (phi[:-1] - phi[1:]) - gz
+    v_out = c_out * phi[:, -1]
+    # Close the discrete mass balance exactly (rounding of the solve, largest in float32):
+    # cell (k, i)'s imbalance is moved to its outer radial face, cumulatively, ending at
+    # the far boundary; the transport then sees divergence-consistent fluxes.
+    imbalance = _net_outflow(v_r, v_z, v_out) - jnp.zeros_like(s).at[:, 0].add(q)
+    carried = jnp.cumsum(imbalance, axis=1)
+    v_r = v_r - carried[:, :-1]
+    v_out = v_out - carried[:, -1]
+    return phi, v_r, v_z, v_out, q, grav
+
+
+def _net_outflow(v_r, v_z, v_out):
+    out = jnp.pad(v_r, ((0, 0), (0, 1))) - jnp.pad(v_r, ((0, 0), (1, 0)))
+    out = out + jnp.pad(v_z, ((0, 1), (0, 0))) - jnp.pad(v_z, ((1, 0), (0, 0)))
+    return out.at[:, -1].add(v_out)
+
+
+def _cfl_limit(v_r, v_z, v_out, grav, pore_volume, bounds):
+    fmax, hmax = bounds
+    pos = lambda a: jnp.maximum(a, 0.0)  # noqa: E731
+    out = jnp.pad(pos(v_r), ((0, 0), (0, 1))) + jnp.pad(pos(-v_r), ((0, 0), (1, 0)))
+    out = out + jnp.pad(pos(v_z), ((0, 1), (0, 0))) + jnp.pad(pos(-v_z), ((1, 0), (0, 0)))
+    out = out.at[:, -1].add(pos(v_out))
+    g = jnp.pad(grav, ((0, 1), (0, 0))) + jnp.pad(grav, ((1, 0), (0, 0)))
+    rate = fmax * out + hmax * g
+    return jnp.min(pore_volume / jnp.maximum(rate, 1e-300 if pore_volume.dtype == jnp.float64 else 1e-30))
+
+
+def _substep(s, dt, v_r, v_z, v_out, q, grav, pore_volume, cfg: CO2Config):
+    """Explicit upwind update of the CO2 saturation over `dt` with frozen total fluxes."""
+    f = cfg.fractional_flow
+    lw, lg = cfg.mobilities(s)
+    f_r = f(jnp.where(v_r > 0, s[:, :-1], s[:, 1:])) * v_r
+    lg_below, lw_above = lg[1:], lw[:-1]
+    den = lg_below + lw_above
+    safe = jnp.where(den > 0, den, 1.0)
+    h = jnp.where(den > 0, lg_below * lw_above / safe, 0.0)
+    f_z = f(jnp.where(v_z > 0, s[:-1], s[1:])) * v_z - h * grav
+    out = jnp.pad(f_r, ((0, 0), (0, 1))) - jnp.pad(f_r, ((0, 0), (1, 0)))
+    out = out + jnp.pad(f_z, ((0, 1), (0, 0))) - jnp.pad(f_z, ((1, 0), (0, 0)))
+    out = out.at[:, -1].add(f(s[:, -1]) * jnp.maximum(v_out, 0.0))
+    out = out.at[:, 0].add(-q)
+    return s - dt * out / pore_volume
+
+
+# ----------------------------------------------------------------------------
+# The run
+
+
+def _check_inputs(perm, porosity, grid: RadialGrid):
+    if not isinstance(grid, RadialGrid):
+        raise TypeError(f"grid: expected a posteriorjax.physics.co2.RadialGrid, got {type(grid).__name__}")
+    if tuple(jnp.shape(perm)) != grid.shape:
+        raise ValueError(f"perm: expected shape {grid.shape} (nz, nr), got {jnp.shape(perm)}")
+    if jnp.ndim(porosity) != 0 and tuple(jnp.shape(porosity)) != grid.shape:
+        raise ValueError(f"porosity: expected a scalar or shape {grid.shape}, got {jnp.shape(porosity)}")
+    if linear.is_concrete(perm):
+        k = np.asarray(perm)
+        bad = ~np.isfinite(k) | (k <= 0)
+        if bad.any():
+            raise ValueError(
+                f"perm: expected positive, finite permeability (mD), got {int(bad.sum())} non-positive "
+                f"or non-finite entries (min {np.nanmin(np.where(np.isfinite(k), k, np.nan)):.4g})"
+            )
+    if linear.is_concrete(porosity):
+        p = np.asarray(porosity)
+        bad = ~np.isfinite(p) | (p <= 0) | (p > 1)
+        if bad.any():
+            raise ValueError(
+                f"porosity: expected values in (0, 1], got {int(bad.sum())} entries outside "
+                f"(range {np.nanmin(p):.4g} .. {np.nanmax(p):.4g})"
+            )
+
+
+def _guard(perm, porosity):
+    perm = eqx.error_if(
+        perm, ~jnp.all(jnp.isfinite(perm) & (perm > 0)), "perm: expected positive, finite permeability"
+    )
+    porosity = eqx.error_if(
+        porosity,
+        ~jnp.all(jnp.isfinite(porosity) & (porosity > 0) & (porosity <= 1)),
+        "porosity: expected values in (0, 1]",
+    )
+    return perm, porosity
+
+
+@functools.partial(jax.jit, static_argnames=("grid", "config"))
+def _simulate(perm_md, porosity, grid: RadialGrid, config: CO2Config) -> CO2Solution:
+    cfg = config
+    perm_md, porosity = _guard(perm_md, porosity)
+    perm = perm_md * MILLIDARCY
+    dtype = perm.dtype
+    t = transmissibilities(perm, grid, cfg.anisotropy)
+    pore_volume = jnp.broadcast_to(porosity, grid.shape).astype(dtype) * jnp.asarray(
+        _geometry(grid).volume, dtype
+    )
+    bounds = cfg.derivative_bounds()
+    dt_p = cfg.duration / cfg.pressure_steps
+
+    def pressure_step(carry, _):
+        s, _ = carry
+        phi, v_r, v_z, v_out, q, grav = _pressure_step(s, perm, t, cfg, grid.dz)
+        limit = _cfl_limit(v_r, v_z, v_out, grav, pore_volume, bounds)
+        update = functools.partial(
+            _substep, v_r=v_r, v_z=v_z, v_out=v_out, q=q, grav=grav, pore_volume=pore_volume, cfg=cfg
+        )
+        if cfg.substeps is None:
+            n = jnp.maximum(jnp.ceil(dt_p / (cfg.cfl * limit)), 1.0)
+            n = eqx.error_if(
+                n,
+                n > cfg.max_substeps,
+                f"CFL: a pressure step of {cfg.years / cfg.pressure_steps:.4g} years needs more than "
+                f"max_substeps={cfg.max_substeps} saturation substeps; raise max_substeps or pressure_steps",
+            )
+            dt = dt_p / n
+            s = jax.lax.fori_loop(0, n.astype(jnp.int32), lambda _, x: update(x, dt), s)
+        else:
+            n = jnp.asarray(cfg.substeps, dtype)
+            dt = dt_p / cfg.substeps
+            s = eqx.error_if(
+                s,
+                dt > limit,
+                f"substeps: {cfg.substeps} saturation substeps per pressure step violate the CFL bound; "
+                "use more substeps or pressure_steps, or substeps=None (adaptive)",
+            )
+            s = jax.lax.scan(lambda x, _: (update(x, dt), None), s, None, length=cfg.substeps)[0]
+        return (s, phi), n.astype(jnp.int32)
+
+    s0 = jnp.zeros(grid.shape, dtype)
+    (s, phi), counts = jax.lax.scan(
+        jax.checkpoint(pressure_step), (s0, jnp.zeros_like(s0)), None, length=cfg.pressure_steps
+    )
+    s = eqx.error_if(s, ~jnp.all(jnp.isfinite(s)), "saturation: the run produced non-finite values")
+    return CO2Solution(s, phi, counts)
+
+
+def simulate(perm, porosity=0.2, *, grid: RadialGrid = RadialGrid(), config: CO2Config = CO2Config()):
+    """Run the injection; returns `CO2Solution(saturation, pressure, substeps)`.
+
+    Args:
+      perm: horizontal permeability `(nz, nr)` in mD, positive and finite (ValueError
+        outside jit, `eqx.error_if` inside); rows are layers from the top, columns radial cells.
+      porosity: scalar or `(nz, nr)` in (0, 1].
+      grid: `RadialGrid` (static). config: `CO2Config` (static).
+
+    jit/vmap-able; forward-mode differentiable; reverse mode with `config.substeps` set.
+    """
+    _check_inputs(perm, porosity, grid)
+    dtype = linear.float_dtype(perm, porosity)
+    return _simulate(jnp.asarray(perm, dtype), jnp.asarray(porosity, dtype), grid, config)
+
+
+def solve(perm, porosity=0.2, *, grid: RadialGrid = RadialGrid(), config: CO2Config = CO2Config()):
+    """CO2 saturation `(nz, nr)` after `config.years` of injection (see `simulate`)."""
+    return simulate(perm, porosity, grid=grid, config=config).saturation
+
+
+def pressure(perm, saturation, *, grid: RadialGrid = RadialGrid(), config: CO2Config = CO2Config()):
+    """Overpressure Phi = p - rho_w g z `(nz, nr)`, Pa, of one pressure solve at `saturation`."""
+    _check_inputs(perm, 0.5, grid)
+    dtype = linear.float_dtype(perm, saturation)
+    perm = jnp.asarray(perm, dtype) * MILLIDARCY
+    t = transmissibilities(perm, grid, config.anisotropy)
+    return _pressure_step(jnp.asarray(saturation, dtype), perm, t, config, grid.dz)[0]
+
+
+def residual(perm, saturation, *, grid: RadialGrid = RadialGrid(), config: CO2Config = CO2Config()):
+    """Residual `(nz, nr)` (m^3/s) of the IMPES pressure equation at `saturation`.
+
+    ``A(K, S) Phi - b(K, S)`` with Phi from the block elimination (before the flux
+    closure of `_pressure_step`): the accuracy of the linear solve.
+    """
+    _check_inputs(perm, 0.5, grid)
+    dtype = linear.float_dtype(perm, saturation)
+    perm = jnp.asarray(perm, dtype) * MILLIDARCY
+    s = jnp.asarray(saturation, dtype)
+    t = transmissibilities(perm, grid, config.anisotropy)
+    t_r, t_out, t_z = t
+    lw, lg = config.mobilities(s)
+    lt = lw + lg
+    c_r, c_z, c_out = t_r * _face_mean(lt, 1), t_z * _face_mean(lt, 0), t_out * lt[:, -1]
+    phi, _, _, _, q, grav = _pressure_step(s, perm, t, config, grid.dz)
+    v_r = c_r * (phi[:, :-1] - phi[:, 1:])
+    v_z = c_z * (phi[:-1] - phi[1:]) - _face_mean(lg, 0) * grav
+    return _net_outflow(v_r, v_z, c_out * phi[:, -1]).at[:, 0].add(-q)
+
+
+def co2_mass(saturation, porosity=0.2, *, grid: RadialGrid = RadialGrid(), config: CO2Config = CO2Config()):
+    """CO2 mass in place, kg: sum of porosity x saturation x rho_g x cell volume."""
+    return config.rho_g * jnp.sum(
+        porosity * saturation * jnp.asarray(grid.volumes(), jnp.result_type(saturation))
+    )
+
+
+__all__ = [
+    "CO2Config",
+    "CO2Solution",
+    "MILLIDARCY",
+    "RadialGrid",
+    "co2_mass",
+    "pressure",
+    "residual",
+    "simulate",
+    "solve",
+    "transmissibilities",
+]
