@@ -1,9 +1,11 @@
 """A minimal sweep: the prior baseline against the exact posterior of `poisson_fixed`.
 
-    python -m experiments.sweep --config=configs/sweep_tiny.py --workdir=/tmp/sweep-tiny
+python -m experiments.sweep --config=configs/sweep_tiny.py --workdir=/tmp/sweep-tiny
 """
 
 import ml_collections
+
+from posteriorjax import sweep
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -17,6 +19,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.batch_size = 2
     config.overwrite = False
     config.tasks = {"poisson_fixed": {"resolution": 16}}
-    config.reference = ml_collections.ConfigDict({"method": "exact", "num_samples": 64})
+    config.reference = sweep.reference_config("exact", num_samples=64)
     config.samplers = {"prior": {"options": {}, "axes": {}}}
     return config

@@ -292,7 +292,19 @@ def validate(config) -> None:
             raise ValueError(f"config.{field}: expected a positive integer, got {config[field]}")
 
 
+def reference_config(method: str = "exact", num_samples: int = 100, **mcmc):
+    """The `config.reference` section: method, ensemble size and pCN settings (all keys present)."""
+    import ml_collections
+
+    section = ml_collections.ConfigDict(
+        {"method": method, "num_samples": num_samples, "num_chains": 16, "burn_in": 2000, "thin": 10}
+    )
+    section.update(mcmc)
+    return section
+
+
 def _exact_reference(task: Task, cases: Cases, reference_config, key) -> tuple[jax.Array, jax.Array]:
+    """Exact posterior samples (linear-Gaussian tasks), uniform weights."""
     from posteriorjax.reference import exact
 
     num = int(reference_config.num_samples)
@@ -302,7 +314,33 @@ def _exact_reference(task: Task, cases: Cases, reference_config, key) -> tuple[j
     return samples, jnp.full(samples.shape[:2], 1.0 / num, samples.dtype)
 
 
-REFERENCE_METHODS: dict[str, Callable] = {"exact": _exact_reference}
+def _pcn_reference(task: Task, cases: Cases, reference_config, key) -> tuple[jax.Array, jax.Array]:
+    """pCN chains on the prior latent (any task); `num_samples` thinned draws over `num_chains` chains."""
+    from posteriorjax.reference import mcmc
+
+    rc = reference_config
+    chains = int(rc.num_chains)
+    if int(rc.num_samples) % chains:
+        raise ValueError(
+            f"config.reference.num_samples: expected a multiple of num_chains={chains}, got {rc.num_samples}"
+        )
+    samples = []
+    for i, y in enumerate(np.asarray(cases.y_obs)):
+        result = mcmc.run(
+            jr.fold_in(key, i),
+            task,
+            jnp.asarray(y),
+            num_chains=chains,
+            num_draws=int(rc.num_samples) // chains,
+            burn_in=int(rc.burn_in),
+            thin=int(rc.thin),
+        )
+        samples.append(result.samples.reshape(-1, *task.unknown_shape))
+    samples = jnp.stack(samples)
+    return samples, jnp.full(samples.shape[:2], 1.0 / samples.shape[1], samples.dtype)
+
+
+REFERENCE_METHODS: dict[str, Callable] = {"exact": _exact_reference, "pcn": _pcn_reference}
 
 
 def prepare_workdir(workdir: Path, config) -> ResultsFile:

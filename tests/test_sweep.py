@@ -127,7 +127,7 @@ def _tiny_config(**overrides):
     config.batch_size = 2
     config.overwrite = False
     config.tasks = {"poisson_fixed": {"resolution": RES, "num_sensors": 6}}
-    config.reference = ml_collections.ConfigDict({"method": "exact", "num_samples": 8})
+    config.reference = sweep.reference_config("exact", num_samples=8)
     config.samplers = {"prior": {"options": {}, "axes": {}}}
     config.update(overrides)
     return config
