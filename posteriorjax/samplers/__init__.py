@@ -38,9 +38,16 @@ def get(name: str, task, **config) -> AbstractSampler:
 
 
 def _register_builtin() -> None:
-    from posteriorjax.samplers import prior
+    from posteriorjax.samplers import ddis, dps, esmda, exact, funddps, pcn, prior
 
     register("prior", prior.build)
+    register("exact", exact.build)
+    register("pcn", pcn.build)
+    register("esmda", esmda.build)
+    register("dps", dps.build_dps)
+    register("fundps", dps.build_fundps)
+    register("funddps", funddps.build)
+    register("ddis", ddis.build)
 
 
 _register_builtin()

@@ -1,0 +1,153 @@
+"""Diffusion priors the score-based samplers share: learned EDM denoisers and the exact GRF oracle.
+
+Every sampler works in *normalized units* x_n = (x - mean) / std per channel (`nn.Normalizer`),
+with the forward process x_sigma = x_0 + sigma eps, eps ~ N(0, C_n) drawn by a noise generator
+(`diffusion.WhiteNoise`, C_n = I, or `diffusion.GRFNoise`, C_n diagonal in a GRF basis).
+
+Oracle prior. For a fixed-hyperparameter GRF prior x ~ N(0, C), C = T^-1 diag(s^2) T, and noise
+covariance C_n = T^-1 diag(nu^2) T in the *same* orthonormal basis T, the exact denoiser is
+
+    D(x, sigma) = E[x_0 | x_sigma = x] = C (C + sigma^2 C_n)^-1 x
+                = T^-1 diag(s~^2 / (s~^2 + sigma^2 nu^2)) T x,     s~ = s / std,
+
+closed form and diagonal (the score follows by Tweedie). Replacing a trained network by it
+separates the sampler's own error from the error of the learned prior.
+
+Joint (unknown, state) priors. A learned joint denoiser acts on the stack [x_n; u_n]. In
+oracle mode the state is not diffused: the denoised state is the physics of the denoised
+unknown, u_hat = physics(x_hat), i.e. the oracle conditions on the noisy unknown only. This is
+what a perfectly trained joint prior gives when the state channel carries no extra information
+about x; for the samplers it means the observation loss goes through the exact forward map.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from posteriorjax import diffusion, nn, random_fields
+
+PRIORS = ("oracle", "learned")
+
+
+def noise_cov_apply(noise, v: jax.Array) -> jax.Array:
+    """C_n v for a noise generator (`WhiteNoise`: identity; `GRFNoise`: spectral)."""
+    if isinstance(noise, diffusion.WhiteNoise):
+        return v
+    n = v.shape[-1]
+    c = random_fields.forward_transform(v, noise.basis) * noise.mode_std(n).astype(v.dtype) ** 2
+    return random_fields.inverse_transform(c, noise.basis).astype(v.dtype)
+
+
+class OracleGRFDenoiser(eqx.Module):
+    """Exact denoiser D(x_n, sigma) of a fixed GRF prior in normalized units (see module doc).
+
+    Attributes:
+      prior: `random_fields.GaussianRandomField` (fields `(1, n, n)`).
+      noise: `WhiteNoise` or a `GRFNoise` in the prior's basis.
+      scale: the normalizing std (physical = scale * normalized; the GRF mean is 0).
+    """
+
+    prior: random_fields.GaussianRandomField
+    noise: eqx.Module
+    scale: float = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not isinstance(self.prior, random_fields.GaussianRandomField):
+            raise ValueError(
+                "prior: the oracle needs a fixed-hyperparameter GaussianRandomField, "
+                f"got {type(self.prior).__name__}"
+            )
+        if isinstance(self.noise, diffusion.GRFNoise) and self.noise.basis != self.prior.basis:
+            raise ValueError(
+                f"noise: the oracle needs GRF noise in the prior's basis {self.prior.basis!r}, "
+                f"got {self.noise.basis!r}"
+            )
+
+    @property
+    def channels(self) -> int:
+        return 1
+
+    def multiplier(self, sigma, dtype) -> jax.Array:
+        """s~^2 / (s~^2 + sigma^2 nu^2) per mode `(n, n)`."""
+        n = self.prior.n
+        s2 = (self.prior.mode_std() / self.scale).astype(dtype) ** 2
+        nu2 = jnp.ones((n, n), dtype) if isinstance(self.noise, diffusion.WhiteNoise) else None
+        if nu2 is None:
+            nu2 = self.noise.mode_std(n).astype(dtype) ** 2
+        return s2 / (s2 + jnp.asarray(sigma, dtype) ** 2 * nu2)
+
+    def __call__(self, x: jax.Array, sigma, *, key=None) -> jax.Array:
+        del key
+        c = random_fields.forward_transform(x, self.prior.basis) * self.multiplier(sigma, x.dtype)
+        return random_fields.inverse_transform(c, self.prior.basis).astype(x.dtype)
+
+
+class DiffusionPrior(eqx.Module):
+    """A denoiser over normalized states with its normalizer and noise generator.
+
+    Attributes:
+      denoiser: `EDMDenoiser` or `OracleGRFDenoiser`; `denoiser(x_n, sigma) -> x0_n`.
+      normalizer: per-channel normalizer of the diffused stack (unknown, or [unknown; state]).
+      noise: the noise generator the denoiser was trained (or is exact) for.
+      unknown_channels: C_x, the leading channels that are the unknown.
+      joint: whether the stack carries the state channels after the unknown.
+    """
+
+    denoiser: eqx.Module
+    normalizer: nn.Normalizer
+    noise: eqx.Module
+    unknown_channels: int = eqx.field(static=True)
+    joint: bool = eqx.field(static=True)
+
+    @property
+    def channels(self) -> int:
+        return self.normalizer.channels
+
+    def denoise(self, x_n: jax.Array, sigma) -> jax.Array:
+        return self.denoiser(x_n, sigma)
+
+    def unknown(self, x_n: jax.Array) -> jax.Array:
+        """Physical unknown `(C_x, H, W)` of a normalized stack."""
+        return self.normalizer.denormalize(x_n)[: self.unknown_channels]
+
+    def state(self, x_n: jax.Array) -> jax.Array:
+        """Physical state channels `(C_u, H, W)` of a normalized joint stack."""
+        return self.normalizer.denormalize(x_n)[self.unknown_channels :]
+
+
+def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> DiffusionPrior:
+    """The `DiffusionPrior` of a sampler: ``prior="oracle"`` (exact GRF) or ``"learned"`` (`model`).
+
+    `noise` is ``"white"`` or ``"grf"``. Oracle GRF noise uses the prior's basis (alpha 2, tau 3);
+    learned models use the training default `GRFNoise()` (or white noise). With ``joint=True`` a
+    learned model must denoise the (unknown, state) stack.
+    """
+    if prior not in PRIORS:
+        raise ValueError(f"prior: expected one of {PRIORS}, got {prior!r}")
+    if noise not in ("white", "grf"):
+        raise ValueError(f"noise: expected 'white' or 'grf', got {noise!r}")
+    cx = task.unknown_shape[0]
+    x_norm = nn.field_normalizer(task)
+    if prior == "oracle":
+        if model is not None:
+            raise ValueError("model: the oracle prior takes no network (pass prior='learned' with a model)")
+        if not isinstance(task.prior, random_fields.GaussianRandomField):
+            raise ValueError(
+                f"prior: 'oracle' needs a fixed-hyperparameter GaussianRandomField prior; task "
+                f"{task.name!r} has {type(task.prior).__name__} (pass prior='learned' and a model)"
+            )
+        gen = diffusion.WhiteNoise() if noise == "white" else diffusion.GRFNoise(basis=task.prior.basis)
+        den = OracleGRFDenoiser(task.prior, gen, float(x_norm.std[0]))
+        return DiffusionPrior(den, x_norm, gen, cx, False)
+    if model is None:
+        raise ValueError(f"model: prior='learned' needs a trained EDM denoiser for {task.name!r}, got None")
+    if not isinstance(model, diffusion.EDMDenoiser):
+        raise ValueError(f"model: expected a diffusion.EDMDenoiser, got {type(model).__name__}")
+    expected = cx + task.state_shape[0] if joint else cx
+    if model.channels != expected:
+        kind = "joint (unknown, state)" if joint else "unknown-only"
+        raise ValueError(f"model: expected a {kind} denoiser with {expected} channels, got {model.channels}")
+    gen = diffusion.WhiteNoise() if noise == "white" else diffusion.GRFNoise()
+    return DiffusionPrior(model, model.normalizer, gen, cx, joint)
