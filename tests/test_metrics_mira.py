@@ -12,6 +12,11 @@ from jax.scipy.stats import norm
 from posteriorjax.metrics import mira as M
 
 
+def _rng(key):
+    """NumPy generator seeded from a JAX key: test data without compiling JAX's PRNG for every shape."""
+    return np.random.default_rng(np.asarray(jr.key_data(key)))
+
+
 def test_expected_moments_formulas():
     mean, var = M.expected_moments(100)
     assert mean == pytest.approx(203 / 306)
@@ -23,10 +28,10 @@ def test_expected_moments_formulas():
 def _toy(key, num=1000, n=500):
     """MIRA paper Sec. 5.1: theta ~ U([-5, 5]^2), log sigma_i ~ U(-5, -1), candidate N(theta, Sigma)."""
     k1, k2, k3, k4 = jr.split(key, 4)
-    theta = jr.uniform(k1, (num, 2), minval=-5.0, maxval=5.0)
-    sigma = jnp.exp(jr.uniform(k2, (num, 2), minval=-5.0, maxval=-1.0))
-    cand = theta[:, None] + sigma[:, None] * jr.normal(k3, (num, n, 2))
-    z = jr.normal(k4, (num, 2))
+    theta = jnp.asarray(_rng(k1).uniform(-5.0, 5.0, size=(num, 2)))
+    sigma = jnp.exp(jnp.asarray(_rng(k2).uniform(-5.0, -1.0, size=(num, 2))))
+    cand = theta[:, None] + sigma[:, None] * jnp.asarray(_rng(k3).normal(size=(num, n, 2)))
+    z = jnp.asarray(_rng(k4).normal(size=(num, 2)))
     return theta, sigma, cand, z
 
 
@@ -56,8 +61,8 @@ def test_mira_toy_calibrated_over_under_biased(key):
 def test_single_region_statistic_has_exact_variance(key):
     # one region per condition: per-condition values are single statistics with the exact moments
     k1, k2 = jr.split(key)
-    samples = jr.normal(k1, (4000, 11, 3))
-    truth = jr.normal(k2, (4000, 3))
+    samples = jnp.asarray(_rng(k1).normal(size=(4000, 11, 3)))
+    truth = jnp.asarray(_rng(k2).normal(size=(4000, 3)))
     res = M.mira(jr.fold_in(key, 1), samples, truth, num_regions=1)
     mean, var = M.expected_moments(10)
     assert res.num_counted == 10
@@ -69,9 +74,9 @@ def test_single_region_statistic_has_exact_variance(key):
 
 def test_fields_equal_flat_vectors_and_anchored_centres(key):
     k1, k2, k3 = jr.split(key, 3)
-    theta = jr.uniform(k1, (300, 4), minval=-5.0, maxval=5.0)
-    blind = jr.uniform(k2, (300, 100, 4), minval=-5.0, maxval=5.0)  # ignores the condition
-    truth = theta + 0.3 * jr.normal(k3, (300, 4))
+    theta = jnp.asarray(_rng(k1).uniform(-5.0, 5.0, size=(300, 4)))
+    blind = jnp.asarray(_rng(k2).uniform(-5.0, 5.0, size=(300, 100, 4)))  # ignores the condition
+    truth = theta + 0.3 * jnp.asarray(_rng(k3).normal(size=(300, 4)))
     flat = M.mira(key, blind, truth, num_regions=20)
     field = M.mira(key, blind.reshape(300, 100, 1, 2, 2), truth.reshape(300, 1, 2, 2), num_regions=20)
     np.testing.assert_allclose(flat.score, field.score, rtol=1e-6)
@@ -82,7 +87,7 @@ def test_fields_equal_flat_vectors_and_anchored_centres(key):
 
 
 def test_mira_bad_inputs(key):
-    x = jr.normal(key, (5, 4, 2))
+    x = jnp.asarray(_rng(key).normal(size=(5, 4, 2)))
     with pytest.raises(ValueError, match="N >= 2"):
         M.mira(key, x[:, :1], x[:, 0])
     with pytest.raises(ValueError, match="truth: expected"):

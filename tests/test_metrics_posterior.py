@@ -11,8 +11,13 @@ import scipy.stats
 from posteriorjax.metrics import posterior as P
 
 
+def _rng(key):
+    """NumPy generator seeded from a JAX key: test data without compiling JAX's PRNG for every shape."""
+    return np.random.default_rng(np.asarray(jr.key_data(key)))
+
+
 def _fields(key, n, c=1, h=16, w=16):
-    return jr.normal(key, (n, c, h, w))
+    return jnp.asarray(_rng(key).normal(size=(n, c, h, w)))
 
 
 METRICS = {
@@ -70,7 +75,7 @@ def test_spectral_dc_options(key):
 
 def test_spectral_matches_published_numpy_definition(key, x64):
     x, y = _fields(key, 5, h=16, w=20), 2.0 + _fields(jr.fold_in(key, 1), 7, h=16, w=20)
-    wy = np.asarray(jr.dirichlet(jr.fold_in(key, 2), jnp.ones(7)))
+    wy = np.asarray(jnp.asarray(_rng(jr.fold_in(key, 2)).dirichlet(np.ones(7))))
 
     def radial(f):
         h, w = f.shape
@@ -147,8 +152,8 @@ def test_mmd_closed_form_between_gaussians(x64):
 
 def test_wasserstein_1d_against_scipy_and_shift(key, x64):
     k1, k2, k3, k4 = jr.split(key, 4)
-    u, v = jr.normal(k1, (13,)), 2 * jr.normal(k2, (9,)) + 0.5
-    a, b = jr.dirichlet(k3, jnp.ones(13)), jr.dirichlet(k4, jnp.ones(9))
+    u, v = jnp.asarray(_rng(k1).normal(size=(13,))), 2 * jnp.asarray(_rng(k2).normal(size=(9,))) + 0.5
+    a, b = jnp.asarray(_rng(k3).dirichlet(np.ones(13))), jnp.asarray(_rng(k4).dirichlet(np.ones(9)))
     ref = scipy.stats.wasserstein_distance(u, v, a, b)
     assert float(P.wasserstein_1d(u, v, a, b)) == pytest.approx(ref, rel=1e-10)
     assert float(P.wasserstein_1d(u, u + 1.7)) == pytest.approx(1.7, rel=1e-10)
@@ -158,7 +163,7 @@ def test_wasserstein_1d_against_scipy_and_shift(key, x64):
 def test_sliced_wasserstein_against_pot_same_directions(key, x64):
     x = _fields(key, 11, h=8, w=8) * 2 + 7.0
     y = _fields(jr.fold_in(key, 1), 13, h=8, w=8) * 3 + 6.0
-    wy = np.asarray(jr.dirichlet(jr.fold_in(key, 2), jnp.ones(13)))
+    wy = np.asarray(jnp.asarray(_rng(jr.fold_in(key, 2)).dirichlet(np.ones(13))))
     dirs = P.grf_directions((8, 8), 32)
     got = float(P.sliced_wasserstein(x, y, wy, field_stats=(7.5, 4.5), directions=dirs))
     xs = (np.asarray(x).reshape(11, -1) - 7.5) / 4.5

@@ -11,12 +11,17 @@ tarp_pkg = pytest.importorskip("tarp")
 from posteriorjax.metrics import calibration as C  # noqa: E402
 
 
+def _rng(key):
+    """NumPy generator seeded from a JAX key: test data without compiling JAX's PRNG for every shape."""
+    return np.random.default_rng(np.asarray(jr.key_data(key)))
+
+
 def _gaussian_posterior(key, num, n, d, *, truth_scale=1.0):
     """Calibrated when truth_scale = 1: theta ~ U(0.2, 0.8)^d, truth and samples ~ N(theta, 0.05^2)."""
     k1, k2, k3 = jr.split(key, 3)
-    theta = jr.uniform(k1, (num, d), minval=0.2, maxval=0.8)
-    samples = theta[:, None] + 0.05 * jr.normal(k2, (num, n, d))
-    truth = theta + truth_scale * 0.05 * jr.normal(k3, (num, d))
+    theta = jnp.asarray(_rng(k1).uniform(0.2, 0.8, size=(num, d)))
+    samples = theta[:, None] + 0.05 * jnp.asarray(_rng(k2).normal(size=(num, n, d)))
+    truth = theta + truth_scale * 0.05 * jnp.asarray(_rng(k3).normal(size=(num, d)))
     return samples, truth
 
 
@@ -84,7 +89,7 @@ def test_tarp_bad_inputs(key):
 
 
 def test_ks_uniform_against_scipy(key, x64):
-    u = jr.uniform(key, (300,))
+    u = jnp.asarray(_rng(key).uniform(size=(300,)))
     d, p = C.ks_uniform(u)
     ref = scipy.stats.kstest(np.asarray(u), "uniform", method="asymp")
     assert float(d) == pytest.approx(ref.statistic, rel=1e-10)
