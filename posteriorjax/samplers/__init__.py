@@ -38,7 +38,18 @@ def get(name: str, task, **config) -> AbstractSampler:
 
 
 def _register_builtin() -> None:
-    from posteriorjax.samplers import ddis, dps, esmda, exact, funddps, pcn, prior
+    from posteriorjax.samplers import (
+        ddis,
+        diffusionpde,
+        dps,
+        eci,
+        esmda,
+        exact,
+        funddps,
+        mc_dropout,
+        pcn,
+        prior,
+    )
 
     register("prior", prior.build)
     register("exact", exact.build)
@@ -48,6 +59,9 @@ def _register_builtin() -> None:
     register("fundps", dps.build_fundps)
     register("funddps", funddps.build)
     register("ddis", ddis.build)
+    register("diffusionpde", diffusionpde.build)
+    register("eci", eci.build)
+    register("mc_dropout", mc_dropout.build)
 
 
 _register_builtin()
