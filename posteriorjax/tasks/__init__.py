@@ -38,6 +38,6 @@ def get(name: str, **overrides) -> Task:
     return builder(**overrides)
 
 
-from posteriorjax.tasks import darcy, fields, interface, poisson  # noqa: E402,F401  (registration)
+from posteriorjax.tasks import ccs, darcy, fields, interface, ltmi, poisson  # noqa: E402,F401  (registration)
 
 __all__ = ["AbstractPhysics", "Cases", "Task", "get", "names", "register"]

@@ -68,7 +68,8 @@ class Task(eqx.Module):
 
     Attributes:
       name: registry name.
-      grid: the physics grid (static).
+      grid: the physics grid (static, hashable, with `.shape`; a `grids.Grid` for
+        the square-domain tasks, `physics.co2.RadialGrid` for CO2 storage).
       prior: prior over the unknown with `sample(key) -> (C, H, W)`, `latent`, `transform`.
       physics: `AbstractPhysics`.
       observation: `AbstractObservation` of the state.
@@ -81,7 +82,7 @@ class Task(eqx.Module):
     """
 
     name: str = eqx.field(static=True)
-    grid: Grid = eqx.field(static=True)
+    grid: Any = eqx.field(static=True)
     prior: Any
     physics: AbstractPhysics
     observation: AbstractObservation
