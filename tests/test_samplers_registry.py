@@ -1,0 +1,151 @@
+"""Registry-wide property suite: every registered sampler jits, vmaps over cases and
+hyperparameters, is deterministic for a fixed key, and rejects bad input with clear errors."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax import nn, samplers, tasks, train
+
+
+@functools.cache
+def _setup():
+    task = tasks.get("poisson_fixed", resolution=8, num_sensors=12, noise_std=1e-3)
+    x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 8)
+    net = dict(modes=3, width=4, layers=1, projection=4)
+    build = functools.partial(train.build_model, task=task, x_norm=x_norm, u_norm=u_norm)
+    models = {
+        "joint": build("joint", "fno", {**net, "embed_dim": 4}, key=jr.key(1)),
+        "prior": build("prior", "fno", {**net, "embed_dim": 4}, key=jr.key(2)),
+        "surrogate": build("surrogate", "fno", net, key=jr.key(3)),
+        "inverse": build("inverse", "fno", {**net, "dropout": 0.2}, key=jr.key(4)),
+    }
+    return task, models
+
+
+def _config(name):
+    _, m = _setup()
+    return {
+        "prior": {},
+        "exact": {},
+        "pcn": dict(burn_in=4, num_steps=4),
+        "esmda": dict(alphas=(2.0, 2.0)),
+        "dps": dict(prior="oracle", num_steps=3),
+        "fundps": dict(model=m["joint"], num_steps=3),
+        "funddps": dict(model=m["prior"], surrogate=m["surrogate"], num_steps=3),
+        "ddis": dict(prior="oracle", forward="exact", num_steps=2, ode_steps=2, langevin_steps=2),
+        "diffusionpde": dict(model=m["joint"], num_steps=3),
+        "eci": dict(model=m["joint"], num_steps=3, mixing=2),
+        "mc_dropout": dict(model=m["inverse"]),
+    }[name]
+
+
+NEEDS_MODEL = {"fundps", "funddps", "diffusionpde", "eci", "mc_dropout"}
+NAMES = samplers.names()
+
+
+def test_every_registered_sampler_is_covered():
+    for name in NAMES:
+        _config(name)
+
+
+@functools.cache
+def _run(name):
+    """(sampler, outputs (2 runs, 2 cases, 2 hparams, N, C, H, W), other-key output, inputs)."""
+    task, _ = _setup()
+    s = samplers.get(name, task, **_config(name))
+    ys = task.cases(3, 2).y_obs
+    first = sorted(s.defaults)[:1]
+    values = [s.hparams(), s.hparams(**{k: 0.5 * s.defaults[k] for k in first})]
+    hp = jax.tree.map(lambda *v: jnp.stack(v), *values)
+    f = jax.jit(
+        jax.vmap(
+            jax.vmap(lambda y, h, k: s.sample(k, y, 3, h), (None, 0, None), axis_size=2), (0, None, None)
+        )
+    )
+    out = [f(ys, hp, jr.key(0)) for _ in range(2)]
+    return s, np.stack(out), np.asarray(f(ys, hp, jr.key(1))), f._cache_size()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_jit_vmap_deterministic(name):
+    task, _ = _setup()
+    s, out, other, cache = _run(name)
+    assert out.shape == (2, 2, 2, 3, *task.unknown_shape)
+    assert np.all(np.isfinite(out))
+    np.testing.assert_array_equal(out[0], out[1])  # fixed key -> identical samples
+    assert cache == 1  # no recompilation on the second and third call
+    if name != "prior":  # cases differ -> (data-aware) samples differ
+        assert not np.allclose(out[0, 0], out[0, 1])
+    assert not np.allclose(out[0], other)  # another key -> other samples
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_input(name):
+    task, _ = _setup()
+    s = _run(name)[0]
+    y = task.cases(3, 1).y_obs[0]
+    with pytest.raises(ValueError, match="y_obs"):
+        s.sample(jr.key(0), y[:-1], 2, s.hparams())
+    for bad in (0, -1, 2.0):
+        with pytest.raises(ValueError, match="num_samples"):
+            s.sample(jr.key(0), y, bad, s.hparams())
+    with pytest.raises(ValueError, match="hparams"):
+        s.sample(jr.key(0), y, 2, {**s.hparams(), "bogus": jnp.float32(1.0)})
+    for k in s.defaults:
+        with pytest.raises(Exception, match=k):
+            jax.block_until_ready(s.sample(jr.key(0), y, 2, s.hparams(**{k: -1.0})))
+    if name in NEEDS_MODEL:
+        with pytest.raises(ValueError, match="model"):
+            samplers.get(name, task, **{**_config(name), "model": None})
+
+
+@pytest.mark.parametrize(
+    "name,hp", [("ddis", "step_size"), ("ddis", "tau"), ("pcn", "step"), ("esmda", "noise_inflation")]
+)
+def test_non_positive_step_sizes_are_errors(name, hp):
+    task, _ = _setup()
+    s = _run(name)[0]
+    y = task.cases(3, 1).y_obs[0]
+    with pytest.raises(Exception, match=hp):
+        jax.block_until_ready(s.sample(jr.key(0), y, 2, s.hparams(**{hp: 0.0})))
+
+
+def test_oracle_and_model_errors():
+    task, m = _setup()
+    with pytest.raises(ValueError, match="model"):
+        samplers.get("dps", task, prior="oracle", model=m["prior"])
+    with pytest.raises(ValueError, match="model"):
+        samplers.get("fundps", task, model=m["prior"])  # unknown-only denoiser for a joint sampler
+    with pytest.raises(ValueError, match="surrogate"):
+        samplers.get("funddps", task, prior="oracle")
+    with pytest.raises(ValueError, match="prior"):
+        samplers.get("eci", task, prior="oracle")
+    with pytest.raises(ValueError, match="prior"):
+        samplers.get("dps", tasks.get("poisson", resolution=8, num_sensors=12), prior="oracle")
+    with pytest.raises(ValueError, match="num_steps"):
+        samplers.get("dps", task, prior="oracle", num_steps=0)
+    with pytest.raises(ValueError, match="config"):
+        samplers.get("dps", task, prior="oracle", steps=3)
+
+
+def test_eci_reproduces_observed_entries_exactly():
+    task, m = _setup()
+    s = samplers.get("eci", task, model=m["joint"], num_steps=2, mixing=1)
+    y = task.cases(3, 1).y_obs[0]
+    joint = s.sample_joint(jr.key(0), y, 4)
+    u = jax.vmap(s.prior.state)(joint)
+    np.testing.assert_allclose(
+        jax.vmap(task.observation)(u), np.broadcast_to(y, (4, y.size)), rtol=1e-5, atol=1e-7
+    )
+
+
+def test_eci_needs_point_observations():
+    task, m = _setup()
+    pooled = tasks.get("poisson_fixed_lowres", resolution=8)
+    with pytest.raises(ValueError, match="MaskObservation"):
+        samplers.get("eci", pooled, model=m["joint"], num_steps=3)
