@@ -66,7 +66,7 @@ class GRFNoise(eqx.Module):
         lam = random_fields.laplacian_eigenvalues(n, self.basis)
         s = (lam + self.tau**2) ** (-self.alpha / 2.0)
         s = s / np.sqrt(np.sum(s**2) / n**2)
-        return jnp.asarray(s * 1.0, jnp.float32)
+        return jnp.asarray(s, jnp.result_type(float))
 
     def sample(self, key, shape) -> jax.Array:
         c, n, _ = _check_shape(shape)
