@@ -3,7 +3,7 @@ from setuptools import find_packages, setup
 setup(
     name="posteriorjax",
     version="0.1.0",
-    description="Evaluating generative inverse solvers as posterior samplers on physics inverse problems, in JAX.",
+    description="Is a generative inverse solver sampling its posterior? Physics inverse problems in JAX.",
     packages=find_packages(include=["posteriorjax", "posteriorjax.*", "experiments", "configs", "configs.*"]),
     python_requires=">=3.10",
     install_requires=[

@@ -107,7 +107,7 @@ def icosine_or(basis, v, var):
     return random_fields.inverse_transform(random_fields.forward_transform(v, basis) * var, basis)
 
 
-@pytest.mark.parametrize("noise_name", ["white", "grf"])
+@pytest.mark.parametrize("noise_name", [pytest.param("white", marks=pytest.mark.slow), "grf"])
 def test_heun_and_ode_samplers_with_the_exact_denoiser_reproduce_the_prior(noise_name, key):
     noise = diffusion.WhiteNoise() if noise_name == "white" else diffusion.GRFNoise(1.5, 3.0, "cosine")
     var = jnp.ones((N, N)) if noise_name == "white" else noise.mode_std(N) ** 2

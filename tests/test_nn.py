@@ -80,6 +80,7 @@ def test_fno_trained_at_32_evaluates_at_64(key):
     assert jnp.linalg.norm(fine - target(test)) / jnp.linalg.norm(target(test)) < 0.3
 
 
+@pytest.mark.slow  # the FNO test covers resolution independence in the default suite
 def test_uno_is_resolution_independent(key):
     model = nn.UNO(1, 2, modes=4, width=8, depth=2, projection=16, key=key)
     test = trig_field(jr.fold_in(key, 1), 64, kmax=2)
