@@ -27,6 +27,7 @@ x_i = i h, h = L / n (see `posteriorjax.grids`); spectra are `rfft2` arrays
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Callable
 
@@ -205,13 +206,13 @@ def normalized_residual(residual: jax.Array, *terms: jax.Array) -> jax.Array:
 class AbstractSemilinearEquation(eqx.Module):
     """An evolution equation d/dt u_hat = L u_hat + N(u_hat) in rFFT space."""
 
-    def linear(self) -> jax.Array:  # pragma: no cover - interface
+    @abc.abstractmethod
+    def linear(self) -> jax.Array:
         """Diagonal linear symbol L `(n, n // 2 + 1)` (real, <= 0)."""
-        raise NotImplementedError
 
-    def nonlinear(self, u_hat: jax.Array) -> jax.Array:  # pragma: no cover - interface
+    @abc.abstractmethod
+    def nonlinear(self, u_hat: jax.Array) -> jax.Array:
         """Explicit terms N(u_hat) `(n, n // 2 + 1)` complex."""
-        raise NotImplementedError
 
 
 def ifrk4(equation: AbstractSemilinearEquation, dt) -> Callable[[jax.Array], jax.Array]:
