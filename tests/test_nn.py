@@ -96,7 +96,7 @@ def test_registry_networks_shapes_jit_vmap(name, key):
     x = jr.normal(k_x, (4, 2, 16, 16))
     eager = net(x[0])
     assert eager.shape == (3, 16, 16) and eager.dtype == jnp.float32
-    batched = eqx.filter_jit(jax.vmap(net))(x)
+    batched = eqx.filter_jit(lambda m, v: jax.vmap(m)(v))(net, x)
     np.testing.assert_allclose(batched[0], eager, rtol=1e-4, atol=1e-5)
     assert jnp.all(jnp.isfinite(batched))
     with pytest.raises(ValueError, match="x: expected a field"):
@@ -175,7 +175,7 @@ def test_flax_linen_adapter_matches_module(key):
     wrapped = nn.from_linen(module, variables)
     np.testing.assert_allclose(wrapped(x), module.apply(variables, x), rtol=1e-6)
     # usable as an Equinox model: jit, vmap, gradients w.r.t. the Flax parameters
-    out = eqx.filter_jit(jax.vmap(wrapped))(jnp.stack([x, 2 * x]))
+    out = eqx.filter_jit(lambda m, v: jax.vmap(m)(v))(wrapped, jnp.stack([x, 2 * x]))
     np.testing.assert_allclose(out[1], module.apply(variables, 2 * x), rtol=1e-5, atol=1e-6)
     grads = eqx.filter_grad(lambda m: jnp.sum(m(x) ** 2))(wrapped)
     ref = jax.grad(lambda v: jnp.sum(module.apply(v, x) ** 2))(variables)
