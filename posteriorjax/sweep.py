@@ -38,7 +38,7 @@ from posteriorjax.tasks.base import Cases, Task
 
 
 @dataclasses.dataclass(frozen=True)
-class Grid:
+class ConfigGrid:
     """The flattened configuration axis: `case (K,)`, `seed (K,)`, `hparams {name: (K,)}`."""
 
     case: np.ndarray
@@ -60,7 +60,7 @@ class Grid:
 
 def expand(
     num_cases: int, axes: Mapping[str, Iterable[float]], seeds: Iterable[int], defaults: Mapping
-) -> Grid:
+) -> ConfigGrid:
     """Product of cases x axis values x seeds, flattened (cases vary slowest).
 
     `axes` names hyperparameters that vary; every other hyperparameter takes
@@ -84,7 +84,7 @@ def expand(
     hparams = {k: np.full(len(rows), float(v), np.float32) for k, v in defaults.items()}
     for j, n in enumerate(names):
         hparams[n] = np.asarray(cols[1 + j], np.float32)
-    return Grid(np.asarray(cols[0], np.int32), np.asarray(cols[-1], np.int32), hparams)
+    return ConfigGrid(np.asarray(cols[0], np.int32), np.asarray(cols[-1], np.int32), hparams)
 
 
 def case_program(
@@ -173,7 +173,7 @@ def run_pair(
     sampler: AbstractSampler,
     cases: Cases,
     reference: tuple[jax.Array, jax.Array],
-    grid: Grid,
+    grid: ConfigGrid,
     *,
     num_samples: int,
     seed: int,
