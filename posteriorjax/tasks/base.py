@@ -154,16 +154,7 @@ class Task(eqx.Module):
         """`num` fixed cases; case i uses `fold_in(key(seed), i)`, so cases never depend on `num`."""
         if not isinstance(num, int) or num < 1:
             raise ValueError(f"num: expected a positive integer, got {num!r}")
-        base = jr.key(seed)
-
-        def one(i):
-            k_prior, k_noise = jr.split(jr.fold_in(base, i))
-            x = self.prior.sample(k_prior)
-            u = self.physics(x)
-            return x, u, self.observation(u) + self.noise.sample(k_noise, (self.num_observations,))
-
-        x, u, y = jax.jit(jax.vmap(one))(jnp.arange(num))
-        return Cases(x, u, y)
+        return _draw_cases(self, jr.key(seed), num)
 
     # -- evaluation ----------------------------------------------------------
     def evaluation_field(self, x: jax.Array) -> jax.Array:
@@ -191,3 +182,16 @@ class Task(eqx.Module):
         """SHA-256 (hex, 16 chars) of the task configuration; artifacts record and check it."""
         text = json.dumps(self.config_dict(), sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@eqx.filter_jit
+def _draw_cases(task: Task, base, num: int) -> Cases:
+    """One compiled program per (task, num): case i from `fold_in(base, i)`."""
+
+    def one(i):
+        k_prior, k_noise = jr.split(jr.fold_in(base, i))
+        x = task.prior.sample(k_prior)
+        u = task.physics(x)
+        return x, u, task.observation(u) + task.noise.sample(k_noise, (task.num_observations,))
+
+    return Cases(*jax.vmap(one)(jnp.arange(num)))
