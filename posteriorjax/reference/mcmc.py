@@ -94,8 +94,28 @@ class ChainResult(eqx.Module):
     step: jax.Array
 
 
-@eqx.filter_jit
-def _run(key, task, y_obs, num_chains, num_draws, burn_in, thin, step0, target, method):
+def chains(
+    key, task, y_obs, num_chains: int, num_draws: int, burn_in: int, thin: int, step, target, method: str
+):
+    """`num_chains` adaptive chains from prior draws, as one pure function (no jit of its own).
+
+    The building block of `run` for callers that compose it under their own `jit`/`vmap`
+    (samplers, sweeps): `step` (initial beta for pCN, h for MALA) and `target` (acceptance
+    aimed at during burn-in) may be traced scalars, so they can be vmapped; `num_chains`,
+    `num_draws`, `burn_in`, `thin` and `method` are static. Chain c uses `split(key, num_chains)[c]`;
+    after `burn_in` adaptive steps each keeps every `thin`-th of `num_draws * thin` steps.
+
+    Returns:
+      `ChainResult` with samples `(num_chains, num_draws, *task.unknown_shape)`.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    for name, v in (("num_chains", num_chains), ("num_draws", num_draws), ("thin", thin)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+    if not isinstance(burn_in, int) or burn_in < 0:
+        raise ValueError(f"burn_in: expected a non-negative integer, got {burn_in!r}")
+    step0 = step
     init, propose = _kernel(task, y_obs, method)
 
     def chain(chain_key):
@@ -131,6 +151,9 @@ def _run(key, task, y_obs, num_chains, num_draws, burn_in, thin, step0, target, 
         return xs, n_acc / (num_draws * thin), step
 
     return ChainResult(*jax.vmap(chain)(jr.split(key, num_chains)))
+
+
+_run = eqx.filter_jit(chains)
 
 
 def run(

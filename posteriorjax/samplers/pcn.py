@@ -6,7 +6,7 @@ then `num_steps` steps with beta frozen,
 
     z' = sqrt(1 - beta^2) z + beta xi,   accepted with prob. min(1, exp(Phi(z) - Phi(z'))),
 
-Phi(z) = -log p(y | transform(z)). Chains are vmapped inside `_sample` (pure). Hyperparameters:
+Phi(z) = -log p(y | transform(z)); the chains are `reference.mcmc.chains` (pure). Hyperparameters:
 ``step`` (the initial beta in (0, 1]; with `burn_in=0` it is the step used) and ``target``
 (acceptance aimed at while adapting, in (0, 1)). Works for every prior with a latent
 (thresholded Darcy, hierarchical, log-normal); needs no gradient.
@@ -46,7 +46,7 @@ class PCNSampler(AbstractSampler):
     def _sample(self, key, y_obs, num_samples, hparams):
         dtype = jnp.result_type(float)
         step, target = (jnp.asarray(hparams[k], dtype) for k in ("step", "target"))
-        result = mcmc._run(
+        result = mcmc.chains(
             key, self.task, y_obs, num_samples, 1, self.burn_in, self.num_steps, step, target, "pcn"
         )
         return result.samples[:, 0]
