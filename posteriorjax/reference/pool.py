@@ -26,6 +26,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -59,6 +60,16 @@ def draw_candidates(task, chunk_key, indices: jax.Array, *, augment: bool = Fals
         x = jnp.moveaxis(jax.vmap(_rotations)(x), 1, 0).reshape((-1,) + x.shape[1:])
         u = jnp.moveaxis(jax.vmap(_rotations)(u), 1, 0).reshape((-1,) + u.shape[1:])
     return x, u, jax.vmap(task.observation)(u)
+
+
+@eqx.filter_jit
+def _draw_chunk(task, chunk_key, indices, augment: bool, sharding):
+    """`draw_candidates` as one compiled program per (task structure, chunk size, augment, sharding).
+
+    Module-level, so repeated (time-boxed or resumed) `build` calls in one process reuse the program.
+    """
+    out = draw_candidates(task, chunk_key, indices, augment=augment)
+    return jax.lax.with_sharding_constraint(out, sharding)
 
 
 def check_equivariance(task, key, *, rtol: float = 1e-3) -> None:
@@ -192,10 +203,7 @@ def build(
     pool = Pool.open(directory)
 
     mesh = parallel.data_mesh() if mesh is None else mesh
-    fn = jax.jit(
-        lambda key, idx: draw_candidates(task, key, idx, augment=augment),
-        out_shardings=parallel.batch_sharding(mesh),
-    )
+    sharding = parallel.batch_sharding(mesh)
     todo = [i for i in range(num_chunks) if i not in set(pool.done_chunks())]
     if max_new_chunks is not None:
         todo = todo[:max_new_chunks]
@@ -207,7 +215,7 @@ def build(
     base = jr.key(seed)
     for index in todo:
         idx, size = parallel.shard_batch(jnp.arange(chunk_size), mesh)
-        x, u, y = jax.device_get(fn(jr.fold_in(base, index), idx))
+        x, u, y = jax.device_get(_draw_chunk(task, jr.fold_in(base, index), idx, bool(augment), sharding))
         if augment:  # drop padding of each rotation block
             x, u, y = (
                 a.reshape((4, -1) + a.shape[1:])[:, :size].reshape((-1,) + a.shape[1:]) for a in (x, u, y)
