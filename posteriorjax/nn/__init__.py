@@ -8,6 +8,7 @@ Every network maps one field `(C_in, H, W) -> (C_out, H, W)` with the call
 
 from __future__ import annotations
 
+from posteriorjax.nn.cno import CNO, aa_activation
 from posteriorjax.nn.deeponet import DeepONet
 from posteriorjax.nn.embeddings import FourierEmbedding, NoiseEmbedding, sinusoidal_embedding
 from posteriorjax.nn.flax_adapter import FlaxLinen, FlaxNNX, from_linen, from_nnx
@@ -20,10 +21,19 @@ from posteriorjax.nn.normalized import (
     field_normalizer,
     state_statistics,
 )
+from posteriorjax.nn.transolver import GNOT, Transolver, grid_tokens
 from posteriorjax.nn.unet import UNet
 from posteriorjax.nn.uno import UNO
 
-_MODELS = {"fno": FNO, "uno": UNO, "unet": UNet, "deeponet": DeepONet}
+_MODELS = {
+    "fno": FNO,
+    "uno": UNO,
+    "unet": UNet,
+    "deeponet": DeepONet,
+    "cno": CNO,
+    "transolver": Transolver,
+    "gnot": GNOT,
+}
 
 
 def names() -> list[str]:
@@ -41,7 +51,8 @@ def get(name: str, key, *, in_channels: int, out_channels: int, **options):
 
 
 __all__ = [
-    "FNO", "UNO", "UNet", "DeepONet", "FlaxLinen", "FlaxNNX", "from_linen", "from_nnx", "ChannelMLP",
+    "FNO", "UNO", "UNet", "DeepONet", "CNO", "Transolver", "GNOT", "aa_activation", "grid_tokens",
+    "FlaxLinen", "FlaxNNX", "from_linen", "from_nnx", "ChannelMLP",
     "Dropout", "Pointwise", "SpectralConv", "spectral_resample", "FourierEmbedding", "NoiseEmbedding",
     "sinusoidal_embedding", "get", "names", "InverseNet", "Normalizer", "Surrogate", "field_normalizer",
     "state_statistics",
