@@ -1,0 +1,870 @@
+"""Sweep figures: PNGs of samples, moments, hyperparameter curves and calibration, from a workdir.
+
+Every figure function takes plain data (NumPy arrays or sweep records, see
+`sweep.run_pair`), writes one PNG with matplotlib's Agg canvas (no pyplot, no
+global state) and returns its path. `render(workdir)` reads a sweep workdir and
+draws every figure whose inputs exist into `<workdir>/figures/`:
+
+- `samples_<task>_<sampler>_case<k>.png` and `moments_<task>_<sampler>_case<k>.png`
+  from `samples/<task>/<sampler>.npz` beside `references/<task>.npz`;
+- `curves_<task>_<sampler>_<axis>.png` for every hyperparameter that takes at
+  least two values (the guidance weight of a calibration study);
+- `optimum_<base>_<sampler>_<axis>.png` when several task entries of one base
+  task differ only in their noise level (see `noise_level`);
+- `vshape_<task>.png`, `coverage_<task>.png`, `tarp_<task>.png`, `mira_<task>.png`
+  when the records hold the metrics they need.
+
+Records with non-finite samples carry null metrics; they make their
+(task, sampler, hparams) row NaN (as in `results.aggregate`), and NaN rows are
+left out of every curve, optimum and score instead of being averaged.
+Sizes: every figure is saved at `DPI` dots per inch with the size its
+docstring states (inches), so an image is `round(inches * DPI)` pixels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+from posteriorjax import results
+from posteriorjax.metrics import calibration, mira
+
+DPI = 100
+PANEL = (3.2, 2.6)  # inches per metric panel (curves, V-shape)
+SQUARE = 3.0  # inches per sampler panel (coverage, TARP)
+TILE = 1.6  # inches per image tile (samples, moments)
+COLORBAR = 0.9  # inches of colorbar column beside image tiles
+TITLE = 0.5  # inches of suptitle band
+PAD = 0.08  # inches of padding around an image tile
+MAX_COLUMNS = 4
+
+# lower-is-better metrics of the curves and optima: the main table's columns and the other scores
+LOWER_IS_BETTER: tuple[str, ...] = tuple(k for k, _ in results.TABLE_METRICS) + (
+    "crps_fair",
+    "energy_score",
+    "rel_l2_samples",
+    "coverage_error",
+)
+POSTERIOR_METRICS: tuple[str, ...] = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
+HEADERS = dict(results.TABLE_METRICS) | {
+    "crps_fair": "CRPS (fair)",
+    "energy_score": "Energy score",
+    "rel_l2_samples": "RelL2(samples)",
+    "coverage_error": "Coverage error",
+}
+TARP_BINS = 20
+_NOISE_LABEL = re.compile(r"^(?P<base>[^@]+)@noise=(?P<value>[^@]+)$")
+
+
+# ----------------------------------------------------------------------------
+# Record helpers
+
+
+def load_records(path: str | Path) -> list[dict]:
+    """The records of a `results.jsonl` file (one JSON object per line)."""
+    path = Path(path)
+    out = []
+    for i, line in enumerate(path.read_text().splitlines()):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path}: line {i + 1} is not a JSON record ({err.msg}); "
+                "rerun the sweep to repair a torn file"
+            ) from err
+    return out
+
+
+def _hkey(hparams: Mapping[str, float]) -> tuple:
+    # float32 rounding: records and .npz files store the same float32 value as float64 and float32
+    return tuple(sorted((k, float(np.float32(v))) for k, v in hparams.items()))
+
+
+def _hlabel(hparams: Mapping[str, float], skip: Sequence[str] = ()) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items()) if k not in skip) or "-"
+
+
+def _group(records: Sequence[dict], *fields: str) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        out[tuple(r[f] for f in fields)].append(r)
+    return dict(out)
+
+
+def _rows(records: Sequence[dict]) -> dict[tuple, list[dict]]:
+    """Records per (sampler, hparams key), in first-seen order."""
+    out: dict[tuple, list[dict]] = {}
+    for r in records:
+        out.setdefault((r["sampler"], _hkey(r["hparams"])), []).append(r)
+    return out
+
+
+def _scalar_metrics(records: Sequence[dict], candidates: Sequence[str]) -> list[str]:
+    present = {k for r in records for k, v in r["metrics"].items() if not isinstance(v, list)}
+    return [m for m in candidates if m in present]
+
+
+def _axis_split(records: Sequence[dict], axis: str) -> dict[tuple, list[dict]]:
+    """Records split by the values of every hyperparameter except `axis`."""
+    out: dict[tuple, list[dict]] = {}
+    for r in records:
+        if axis not in r["hparams"]:
+            raise ValueError(
+                f"records: expected hyperparameter {axis!r} in every record, got {sorted(r['hparams'])}"
+            )
+        out.setdefault(tuple(kv for kv in _hkey(r["hparams"]) if kv[0] != axis), []).append(r)
+    return out
+
+
+def varying_axes(records: Sequence[dict]) -> list[str]:
+    """Hyperparameters that take at least two values among `records`."""
+    values: dict[str, set] = defaultdict(set)
+    for r in records:
+        for k, v in r["hparams"].items():
+            values[k].add(float(np.float32(v)))
+    return sorted(k for k, v in values.items() if len(v) > 1)
+
+
+def optimal_hparams(records: Sequence[dict], axis: str, metrics: Sequence[str] | None = None) -> dict:
+    """Metric-specific optimum of hyperparameter `axis`: `{metric: value}`.
+
+    `records` are one (task, sampler) pair with only `axis` varying. For every
+    value of `axis` the metric is averaged over its records (cases and seeds);
+    a value with any non-finite record is NaN and ignored, as in
+    `results.aggregate`. The optimum is the value of smallest mean (every metric
+    here is lower-is-better); ties go to the smallest value; a metric with no
+    finite mean maps to NaN. `metrics` defaults to the `LOWER_IS_BETTER`
+    metrics present in the records.
+    """
+    if not records:
+        raise ValueError("records: expected at least one record, got none")
+    pairs = {(r["task"], r["sampler"]) for r in records}
+    if len(pairs) > 1:
+        raise ValueError(f"records: expected one (task, sampler) pair, got {sorted(pairs)}")
+    split = _axis_split(records, axis)
+    if len(split) > 1:
+        raise ValueError(
+            f"records: expected only {axis!r} to vary, but other hyperparameters take {len(split)} "
+            f"settings: {[dict(k) for k in split]}; select one setting first"
+        )
+    metrics = _scalar_metrics(records, LOWER_IS_BETTER) if metrics is None else list(metrics)
+    rows = results.aggregate(records, metrics)
+    out = {}
+    for m in metrics:
+        finite = [(row[m][0], float(row["hparams"][axis])) for row in rows if math.isfinite(row[m][0])]
+        out[m] = min(finite)[1] if finite else math.nan
+    return out
+
+
+def noise_level(label: str, config: Mapping | None = None) -> float | None:
+    """Observation noise std of the task entry `label`, or None when the workdir does not say.
+
+    Rule: `config["tasks"][label]["noise_std"]` when the sweep config sets it for
+    that entry; otherwise the value of a label of the form `<task>@noise=<value>`;
+    otherwise None (the registry default, not recorded).
+    """
+    entry = ((config or {}).get("tasks") or {}).get(label) or {}
+    if "noise_std" in entry:
+        return float(entry["noise_std"])
+    match = _NOISE_LABEL.match(label)
+    if match is None:
+        return None
+    try:
+        return float(match["value"])
+    except ValueError as err:
+        raise ValueError(
+            f"task label {label!r}: expected <task>@noise=<float>, got {match['value']!r}"
+        ) from err
+
+
+def base_task(label: str) -> str:
+    """The task a label names: the part before `@` (`poisson@noise=1e-3` -> `poisson`)."""
+    return label.split("@", 1)[0]
+
+
+def tarp_curve(credibilities, num_alpha_bins: int = TARP_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """TARP expected coverage `(ecp, alpha)`, each `(num_alpha_bins + 1,)`, from credibilities `(L,)`.
+
+    `calibration.expected_coverage` on a fixed [0, 1] grid: ecp_k is the
+    fraction of credibilities f < alpha_k, and 1 at alpha = 1.
+    """
+    f = np.asarray(credibilities, np.float64).ravel()
+    if f.size == 0 or not np.all(np.isfinite(f)) or np.any((f < 0) | (f > 1)):
+        raise ValueError(f"credibilities: expected finite values in [0, 1], got {f}")
+    if int(num_alpha_bins) < 1:
+        raise ValueError(f"num_alpha_bins: expected >= 1, got {num_alpha_bins}")
+    ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), int(num_alpha_bins))
+    return np.asarray(ecp, np.float64), np.asarray(alpha, np.float64)
+
+
+def _finite_list(records: Sequence[dict], metric: str) -> list | None:
+    vals = [r["metrics"].get(metric) for r in records]
+    if any(v is None for v in vals):
+        return None
+    arr = np.asarray(vals, np.float64)
+    return arr if np.all(np.isfinite(arr)) else None
+
+
+def coverage_curves(records: Sequence[dict], levels: Sequence[float] = calibration.DEFAULT_LEVELS) -> dict:
+    """Mean empirical coverage `(K,)` over the records of each (sampler, hparams) row.
+
+    Returns `{(sampler, hparams key): (K,)}`; rows with a null or non-finite
+    coverage in any record are left out.
+    """
+    out = {}
+    for key, recs in _rows(records).items():
+        cov = _finite_list(recs, "coverage")
+        if cov is None:
+            continue
+        if cov.shape[1] != len(levels):
+            raise ValueError(
+                f"records: coverage of {key[0]} has {cov.shape[1]} levels, expected {len(levels)} (levels)"
+            )
+        out[key] = cov.mean(axis=0)
+    return out
+
+
+def tarp_curves(records: Sequence[dict], num_alpha_bins: int = TARP_BINS) -> dict:
+    """`{(sampler, hparams key): (ecp, alpha)}` from the rows' per-case `tarp_credibility`."""
+    out = {}
+    for key, recs in _rows(records).items():
+        f = _finite_list(recs, "tarp_credibility")
+        if f is not None:
+            out[key] = tarp_curve(f, num_alpha_bins)
+    return out
+
+
+def mira_scores(records: Sequence[dict]) -> dict:
+    """`{(sampler, hparams key): dict}` of MIRA scores and their calibrated band per row.
+
+    score: mean of the per-case `mira_statistic` over the row's L records;
+    expected: calibrated mean of `mira.expected_moments(N - 1)` (N the
+    ensemble size); low/high: expected -+ 2 sqrt(var / L).
+    """
+    out = {}
+    for key, recs in _rows(records).items():
+        s = _finite_list(recs, "mira_statistic")
+        if s is None:
+            continue
+        sizes = {int(r["num_samples"]) for r in recs}
+        if len(sizes) > 1:
+            raise ValueError(f"records: one row of {key[0]} mixes ensemble sizes {sorted(sizes)}")
+        mean, var = mira.expected_moments(sizes.pop() - 1)
+        half = 2.0 * math.sqrt(var / s.size)
+        out[key] = {
+            "score": float(s.mean()),
+            "expected": mean,
+            "low": mean - half,
+            "high": mean + half,
+            "count": s.size,
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Drawing helpers
+
+
+def _new(width: float, height: float) -> Figure:
+    # fixed layouts in inches (no layout engine): the sizes are exact and drawing stays fast
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _axes_at(fig: Figure, x: float, y: float, w: float, h: float):
+    """New axes at (x, y) inches from the bottom-left corner, w x h inches."""
+    width, height = fig.get_size_inches()
+    return fig.add_axes((x / width, y / height, w / width, h / height))
+
+
+def _panels(
+    fig: Figure, nrows: int, ncols: int, *, left=0.65, right=0.2, bottom=0.5, top=None, wgap=0.7, hgap=0.8
+):
+    """A grid of axes `(nrows, ncols)` with margins and gaps in inches."""
+    width, height = fig.get_size_inches()
+    top = TITLE + 0.3 if top is None else top
+    aw = (width - left - right - (ncols - 1) * wgap) / ncols
+    ah = (height - bottom - top - (nrows - 1) * hgap) / nrows
+    spec = dict(
+        left=left / width,
+        right=1 - right / width,
+        bottom=bottom / height,
+        top=1 - top / height,
+        wspace=wgap / aw,
+        hspace=hgap / ah,
+    )
+    return fig.subplots(nrows, ncols, squeeze=False, gridspec_kw=spec)
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, format="png")
+    return path
+
+
+def _grid_shape(n: int, max_columns: int = MAX_COLUMNS) -> tuple[int, int]:
+    ncols = min(n, max_columns)
+    return -(-n // ncols), ncols
+
+
+def _positions(values: np.ndarray) -> tuple[np.ndarray, str, float | None]:
+    """Plot positions of axis values: log where all are >= 0 with one > 0; 0 drawn at the left edge.
+
+    Returns (positions, scale, zero position or None).
+    """
+    v = np.asarray(values, np.float64)
+    pos = v[v > 0]
+    if v.size == 0 or np.any(v < 0) or pos.size == 0:
+        return v, "linear", None
+    if not np.any(v == 0):
+        return v, "log", None
+    lo, hi = pos.min(), pos.max()
+    zero = lo / 10 ** max(0.5, 0.1 * math.log10(hi / lo))
+    return np.where(v == 0, zero, v), "log", zero
+
+
+def _set_axis(ax, which: str, scale: str, zero: float | None, values: np.ndarray) -> None:
+    setter = ax.set_xscale if which == "x" else ax.set_yscale
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    setter(scale)
+    if zero is None:
+        return
+    pos = np.asarray(values)[np.asarray(values) > zero]
+    decades = 10.0 ** np.arange(math.floor(math.log10(pos.min())), math.ceil(math.log10(pos.max())) + 1)
+    ticks = [zero] + [d for d in decades if pos.min() / 1.0001 <= d <= pos.max() * 1.0001]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: "0" if x == zero else f"{x:g}"))
+    line = ax.axvline if which == "x" else ax.axhline
+    line(math.sqrt(zero * pos.min()), color="0.8", lw=0.8, ls=":")
+
+
+def _cmap(name: str):
+    return matplotlib.colormaps[name].with_extremes(bad="0.75")
+
+
+def _limits(*arrays) -> tuple[float, float]:
+    vals = np.concatenate([np.asarray(a, np.float64).ravel() for a in arrays if a is not None])
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return 0.0, 1.0
+    lo, hi = float(vals.min()), float(vals.max())
+    if hi <= lo:
+        pad = max(abs(lo), 1.0) * 1e-6
+        return lo - pad, hi + pad
+    return lo, hi
+
+
+def _image(ax, field, vmin, vmax, cmap="viridis"):
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return ax.imshow(np.asarray(field, np.float64), origin="lower", vmin=vmin, vmax=vmax, cmap=_cmap(cmap))
+
+
+def _check_fields(name: str, array, ndim: int = 4) -> np.ndarray:
+    a = np.asarray(array)
+    if a.ndim != ndim:
+        raise ValueError(
+            f"{name}: expected {ndim} dims ({'(N, C, H, W)' if ndim == 4 else '(C, H, W)'}), got {a.shape}"
+        )
+    return a
+
+
+def _weights(ref_weights, m: int) -> np.ndarray:
+    if ref_weights is None:
+        return np.full(m, 1.0 / m)
+    w = np.asarray(ref_weights, np.float64)
+    if w.shape != (m,) or np.any(w < 0) or not math.isclose(w.sum(), 1.0, rel_tol=1e-4):
+        raise ValueError(f"ref_weights: expected ({m},) non-negative weights summing to 1, got {w.shape}")
+    return w
+
+
+def _nonfinite_note(x: np.ndarray) -> str:
+    bad = int(np.sum(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1)))
+    return f" ({bad}/{x.shape[0]} members non-finite)" if bad else ""
+
+
+def representative_members(weights: np.ndarray, k: int) -> np.ndarray:
+    """Indices of k members by systematic resampling of `weights (M,)` (deterministic, u = 1/2)."""
+    cdf = np.cumsum(weights)
+    return np.minimum(np.searchsorted(cdf, (np.arange(k) + 0.5) / k), weights.size - 1)
+
+
+# ----------------------------------------------------------------------------
+# Field figures
+
+
+def samples_figure(
+    path, samples, ref_samples, ref_weights=None, *, truth=None, num_members: int = 4, title: str = ""
+) -> Path:
+    """Reference members beside sampler members, two rows per channel, shared colour scale per channel.
+
+    `samples (N, C, H, W)`, `ref_samples (M, C, H, W)`, `ref_weights (M,)` or
+    None (uniform), `truth (C, H, W)` (an extra first column) or None. The
+    reference row shows `representative_members` of the weighted ensemble,
+    the sampler row its first members; non-finite values are grey. Size:
+    (k TILE + COLORBAR) x (2 C TILE + TITLE) inches, k = members (+ 1 with truth).
+    """
+    x, y = _check_fields("samples", samples), _check_fields("ref_samples", ref_samples)
+    if x.shape[1:] != y.shape[1:]:
+        raise ValueError(f"samples: expected member shape {y.shape[1:]} (the reference's), got {x.shape[1:]}")
+    w = _weights(ref_weights, y.shape[0])
+    t = None if truth is None else _check_fields("truth", truth, ndim=3)
+    k = min(num_members, x.shape[0], y.shape[0])
+    ref = y[representative_members(w, k)]
+    ncols, channels = k + (t is not None), x.shape[1]
+    height = 2 * channels * TILE + TITLE
+    fig = _new(ncols * TILE + COLORBAR, height)
+    axes = np.asarray(
+        [
+            [
+                _axes_at(
+                    fig, 0.35 + j * TILE + PAD, height - TITLE - (i + 1) * TILE + PAD, *[TILE - 2 * PAD] * 2
+                )
+                for j in range(ncols)
+            ]
+            for i in range(2 * channels)
+        ]
+    )
+    bad = _nonfinite_note(x)
+    for c in range(channels):
+        vmin, vmax = _limits(ref[:, c], x[:k, c], None if t is None else t[c])
+        row_ref, row_smp = axes[2 * c], axes[2 * c + 1]
+        if t is not None:
+            _image(row_ref[0], t[c], vmin, vmax).axes.set_title("truth", fontsize=8)
+            row_smp[0].set_axis_off()
+        off = int(t is not None)
+        for j in range(k):
+            im = _image(row_ref[off + j], ref[j, c], vmin, vmax)
+            _image(row_smp[off + j], x[j, c], vmin, vmax)
+        row_ref[0].set_ylabel(f"reference, ch {c}", fontsize=8)
+        row_smp[off].set_ylabel(f"sampler, ch {c}", fontsize=8)
+        y0 = height - TITLE - (2 * c + 2) * TILE + PAD
+        fig.colorbar(im, cax=_axes_at(fig, 0.35 + ncols * TILE + 0.05, y0, 0.15, 2 * TILE - 2 * PAD))
+    fig.suptitle(title + bad, fontsize=9)
+    return _save(fig, path)
+
+
+def moments_figure(path, samples, ref_samples, ref_weights=None, *, title: str = "") -> Path:
+    """Posterior mean and std maps: reference, sampler and sampler - reference, per channel.
+
+    `samples (N, C, H, W)` (equal weights), `ref_samples (M, C, H, W)` with
+    `ref_weights (M,)` or None. Std is the (weighted) population std (ddof 0)
+    of both ensembles. Mean and std each share a colour scale between
+    reference and sampler; the differences use a symmetric diverging scale.
+    Size: (3 TILE + 2 COLORBAR) x (2 C TILE + TITLE) inches.
+    """
+    x, y = _check_fields("samples", samples), _check_fields("ref_samples", ref_samples)
+    if x.shape[1:] != y.shape[1:]:
+        raise ValueError(f"samples: expected member shape {y.shape[1:]} (the reference's), got {x.shape[1:]}")
+    w = _weights(ref_weights, y.shape[0])
+    yf = y.astype(np.float64)
+    r_mean = np.tensordot(w, yf, axes=1)
+    r_std = np.sqrt(np.tensordot(w, (yf - r_mean) ** 2, axes=1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        s_mean = x.astype(np.float64).mean(axis=0)
+        s_std = x.astype(np.float64).std(axis=0)
+    channels = x.shape[1]
+    height = 2 * channels * TILE + TITLE
+    fig = _new(3 * TILE + 2 * COLORBAR, height)
+    x0 = (0.35, 0.35 + TILE, 0.35 + 2 * TILE + 0.6)  # left edge of the three columns
+    axes = np.asarray(
+        [
+            [_axes_at(fig, x + PAD, height - TITLE - (i + 1) * TILE + PAD, *[TILE - 2 * PAD] * 2) for x in x0]
+            for i in range(2 * channels)
+        ]
+    )
+    for c in range(channels):
+        for i, (name, ref_m, smp_m) in enumerate((("mean", r_mean, s_mean), ("std", r_std, s_std))):
+            row = axes[2 * c + i]
+            vmin, vmax = _limits(ref_m[c], smp_m[c])
+            im = _image(row[0], ref_m[c], vmin, vmax)
+            _image(row[1], smp_m[c], vmin, vmax)
+            diff = smp_m[c] - ref_m[c]
+            lim = _limits(np.abs(diff))[1]
+            im_d = _image(row[2], diff, -lim, lim, cmap="RdBu_r")
+            row[0].set_ylabel(f"{name}, ch {c}", fontsize=8)
+            y0 = height - TITLE - (2 * c + i + 1) * TILE + PAD
+            fig.colorbar(im, cax=_axes_at(fig, x0[1] + TILE + 0.02, y0, 0.12, TILE - 2 * PAD))
+            fig.colorbar(im_d, cax=_axes_at(fig, x0[2] + TILE + 0.02, y0, 0.12, TILE - 2 * PAD))
+    for j, name in enumerate(("reference", "sampler", "sampler - reference")):
+        axes[0, j].set_title(name, fontsize=8)
+    fig.suptitle(title + _nonfinite_note(x), fontsize=9)
+    return _save(fig, path)
+
+
+# ----------------------------------------------------------------------------
+# Record figures
+
+
+def curves_figure(
+    path, records: Sequence[dict], axis: str, metrics: Sequence[str] | None = None, *, title=""
+):
+    """Every metric against hyperparameter `axis`: mean +- std over cases, the optimum starred.
+
+    `records` are one (task, sampler) pair; one line per setting of the other
+    hyperparameters. x is logarithmic when every value is >= 0 (a value 0 sits
+    at the left edge, labelled 0). The star marks `optimal_hparams` of the line.
+    Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel per metric,
+    at most MAX_COLUMNS columns.
+    """
+    metrics = _scalar_metrics(records, LOWER_IS_BETTER) if metrics is None else list(metrics)
+    if not metrics:
+        raise ValueError("metrics: expected at least one metric present in the records, got none")
+    split = _axis_split(records, axis)
+    nrows, ncols = _grid_shape(len(metrics))
+    fig = _new(ncols * PANEL[0], nrows * PANEL[1] + TITLE)
+    axes = _panels(fig, nrows, ncols).ravel()
+    all_values = np.unique([float(np.float32(r["hparams"][axis])) for r in records])
+    _, scale, zero = _positions(all_values)
+    for ax, m in zip(axes, metrics, strict=False):
+        for i, (others, recs) in enumerate(split.items()):
+            rows = sorted(results.aggregate(recs, [m]), key=lambda row: row["hparams"][axis])
+            v = np.asarray([row["hparams"][axis] for row in rows], np.float64)
+            mean = np.asarray([row[m][0] for row in rows])
+            std = np.asarray([row[m][1] for row in rows])
+            xpos = np.where(v == 0, zero, v) if zero is not None else v
+            color = f"C{i % 10}"
+            label = _hlabel(dict(others)) if len(split) > 1 else None
+            ax.plot(xpos, mean, "o-", color=color, ms=3, lw=1.2, label=label)
+            ax.fill_between(xpos, mean - std, mean + std, color=color, alpha=0.2, lw=0)
+            best = optimal_hparams(recs, axis, [m])[m]
+            if math.isfinite(best):
+                j = int(np.argmin(np.abs(v - best)))
+                ax.plot(xpos[j], mean[j], "*", color=color, ms=13, mec="k", mew=0.6, zorder=5)
+                if len(split) == 1:
+                    ax.set_title(f"{HEADERS.get(m, m)}  (opt {axis}={best:g})", fontsize=8)
+        if len(split) > 1:
+            ax.set_title(HEADERS.get(m, m), fontsize=8)
+        _set_axis(ax, "x", scale, zero, np.where(all_values == 0, zero or 0.0, all_values))
+        ax.set_xlabel(axis, fontsize=8)
+        ax.tick_params(labelsize=7)
+    if len(split) > 1:
+        axes[0].legend(fontsize=6)
+    for ax in axes[len(metrics) :]:
+        ax.set_axis_off()
+    fig.suptitle(title, fontsize=9)
+    return _save(fig, path)
+
+
+def optimum_figure(path, optima: Mapping[float, Mapping[str, float]], *, axis: str = "guidance", title=""):
+    """Optimal `axis` value against inverse noise variance 1 / sigma^2, one line per metric.
+
+    `optima` maps a noise std sigma to `optimal_hparams(...)` at that level.
+    Both axes logarithmic (an optimum of 0 sits at the bottom edge, labelled 0).
+    Size: 5.0 x 3.6 inches.
+    """
+    sigmas = np.asarray(sorted(optima), np.float64)
+    if sigmas.size < 2 or np.any(sigmas <= 0):
+        raise ValueError(f"optima: expected at least two positive noise levels, got {sigmas.tolist()}")
+    metrics = sorted({m for o in optima.values() for m in o}, key=lambda m: (m not in LOWER_IS_BETTER, m))
+    fig = _new(5.0, 3.6)
+    ax = _panels(fig, 1, 1, left=0.8, top=0.35)[0, 0]
+    inv = 1.0 / sigmas**2
+    table = np.asarray([[optima[s].get(m, math.nan) for s in sigmas] for m in metrics], np.float64)
+    finite = table[np.isfinite(table)]
+    _, scale, zero = _positions(finite)
+    for i, m in enumerate(metrics):
+        y = table[i] if zero is None else np.where(table[i] == 0, zero, table[i])
+        # markers and dashes vary too: metrics often share an optimum, and their lines coincide
+        style = dict(marker="osd^v<>ph*"[i % 10], ls=("-", "--", ":", "-.")[i % 4], ms=5 - 0.3 * (i % 4))
+        ax.plot(inv, y, color=f"C{i % 10}", lw=1.2, label=HEADERS.get(m, m), **style)
+    ax.set_xscale("log")
+    _set_axis(ax, "y", scale, zero, finite if zero is None else np.where(finite == 0, zero, finite))
+    ax.set_xlabel(r"$1/\sigma^2$")
+    ax.set_ylabel(f"optimal {axis}")
+    ax.legend(fontsize=6, ncols=2)
+    ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def vshape_figure(
+    path, records: Sequence[dict], metrics=POSTERIOR_METRICS, *, pointwise="rel_l2_mean", title=""
+):
+    """Pointwise error against each posterior metric, one point per (sampler, hparams) row.
+
+    Over-case means (`results.aggregate`); points of one sampler are joined in
+    the order of its hyperparameter values. Size: (ncols PANEL[0]) x
+    (nrows PANEL[1] + TITLE) inches, one panel per metric present.
+    """
+    metrics = _scalar_metrics(records, metrics)
+    if not metrics:
+        raise ValueError("metrics: none of the posterior metrics is present in the records")
+    rows = results.aggregate(records, [pointwise, *metrics])
+    samplers = sorted({row["sampler"] for row in rows})
+    nrows, ncols = _grid_shape(len(metrics))
+    fig = _new(ncols * PANEL[0], nrows * PANEL[1] + TITLE)
+    axes = _panels(fig, nrows, ncols).ravel()
+    for ax, m in zip(axes, metrics, strict=False):
+        for i, s in enumerate(samplers):
+            mine = sorted((row for row in rows if row["sampler"] == s), key=lambda row: _hkey(row["hparams"]))
+            px = np.asarray([row[pointwise][0] for row in mine])
+            py = np.asarray([row[m][0] for row in mine])
+            ok = np.isfinite(px) & np.isfinite(py)
+            ax.plot(px[ok], py[ok], "o-", color=f"C{i % 10}", ms=4, lw=0.8, label=s)
+        ax.set_xlabel(HEADERS.get(pointwise, pointwise), fontsize=8)
+        ax.set_ylabel(HEADERS.get(m, m), fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].legend(fontsize=6)
+    for ax in axes[len(metrics) :]:
+        ax.set_axis_off()
+    fig.suptitle(title, fontsize=9)
+    return _save(fig, path)
+
+
+def _per_sampler_axes(records: Sequence[dict]):
+    samplers = sorted({r["sampler"] for r in records})
+    nrows, ncols = _grid_shape(len(samplers))
+    fig = _new(ncols * SQUARE, nrows * SQUARE + TITLE)
+    axes = _panels(fig, nrows, ncols, wgap=0.6, hgap=0.8).ravel()
+    for ax in axes[len(samplers) :]:
+        ax.set_axis_off()
+    return fig, dict(zip(samplers, axes, strict=False))
+
+
+def _calibration_panels(fig, panels, curves, xlabel, ylabel, title):
+    for sampler, ax in panels.items():
+        mine = [(k, v) for k, v in curves.items() if k[0] == sampler]
+        ax.plot([0, 1], [0, 1], "k--", lw=0.8)
+        for i, ((_, hkey), (x, y)) in enumerate(mine):
+            ax.plot(x, y, "-", color=f"C{i % 10}", lw=1.2, label=_hlabel(dict(hkey)))
+        if not mine:
+            ax.text(0.5, 0.5, "no finite row", ha="center", va="center", fontsize=8, transform=ax.transAxes)
+        elif len(mine) <= 8:
+            ax.legend(fontsize=6)
+        ax.set(xlim=(0, 1), ylim=(0, 1), aspect="equal")
+        ax.set_title(sampler, fontsize=8)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.suptitle(title, fontsize=9)
+
+
+def coverage_figure(path, records: Sequence[dict], levels=calibration.DEFAULT_LEVELS, *, title=""):
+    """Empirical against nominal central-interval coverage per sampler (`coverage_curves`), diagonal dashed.
+
+    Size: (ncols SQUARE) x (nrows SQUARE + TITLE) inches, one panel per sampler.
+    """
+    levels = np.asarray(levels, np.float64)
+    curves = {k: (levels, v) for k, v in coverage_curves(records, levels).items()}
+    fig, panels = _per_sampler_axes(records)
+    _calibration_panels(fig, panels, curves, "nominal level", "empirical coverage", title)
+    return _save(fig, path)
+
+
+def tarp_figure(path, records: Sequence[dict], num_alpha_bins: int = TARP_BINS, *, title=""):
+    """TARP expected coverage against credibility level per sampler (`tarp_curves`), diagonal dashed.
+
+    Size: (ncols SQUARE) x (nrows SQUARE + TITLE) inches, one panel per sampler.
+    """
+    curves = {k: (a, e) for k, (e, a) in tarp_curves(records, num_alpha_bins).items()}
+    fig, panels = _per_sampler_axes(records)
+    _calibration_panels(fig, panels, curves, "credibility level", "expected coverage", title)
+    return _save(fig, path)
+
+
+def mira_figure(path, records: Sequence[dict], *, title=""):
+    """MIRA score per (sampler, hparams) row with its calibrated band (`mira_scores`).
+
+    The grey box spans expected -+ 2 std / sqrt(L), the tick is the calibrated
+    mean; rows without finite statistics are left out. Size:
+    clip(1.5 + 0.5 rows, 5, 24) x 4.0 inches.
+    """
+    scores = mira_scores(records)
+    if not scores:
+        raise ValueError("records: no (sampler, hparams) row has finite mira_statistic values")
+    keys = sorted(scores)
+    fig = _new(min(max(1.5 + 0.5 * len(keys), 5.0), 24.0), 4.0)
+    ax = _panels(fig, 1, 1, left=0.7, bottom=1.4, top=0.35)[0, 0]
+    samplers = sorted({k[0] for k in keys})
+    for i, k in enumerate(keys):
+        s = scores[k]
+        ax.fill_between([i - 0.35, i + 0.35], s["low"], s["high"], color="0.85", lw=0)
+        ax.plot([i - 0.35, i + 0.35], [s["expected"]] * 2, color="0.4", lw=0.8)
+        ax.plot(i, s["score"], "o", color=f"C{samplers.index(k[0]) % 10}", ms=6)
+    ax.set_xticks(range(len(keys)), [f"{k[0]}\n{_hlabel(dict(k[1]))}" for k in keys], rotation=60, fontsize=6)
+    ax.set_xlim(-0.6, len(keys) - 0.4)
+    ax.set_ylabel("MIRA score", fontsize=8)
+    ax.set_title(title or "MIRA (grey: calibrated mean +- 2 std / sqrt(L))", fontsize=9)
+    return _save(fig, path)
+
+
+# ----------------------------------------------------------------------------
+# Workdir -> figures
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", text)
+
+
+def _chosen_setting(stored: list[tuple], records: Sequence[dict]) -> tuple:
+    """The stored hyperparameter setting of smallest over-case `mean_error` (else the first stored)."""
+    means = {
+        _hkey(row["hparams"]): row["mean_error"][0] for row in results.aggregate(records, ["mean_error"])
+    }
+    finite = [(means[k], i) for i, k in enumerate(stored) if k in means and math.isfinite(means[k])]
+    return stored[min(finite)[1]] if finite else stored[0]
+
+
+def _render_fields(workdir: Path, records: Sequence[dict], out: Path) -> list[Path]:
+    sample_root, paths = workdir / "samples", []
+    if not sample_root.is_dir():
+        return paths
+    for task_dir in sorted(p for p in sample_root.iterdir() if p.is_dir()):
+        task = task_dir.name
+        ref_path = workdir / "references" / f"{task}.npz"
+        files = sorted(task_dir.glob("*.npz"))
+        if not files or not ref_path.exists():
+            continue
+        with np.load(ref_path) as ref:
+            ref_samples, ref_weights, x_true = ref["ref_samples"], ref["ref_weights"], ref["x_true"]
+        for file in files:
+            label = file.stem
+            with np.load(file) as data:
+                samples, case = data["samples"], np.asarray(data["case"]).astype(int)
+                hp = {k[len("hparam_") :]: np.asarray(data[k]) for k in data.files if k.startswith("hparam_")}
+            if samples.shape[0] == 0:
+                continue
+            stored = [_hkey({n: v[i] for n, v in hp.items()}) for i in range(samples.shape[0])]
+            chosen = _chosen_setting(
+                stored, [r for r in records if (r["task"], r["sampler"]) == (task, label)]
+            )
+            first: dict[int, int] = {}
+            for i, (c, k) in enumerate(zip(case.tolist(), stored, strict=True)):
+                if k == chosen:
+                    first.setdefault(c, i)
+            for c, i in sorted(first.items()):
+                if not 0 <= c < ref_samples.shape[0]:
+                    raise ValueError(
+                        f"{file}: case {c} has no reference in {ref_path} ({ref_samples.shape[0]} cases)"
+                    )
+                title = f"{task} / {label} / case {c} ({_hlabel(dict(chosen))})"
+                stem = f"{_slug(task)}_{_slug(label)}_case{c}.png"
+                paths.append(
+                    samples_figure(
+                        out / f"samples_{stem}",
+                        samples[i],
+                        ref_samples[c],
+                        ref_weights[c],
+                        truth=x_true[c],
+                        title=title,
+                    )
+                )
+                paths.append(
+                    moments_figure(
+                        out / f"moments_{stem}", samples[i], ref_samples[c], ref_weights[c], title=title
+                    )
+                )
+    return paths
+
+
+def _render_noise(records: Sequence[dict], config: Mapping, out: Path) -> list[Path]:
+    by_base: dict[str, dict[float, str]] = defaultdict(dict)
+    for label in sorted({r["task"] for r in records}):
+        sigma = noise_level(label, config)
+        if sigma is None:
+            continue
+        base = base_task(label)
+        if sigma in by_base[base]:
+            raise ValueError(
+                f"task labels {by_base[base][sigma]!r} and {label!r}: "
+                f"same base task {base!r} and noise level {sigma}"
+            )
+        by_base[base][sigma] = label
+    paths = []
+    for base, labels in sorted(by_base.items()):
+        if len(labels) < 2:
+            continue
+        table: dict[tuple, dict[float, dict]] = defaultdict(dict)
+        for sigma, label in labels.items():
+            for (sampler,), srecs in _group([r for r in records if r["task"] == label], "sampler").items():
+                for axis in varying_axes(srecs):
+                    for others, sub in _axis_split(srecs, axis).items():
+                        if axis in varying_axes(sub):
+                            table[(sampler, axis, others)][sigma] = optimal_hparams(sub, axis)
+        for (sampler, axis, others), optima in sorted(table.items()):
+            if len(optima) < 2:
+                continue
+            suffix = f"_{_slug(_hlabel(dict(others)))}" if others else ""
+            name = f"optimum_{_slug(base)}_{_slug(sampler)}_{_slug(axis)}{suffix}.png"
+            title = f"{base} / {sampler}: optimal {axis} per metric" + (
+                f" ({_hlabel(dict(others))})" if others else ""
+            )
+            paths.append(optimum_figure(out / name, optima, axis=axis, title=title))
+    return paths
+
+
+def render(workdir: str | Path) -> list[Path]:
+    """Draw every figure whose inputs exist in `workdir` into `<workdir>/figures/`; return their paths.
+
+    Reads `results.jsonl`, `config.json`, `samples/<task>/<sampler>.npz` and
+    `references/<task>.npz`, each only if present. Sample and moment figures
+    show, per stored case, the stored hyperparameter setting with the smallest
+    over-case `mean_error` (the main table's first column; the first stored
+    setting when no record is finite). Noise levels come from `noise_level`.
+    """
+    workdir = Path(workdir)
+    out = workdir / "figures"
+    config_path, results_path = workdir / "config.json", workdir / "results.jsonl"
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    records = load_records(results_path) if results_path.exists() else []
+    paths = _render_fields(workdir, records, out)
+    for (task,), trecs in sorted(_group(records, "task").items()):
+        t = _slug(task)
+        for (sampler,), srecs in sorted(_group(trecs, "sampler").items()):
+            if not _scalar_metrics(srecs, LOWER_IS_BETTER):
+                continue
+            for axis in varying_axes(srecs):
+                name = f"curves_{t}_{_slug(sampler)}_{_slug(axis)}.png"
+                paths.append(curves_figure(out / name, srecs, axis, title=f"{task} / {sampler}"))
+        if (
+            len(_rows(trecs)) >= 2
+            and _scalar_metrics(trecs, ["rel_l2_mean"])
+            and _scalar_metrics(trecs, POSTERIOR_METRICS)
+        ):
+            paths.append(
+                vshape_figure(out / f"vshape_{t}.png", trecs, title=f"{task}: pointwise vs posterior")
+            )
+        if any(isinstance(r["metrics"].get("coverage"), list) for r in trecs):
+            paths.append(coverage_figure(out / f"coverage_{t}.png", trecs, title=f"{task}: coverage"))
+        if tarp_curves(trecs):
+            paths.append(tarp_figure(out / f"tarp_{t}.png", trecs, title=f"{task}: TARP expected coverage"))
+        if mira_scores(trecs):
+            paths.append(mira_figure(out / f"mira_{t}.png", trecs, title=f"{task}: MIRA"))
+    return paths + _render_noise(records, config, out)
+
+
+def report(workdir: str | Path) -> tuple[str, list[Path]]:
+    """Re-render `results.csv`, `summary.md` and every figure of `workdir` from its `results.jsonl`.
+
+    Returns (the Markdown table, the figure paths). A workdir without records is an error.
+    """
+    workdir = Path(workdir)
+    path = workdir / "results.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"workdir: expected a sweep workdir holding results.jsonl, but {path} does not exist "
+            "(run `python -m experiments.sweep --config=... --workdir=DIR` first)"
+        )
+    records = load_records(path)
+    if not records:
+        raise ValueError(f"workdir: {path} holds no records")
+    (workdir / "results.csv").write_text(results.to_csv(records))
+    table = results.main_table(records)
+    (workdir / "summary.md").write_text(table + "\n")
+    return table, render(workdir)

@@ -1,0 +1,335 @@
+import json
+import math
+import struct
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+from absl import flags
+
+from posteriorjax import figures
+from posteriorjax.metrics import calibration, mira
+
+LEVELS = calibration.DEFAULT_LEVELS
+GUIDANCE = (0.0, 1.0, 10.0, 100.0)
+NUM_CASES, NUM_SAMPLES, SHAPE = 3, 6, (2, 8, 8)
+TOY_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error", "crps", "rel_l2_mean", "crps_fair")
+NOISE_METRICS = ("mean_error", "crps")
+
+
+def record(task, sampler, case, hparams, metrics, num_samples=NUM_SAMPLES):
+    cid = f"case={case};seed=0;" + ";".join(f"{k}={v!r}" for k, v in sorted(hparams.items()))
+    return {
+        "task": task,
+        "sampler": sampler,
+        "config_id": cid,
+        "case": case,
+        "seed": 0,
+        "hparams": dict(hparams),
+        "num_samples": num_samples,
+        "metrics": metrics,
+        "wall_time_s": 0.01,
+        "compile_time_s": 1.0,
+        "evaluation": "identity",
+    }
+
+
+def toy_metrics(rng, g, case, names):
+    """Metrics with a V in log10(1 + g): the optimum of `mean_error` is at g = 10."""
+    u = math.log10(1.0 + g)
+    out = {m: float((u - 1.0 - 0.1 * i) ** 2 + 0.1 + 0.01 * case) for i, m in enumerate(names)}
+    if "rel_l2_mean" in out:
+        out["rel_l2_mean"] = float(1.0 / (1.0 + g) + 0.05)
+    out["num_nonfinite"] = 0
+    return out
+
+
+def calibration_metrics(rng, case):
+    return {
+        "coverage": np.clip(np.asarray(LEVELS) + rng.normal(0, 0.05, len(LEVELS)), 0, 1).tolist(),
+        "coverage_error": float(rng.uniform(0, 0.1)),
+        "tarp_credibility": float(rng.uniform()),
+        "mira_statistic": float(rng.uniform(0.55, 0.75)),
+    }
+
+
+def diverged_metrics():
+    out = {m: None for m in TOY_METRICS + ("coverage_error", "tarp_credibility", "mira_statistic")}
+    return out | {"coverage": [None] * len(LEVELS), "num_nonfinite": NUM_SAMPLES}
+
+
+def make_workdir(root: Path) -> Path:
+    """A synthetic sweep workdir: task `toy` (samplers `good` with a guidance axis, `diverged` with
+    non-finite samples) and two more noise levels of `toy` by label, sampler `good` only."""
+    rng = np.random.default_rng(0)
+    records = []
+    for case in range(NUM_CASES):
+        for g in GUIDANCE:
+            m = toy_metrics(rng, g, case, TOY_METRICS) | calibration_metrics(rng, case)
+            records.append(record("toy", "good", case, {"guidance": g}, m))
+        records.append(record("toy", "diverged", case, {"step": 0.1}, diverged_metrics()))
+    for label, shift in (("toy@noise=0.1", 1.0), ("toy@noise=0.01", 2.0)):
+        for case in range(NUM_CASES):
+            for g in GUIDANCE:
+                m = toy_metrics(rng, g / 10**shift, case, NOISE_METRICS)
+                records.append(record(label, "good", case, {"guidance": g}, m))
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    config = {"tasks": {"toy": {"noise_std": 1.0}, "toy@noise=0.1": {}, "toy@noise=0.01": {}}, "seeds": [0]}
+    (root / "config.json").write_text(json.dumps(config))
+    # stored fields: the first two cases
+    m = 10
+    weights = rng.uniform(0.1, 1.0, (NUM_CASES, m))
+    np.savez(
+        root / "references_toy.npz",
+        ref_samples=rng.normal(size=(NUM_CASES, m, *SHAPE)).astype(np.float32),
+        ref_weights=(weights / weights.sum(axis=1, keepdims=True)).astype(np.float32),
+        x_true=rng.normal(size=(NUM_CASES, *SHAPE)).astype(np.float32),
+        y_obs=rng.normal(size=(NUM_CASES, 5)).astype(np.float32),
+        task_hash="abc",
+        method="exact",
+    )
+    (root / "references").mkdir(exist_ok=True)
+    (root / "references_toy.npz").rename(root / "references" / "toy.npz")
+    (root / "samples" / "toy").mkdir(parents=True)
+    cases = np.repeat(np.arange(2), len(GUIDANCE))
+    guid = np.tile(np.asarray(GUIDANCE, np.float32), 2)
+    np.savez(
+        root / "samples" / "toy" / "good.npz",
+        samples=rng.normal(size=(cases.size, NUM_SAMPLES, *SHAPE)).astype(np.float32),
+        case=cases,
+        config_id=np.asarray([f"case={c};seed=0;guidance={g!r}" for c, g in zip(cases, guid, strict=True)]),
+        hparam_guidance=guid,
+    )
+    bad = rng.normal(size=(1, NUM_SAMPLES, *SHAPE)).astype(np.float32)
+    bad[:, 1:3] = np.nan
+    bad[0, 4, 0, 0, 0] = np.inf
+    np.savez(
+        root / "samples" / "toy" / "diverged.npz",
+        samples=bad,
+        case=np.asarray([1]),
+        config_id=np.asarray(["case=1;seed=0;step=0.1"]),
+        hparam_step=np.full(1, 0.1, np.float32),
+    )
+    return root
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    image = matplotlib.image.imread(path)  # decodes the whole file
+    assert image.shape[:2] == (height, width)
+    return width, height
+
+
+def panels(n, width, height, max_columns=figures.MAX_COLUMNS):
+    ncols = min(n, max_columns)
+    nrows = -(-n // ncols)
+    return ncols * width, nrows * height + figures.TITLE
+
+
+def expected_sizes():
+    """Figure sizes (inches) from the layouts the figure docstrings state."""
+    tile, cbar = figures.TILE, figures.COLORBAR
+    field = {
+        "samples": ((4 + 1) * tile + cbar, 2 * SHAPE[0] * tile + figures.TITLE),
+        "moments": (3 * tile + 2 * cbar, 2 * SHAPE[0] * tile + figures.TITLE),
+    }
+    out = {}
+    for sampler, case in (("good", 0), ("good", 1), ("diverged", 1)):
+        for kind, size in field.items():
+            out[f"{kind}_toy_{sampler}_case{case}.png"] = size
+    curve_metrics = len(TOY_METRICS) + 1  # + coverage_error
+    out["curves_toy_good_guidance.png"] = panels(curve_metrics, *figures.PANEL)
+    for label in ("toy@noise=0.1", "toy@noise=0.01"):
+        out[f"curves_{label.replace('@', '_')}_good_guidance.png"] = panels(
+            len(NOISE_METRICS), *figures.PANEL
+        )
+    out["vshape_toy.png"] = panels(5, *figures.PANEL)
+    out["coverage_toy.png"] = panels(2, figures.SQUARE, figures.SQUARE)
+    out["tarp_toy.png"] = panels(2, figures.SQUARE, figures.SQUARE)
+    out["mira_toy.png"] = (5.0, 4.0)  # four finite rows: clip(1.5 + 0.5 * 4, 5, 24)
+    out["optimum_toy_good_guidance.png"] = (5.0, 3.6)
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    root = make_workdir(tmp_path_factory.mktemp("sweep"))
+    return root, figures.render(root)
+
+
+def test_render_writes_every_figure_as_a_png_of_its_size(rendered):
+    root, paths = rendered
+    expected = expected_sizes()
+    assert sorted(p.name for p in paths) == sorted(expected)
+    for p in paths:
+        assert p.parent == root / "figures"
+        w, h = expected[p.name]
+        width, height = png_size(p)
+        assert abs(width - w * figures.DPI) <= 1 and abs(height - h * figures.DPI) <= 1, p.name
+
+
+def subset(source: Path, target: Path, keep) -> Path:
+    """A workdir holding only the records of `source` for which `keep(record)` holds."""
+    target.mkdir(parents=True)
+    lines = [line for line in (source / "results.jsonl").read_text().splitlines() if keep(json.loads(line))]
+    (target / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return target
+
+
+def test_render_draws_only_what_its_inputs_allow(rendered, tmp_path):
+    assert figures.render(tmp_path) == []
+    # records alone (no config, no stored samples): the noise levels come from the labels
+    bare = subset(rendered[0], tmp_path / "bare", lambda r: r["task"] != "toy")
+    assert sorted(p.name for p in figures.render(bare)) == [
+        "curves_toy_noise=0.01_good_guidance.png",
+        "curves_toy_noise=0.1_good_guidance.png",
+        "optimum_toy_good_guidance.png",
+    ]
+
+
+def hand_records():
+    # mean_error: optimum at 10; at 100 one case is NaN (diverged) and the other would be the smallest
+    table = {
+        0.0: ([3.0, 3.2], [2.0, 2.0]),
+        1.0: ([2.0, 2.2], [1.0, 1.0]),
+        10.0: ([1.0, 1.2], [1.0, 1.0]),
+        100.0: ([None, 0.1], [0.5, None]),
+    }
+    recs = []
+    for g, (me, crps) in table.items():
+        for case in range(2):
+            recs.append(
+                record(
+                    "t",
+                    "s",
+                    case,
+                    {"guidance": g, "other": 2.0},
+                    {"mean_error": me[case], "crps": crps[case], "mmd": None},
+                )
+            )
+    return recs
+
+
+def test_optimal_hparams_ignores_nan_rows_and_breaks_ties_low():
+    opt = figures.optimal_hparams(hand_records(), "guidance", ["mean_error", "crps", "mmd"])
+    assert opt["mean_error"] == 10.0  # not 100, whose row is NaN
+    assert opt["crps"] == 1.0  # tie between 1 and 10, and 100 is NaN
+    assert math.isnan(opt["mmd"])  # no finite row
+    # default metrics: the lower-is-better metrics present
+    assert set(figures.optimal_hparams(hand_records(), "guidance")) == {"mean_error", "crps", "mmd"}
+
+
+def test_optimal_hparams_rejects_ambiguous_records():
+    recs = hand_records()
+    with pytest.raises(ValueError, match="one \\(task, sampler\\)"):
+        figures.optimal_hparams(recs + [dict(recs[0], sampler="other")], "guidance")
+    with pytest.raises(ValueError, match="only 'guidance' to vary"):
+        figures.optimal_hparams(recs + [dict(recs[0], hparams={"guidance": 1.0, "other": 3.0})], "guidance")
+    with pytest.raises(ValueError, match="'weight'"):
+        figures.optimal_hparams(recs, "weight")
+    with pytest.raises(ValueError, match="at least one record"):
+        figures.optimal_hparams([], "guidance")
+
+
+def test_noise_level_rule():
+    config = {"tasks": {"a": {"noise_std": 0.3}, "b@noise=0.1": {"noise_std": 0.2}}}
+    assert figures.noise_level("a", config) == 0.3
+    assert figures.noise_level("b@noise=0.1", config) == 0.2  # the config wins over the label
+    assert figures.noise_level("c@noise=1e-3") == 1e-3
+    assert figures.noise_level("c") is None
+    assert figures.base_task("c@noise=1e-3") == "c"
+    with pytest.raises(ValueError, match="<task>@noise=<float>"):
+        figures.noise_level("c@noise=high")
+
+
+def test_tarp_curve_equals_direct_computation():
+    rng = np.random.default_rng(1)
+    f = rng.uniform(size=37)
+    f[:3] = [0.0, 0.5, 1.0]  # edges: f = alpha_k is not below alpha_k
+    ecp, alpha = figures.tarp_curve(f, 10)
+    direct_alpha = np.linspace(0, 1, 11)
+    direct = np.asarray([np.mean(f < a) for a in direct_alpha])
+    direct[-1] = 1.0
+    np.testing.assert_allclose(alpha, direct_alpha, atol=1e-6)
+    np.testing.assert_allclose(ecp, direct, atol=1e-6)
+    # per row from records: the same curve; rows with a null credibility are left out
+    recs = [record("t", "s", i, {"g": 1.0}, {"tarp_credibility": float(v)}) for i, v in enumerate(f)]
+    recs.append(record("t", "s", 0, {"g": 2.0}, {"tarp_credibility": None}))
+    curves = figures.tarp_curves(recs, 10)
+    assert list(curves) == [("s", (("g", 1.0),))]
+    np.testing.assert_allclose(curves["s", (("g", 1.0),)][0], direct, atol=1e-6)
+    with pytest.raises(ValueError, match="credibilities"):
+        figures.tarp_curve([0.2, 1.5])
+
+
+def test_mira_scores_and_band():
+    stats = [0.6, 0.7, 0.65, 0.62]
+    recs = [record("t", "s", i, {}, {"mira_statistic": v}, num_samples=9) for i, v in enumerate(stats)]
+    (row,) = figures.mira_scores(recs).values()
+    mean, var = mira.expected_moments(8)
+    assert row["score"] == pytest.approx(np.mean(stats))
+    assert row["expected"] == pytest.approx(mean)
+    assert row["high"] - row["expected"] == pytest.approx(2 * math.sqrt(var / 4))
+    assert row["expected"] - row["low"] == pytest.approx(2 * math.sqrt(var / 4))
+
+
+def test_coverage_curves_average_finite_rows():
+    a, b = np.linspace(0, 1, len(LEVELS)), np.asarray(LEVELS)
+    recs = [
+        record("t", "s", 0, {}, {"coverage": a.tolist()}),
+        record("t", "s", 1, {}, {"coverage": b.tolist()}),
+        record("t", "bad", 0, {}, {"coverage": [None] * len(LEVELS)}),
+    ]
+    curves = figures.coverage_curves(recs)
+    assert list(curves) == [("s", ())]
+    np.testing.assert_allclose(curves["s", ()], (a + b) / 2)
+    with pytest.raises(ValueError, match="levels"):
+        figures.coverage_curves(recs, LEVELS[:3])
+
+
+def test_field_figures_on_non_finite_samples(tmp_path):
+    rng = np.random.default_rng(2)
+    samples = rng.normal(size=(5, 1, 8, 8))
+    samples[0] = np.nan
+    ref = rng.normal(size=(7, 1, 8, 8))
+    for fn in (figures.samples_figure, figures.moments_figure):
+        w, h = png_size(fn(tmp_path / f"{fn.__name__}.png", samples, ref))
+        assert w > 100 and h > 100
+    with pytest.raises(ValueError, match="samples: expected member shape"):
+        figures.moments_figure(tmp_path / "x.png", samples[:, :, :4], ref)
+    with pytest.raises(ValueError, match="ref_weights"):
+        figures.samples_figure(tmp_path / "x.png", samples, ref, np.ones(7))
+
+
+def test_representative_members_follow_the_weights():
+    w = np.asarray([0.0, 0.5, 0.0, 0.5])
+    np.testing.assert_array_equal(figures.representative_members(w, 4), [1, 1, 3, 3])
+
+
+def test_report_entry_point(tmp_path, rendered, capsys):
+    from experiments import report
+
+    # the diverged sampler (non-finite metrics) and one guidance curve
+    workdir = subset(rendered[0], tmp_path / "w", lambda r: r["sampler"] == "diverged" or "0.1" in r["task"])
+    flags.FLAGS(["report", f"--workdir={workdir}"])
+    try:
+        report.main(["report"])
+        printed = capsys.readouterr().out
+        summary = (workdir / "summary.md").read_text()
+        assert "### toy\n" in summary and "### toy@noise=0.1" in summary and "NaN" in summary
+        assert summary.strip() in printed
+        header = (workdir / "results.csv").read_text().splitlines()[0]
+        assert header.startswith("task,sampler,case") and "hp.guidance" in header
+        figs = sorted(p.name for p in (workdir / "figures").glob("*.png"))
+        assert figs == ["coverage_toy.png", "curves_toy_noise=0.1_good_guidance.png"]
+        assert all(str(workdir / "figures" / p) in printed for p in figs)
+        flags.FLAGS(["report", f"--workdir={tmp_path / 'empty'}"])
+        with pytest.raises(FileNotFoundError, match="results.jsonl"):
+            report.main(["report"])
+    finally:
+        flags.FLAGS.unparse_flags()
