@@ -21,11 +21,13 @@ Metrics go to `workdir/metrics.jsonl` (one JSON object per logged step; lines pa
 restored step are dropped on resume, so nothing is duplicated).
 
 `run(config, workdir)` builds task, model, loss and source from an ml_collections config
-(`configs/train/*.py`) for the four model kinds:
+(`configs/train/*.py`) for the five model kinds:
   ``prior``      EDM denoiser over the normalized unknown,
   ``joint``      EDM denoiser over the normalized (unknown, state) stack,
   ``surrogate``  FNO-type regressor unknown -> state,
-  ``inverse``    regressor (masked observations on the grid, mask) -> unknown, with dropout.
+  ``inverse``    regressor (masked observations on the grid, mask) -> unknown, with dropout,
+  ``fundiff``    conditional flow-matching velocity (x_t, t | masked observations, mask) -> (C_x, H, W)
+                 (`samplers.fundiff.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ import optax
 import orbax.checkpoint as ocp
 
 from posteriorjax import diffusion, nn, parallel, tasks
+from posteriorjax.samplers import fundiff
 
-KINDS = ("prior", "joint", "surrogate", "inverse")
+KINDS = ("prior", "joint", "surrogate", "inverse", "fundiff")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,6 +340,9 @@ def _example(kind: str, task, x_norm, u_norm, key):
     x = task.prior.sample(k_prior)
     if kind == "prior":
         return x_norm.normalize(x)
+    if kind == "fundiff":
+        y = task.simulate(k_noise, x)
+        return x_norm.normalize(x), task.observation.to_grid(y, leading=(task.state_shape[0],))
     u = task.physics(x)
     if kind == "joint":
         return jnp.concatenate([x_norm.normalize(x), u_norm.normalize(u)])
@@ -429,6 +435,18 @@ class InverseLoss(eqx.Module):
         return jnp.mean((pred - model.x_norm.normalize(x)) ** 2)
 
 
+class FlowMatchingLoss(eqx.Module):
+    """Conditional flow-matching loss (`samplers.fundiff.flow_matching_loss`) averaged over a batch."""
+
+    mask: jax.Array
+
+    def __call__(self, model, key, batch):
+        x_n, y_grid = batch
+        keys = jr.split(key, x_n.shape[0])
+        per = jax.vmap(lambda x, y, k: fundiff.flow_matching_loss(model, k, x, y, self.mask))
+        return jnp.mean(per(x_n, y_grid, keys))
+
+
 def relative_l2(pred: jax.Array, truth: jax.Array) -> jax.Array:
     """Mean over the batch of ||pred - truth||_2 / ||truth||_2 (per sample, all channels)."""
     axes = tuple(range(1, truth.ndim))
@@ -454,8 +472,13 @@ def _plain(section) -> dict:
     return section.to_dict() if hasattr(section, "to_dict") else dict(section)
 
 
-def build_model(kind: str, name: str, options: dict, task, x_norm, u_norm, key, *, sigma_data: float = 1.0):
-    """The model of `kind` with backbone `name` for `task` (channels from its unknown and state shapes)."""
+def build_model(
+    kind: str, name: str, options: dict, task, x_norm, u_norm, key, *, sigma_data: float = 1.0, noise=None
+):
+    """The model of `kind` with backbone `name` for `task` (channels from its unknown and state shapes).
+
+    `noise`: the base noise generator of a ``fundiff`` flow (default `diffusion.GRFNoise()`).
+    """
     cx, cu = task.unknown_shape[0], task.state_shape[0]
     if kind == "prior":
         return diffusion.EDMDenoiser(
@@ -470,6 +493,9 @@ def build_model(kind: str, name: str, options: dict, task, x_norm, u_norm, key, 
         return nn.InverseNet(
             nn.get(name, key, in_channels=cu + 1, out_channels=cx, **options), x_norm, u_norm
         )
+    if kind == "fundiff":
+        net = nn.get(name, key, in_channels=cx + cu + 1, out_channels=cx, **options)
+        return fundiff.ConditionalFlow(net, x_norm, u_norm, diffusion.GRFNoise() if noise is None else noise)
     raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
 
 
@@ -483,9 +509,13 @@ def build(config, workdir: Path | None = None) -> Setup:
     norm = config.normalization
     u_norm = None if kind == "prior" else nn.state_statistics(task, norm.num_draws, norm.seed)
     options = _plain(config.model.options)
+    d = config.diffusion
+    noise = diffusion.noise.get(
+        d.noise, **({} if d.noise == "white" else dict(alpha=d.noise_alpha, tau=d.noise_tau))
+    )
     model = build_model(
         kind, config.model.name, options, task, x_norm, u_norm, jr.key(config.model.seed),
-        sigma_data=config.diffusion.sigma_data,
+        sigma_data=d.sigma_data, noise=noise,
     )  # fmt: skip
     batch_size = config.train.batch_size
     task_source = TaskSource(task, x_norm, u_norm, kind, batch_size)
@@ -501,13 +531,13 @@ def build(config, workdir: Path | None = None) -> Setup:
         raise ValueError(f"config.data.source: expected 'task' or 'pool', got {config.data.source!r}")
     held_out = TaskSource(task, x_norm, u_norm, kind, config.eval.num_examples)(jr.key(config.eval.seed))
     if kind in ("prior", "joint"):
-        d = config.diffusion
-        noise = diffusion.noise.get(
-            d.noise, **({} if d.noise == "white" else dict(alpha=d.noise_alpha, tau=d.noise_tau))
-        )
         loss_fn = DiffusionLoss(noise, d.p_mean, d.p_std)
         eval_key = jr.key(config.eval.seed + 1)
         eval_fn = eqx.filter_jit(lambda m: {"eval_dsm_loss": loss_fn(m, eval_key, held_out)})
+    elif kind == "fundiff":
+        loss_fn = FlowMatchingLoss(task.observation.mask)
+        eval_key = jr.key(config.eval.seed + 1)
+        eval_fn = eqx.filter_jit(lambda m: {"eval_flow_matching_loss": loss_fn(m, eval_key, held_out)})
     elif kind == "surrogate":
         loss_fn = surrogate_loss
         x_held, u_held = x_norm.denormalize(held_out[0]), u_norm.denormalize(held_out[1])

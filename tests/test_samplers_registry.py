@@ -23,6 +23,7 @@ def _setup():
         "prior": build("prior", "fno", {**net, "embed_dim": 4}, key=jr.key(2)),
         "surrogate": build("surrogate", "fno", net, key=jr.key(3)),
         "inverse": build("inverse", "fno", {**net, "dropout": 0.2}, key=jr.key(4)),
+        "fundiff": build("fundiff", "fno", {**net, "embed_dim": 4}, key=jr.key(5)),
     }
     return task, models
 
@@ -41,10 +42,11 @@ def _config(name):
         "diffusionpde": dict(model=m["joint"], num_steps=3),
         "eci": dict(model=m["joint"], num_steps=3, mixing=2),
         "mc_dropout": dict(model=m["inverse"]),
+        "fundiff": dict(model=m["fundiff"], num_steps=2),
     }[name]
 
 
-NEEDS_MODEL = {"fundps", "funddps", "diffusionpde", "eci", "mc_dropout"}
+NEEDS_MODEL = {"fundps", "funddps", "diffusionpde", "eci", "mc_dropout", "fundiff"}
 NAMES = samplers.names()
 
 
@@ -131,6 +133,17 @@ def test_oracle_and_model_errors():
         samplers.get("dps", task, prior="oracle", num_steps=0)
     with pytest.raises(ValueError, match="config"):
         samplers.get("dps", task, prior="oracle", steps=3)
+    with pytest.raises(ValueError, match="model"):
+        samplers.get("fundiff", task, model=m["inverse"])  # a regressor, not a conditional flow
+    darcy = tasks.get("darcy", resolution=8, num_sensors=12)
+    wrong = train.build_model(
+        "fundiff", "fno", dict(modes=3, width=4, layers=1, projection=4, embed_dim=4), darcy,
+        nn.Normalizer((0.0, 0.0), (1.0, 1.0)), nn.Normalizer((0.0,), (1.0,)), jr.key(0),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="channels"):
+        samplers.get("fundiff", darcy, model=wrong)  # two unknown channels for a one-channel task
+    with pytest.raises(ValueError, match="temperature"):
+        samplers.get("fundiff", task, model=m["fundiff"], temperature=-1.0)
 
 
 def test_eci_reproduces_observed_entries_exactly():

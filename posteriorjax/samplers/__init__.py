@@ -46,6 +46,7 @@ def _register_builtin() -> None:
         esmda,
         exact,
         funddps,
+        fundiff,
         mc_dropout,
         pcn,
         prior,
@@ -58,6 +59,7 @@ def _register_builtin() -> None:
     register("dps", dps.build_dps)
     register("fundps", dps.build_fundps)
     register("funddps", funddps.build)
+    register("fundiff", fundiff.build)
     register("ddis", ddis.build)
     register("diffusionpde", diffusionpde.build)
     register("eci", eci.build)
