@@ -20,7 +20,11 @@ units of L = 1). Three regimes:
 * ``interface_transport`` (high Peclet, 1000): concentration chi transported by
   b = (1, 0.3) with kappa = 1e-3 up to t = 0.3; `frames` earlier snapshots plus the final one.
 
-(`physics.advection_diffusion`.) Noise: per channel (sensor values of one
+(`physics.advection_diffusion`; `scheme` selects its advection scheme: by default
+first-order upwind for the meltpool regime and second-order MUSCL for transport,
+where upwind numerical diffusion ``|b| h / 2`` would exceed kappa several times over.)
+
+Noise: per channel (sensor values of one
 frame, each auxiliary total), std = 1% of the channel's RMS at the prior-mean
 interface, plus an absolute floor of 1e-6 (`noise_std` rescales the 1%).
 `observation_map(task)` gives the coefficient-to-observation map and working
@@ -100,6 +104,7 @@ class InterfacePhysics(AbstractPhysics):
     regime: str = eqx.field(static=True)
     frames: int = eqx.field(static=True, default=0)
     width: float = eqx.field(static=True, default=1.0)
+    scheme: str = eqx.field(static=True, default="upwind")
 
     def _setup(self) -> tuple[tuple[float, float], float, float]:
         """`((b_x, b_y), kappa, t_final)` of the advection-diffusion regimes."""
@@ -110,7 +115,8 @@ class InterfacePhysics(AbstractPhysics):
     def _steps(self) -> int:
         (bx, by), _, t_final = self._setup()
         per = self.frames + 1
-        n = int(np.ceil(t_final * (abs(bx) + abs(by)) / self.grid.spacing))
+        cfl = ad.courant_limit(self.scheme)
+        n = int(np.ceil(t_final * (abs(bx) + abs(by)) / (cfl * self.grid.spacing)))
         return per * int(np.ceil(n / per))
 
     def _source_x(self, dtype):
@@ -134,8 +140,9 @@ class InterfacePhysics(AbstractPhysics):
         else:
             u0, f = chi, 0.0
         return ad.solve_transient(
-            u0, velocity, kappa, self.grid, f=f, t_final=t_final, num_steps=steps, num_frames=self.frames + 1
-        )
+            u0, velocity, kappa, self.grid, f=f, t_final=t_final, num_steps=steps,
+            num_frames=self.frames + 1, scheme=self.scheme,
+        )  # fmt: skip
 
     def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
         """Potential / steady: the discrete PDE residual. Transient: each frame minus the rollout
@@ -157,8 +164,9 @@ class InterfacePhysics(AbstractPhysics):
 
         def advance(u0):
             return ad.solve_transient(
-                u0, velocity, kappa, self.grid, f=f, t_final=t_final / per, num_steps=steps, num_frames=1
-            )[0]
+                u0, velocity, kappa, self.grid, f=f, t_final=t_final / per, num_steps=steps, num_frames=1,
+                scheme=self.scheme,
+            )[0]  # fmt: skip
 
         return u - jax.vmap(advance)(starts)
 
@@ -241,6 +249,7 @@ def build(
     noise_std: float = 0.01,
     noise_floor: float = 1e-6,
     width: float = 1.0,
+    scheme: str | None = None,
 ) -> Task:
     if regime not in REGIMES:
         raise ValueError(f"regime: expected one of {REGIMES}, got {regime!r}")
@@ -248,11 +257,14 @@ def build(
         raise ValueError(f"frames: expected a non-negative integer, got {frames!r}")
     if regime == "potential" and frames:
         raise ValueError(f"frames: the potential regime is steady (frames=0), got {frames}")
+    scheme = ("muscl" if regime == "transport" else "upwind") if scheme is None else scheme
+    if scheme not in ad.SCHEMES:
+        raise ValueError(f"scheme: expected one of {ad.SCHEMES}, got {scheme!r}")
     grid = Grid(resolution, 1.0, "dirichlet")
     defaults = {"potential": 16, "meltpool": 12, "transport": 13}
     num_sensors = defaults[regime] if num_sensors is None else num_sensors
     prior = default_prior()
-    physics = InterfacePhysics(grid, regime, frames, float(width))
+    physics = InterfacePhysics(grid, regime, frames, float(width), scheme)
     if regime == "potential":
         sensors = ring_sensors(grid, num_sensors)
         observation = InterfaceObservation(
@@ -270,7 +282,7 @@ def build(
     std = _noise_std(physics, observation, prior.mean.reshape(prior.shape), noise_std, noise_floor)
     config = dict(
         regime=regime, resolution=resolution, frames=frames, num_sensors=num_sensors,
-        noise_std=noise_std, noise_floor=noise_floor, width=width,
+        noise_std=noise_std, noise_floor=noise_floor, width=width, scheme=scheme,
     )  # fmt: skip
     return Task(
         name=name,
