@@ -62,3 +62,17 @@ def shard_batch(tree, mesh: jax.sharding.Mesh):
     size = leaves[0].shape[0]
     padded = pad_leading(tree, padded_size(size, mesh))
     return jax.device_put(padded, batch_sharding(mesh)), size
+
+
+def global_tree(tree, sharding: NamedSharding):
+    """Every leaf as a global `jax.Array` with `sharding`, built from the same host value on every process.
+
+    Each process supplies only the shards of its own devices
+    (`jax.make_array_from_callback`), so this works with one process and with many.
+    """
+
+    def put(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree.map(put, tree)

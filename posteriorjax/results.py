@@ -105,6 +105,84 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
     return "\n".join(out)
 
 
+def calibration_rows(records: Sequence[dict]) -> list[dict]:
+    """Over-case calibration per (task, sampler, hparams), from each record's per-case statistics.
+
+    MIRA: `mira` = mean of the records' `mira_statistic` over the L conditions
+    (cases x seeds), with the calibrated mean and variance of one statistic
+    from `mira.expected_moments(N - 1)`, `mira_se` = sqrt(var / L) and
+    `mira_z` = (mira - mean) / se. TARP: the expected-coverage curve
+    `calibration.expected_coverage(f, K)` of the records' `tarp_credibility`
+    with K = max(L // 10, 1) bins (`calibration.tarp`'s default) and its
+    `tarp_summary` (`tarp_atc`, `tarp_area`, `tarp_ks`). A group with a missing
+    or non-finite statistic (a diverged sampler) reports NaN for that metric.
+    """
+    import jax.numpy as jnp
+
+    from posteriorjax.metrics import calibration, mira
+
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[_row_key(r)].append(r)
+    rows = []
+    for (task, sampler, hparams), recs in groups.items():
+        recs = sorted(recs, key=lambda r: (r["case"], r["seed"]))
+        n = int(recs[0]["num_samples"])
+        row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "num_conditions": len(recs)}
+        row["num_samples"] = n
+        stats = [r["metrics"].get("mira_statistic") for r in recs]
+        mean, var = mira.expected_moments(n - 1)
+        se = math.sqrt(var / len(recs))
+        score = math.nan
+        if all(v is not None and math.isfinite(v) for v in stats):
+            score = float(np.mean(np.asarray(stats, np.float64)))
+        row.update(mira=score, mira_expected=mean, mira_se=se, mira_z=(score - mean) / se)
+        f = [r["metrics"].get("tarp_credibility") for r in recs]
+        bins = max(len(recs) // 10, 1)
+        if all(v is not None and math.isfinite(v) for v in f):
+            ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), bins)
+            summary = calibration.tarp_summary(ecp, alpha)
+            row["tarp_ecp"] = np.asarray(ecp).tolist()
+            row["tarp_alpha"] = np.asarray(alpha).tolist()
+            row.update({f"tarp_{k}": float(v) for k, v in summary.items()})
+        else:
+            row["tarp_ecp"], row["tarp_alpha"] = None, np.linspace(0.0, 1.0, bins + 1).tolist()
+            row.update(tarp_atc=math.nan, tarp_area=math.nan, tarp_ks=math.nan)
+        rows.append(row)
+    return rows
+
+
+def calibration_table(rows: Sequence[dict]) -> str:
+    """Markdown table of `calibration_rows`: MIRA with its calibrated band, TARP ATC and KS, per task.
+
+    The MIRA band is expected mean ± 2 standard errors of a calibrated sampler;
+    the column marks scores outside it with a dagger. ATC > 0 is under-confident,
+    < 0 over-confident or biased; KS is the largest distance of the ECP curve to the diagonal.
+    """
+    out = []
+    for task in sorted({r["task"] for r in rows}):
+        trows = sorted(
+            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], _hparam_label(r["hparams"]))
+        )
+        out.append(f"### {task}\n")
+        out.append("| sampler | hparams | L | MIRA | calibrated (±2 se) | z | TARP ATC | TARP KS |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for r in trows:
+            lo, hi = r["mira_expected"] - 2 * r["mira_se"], r["mira_expected"] + 2 * r["mira_se"]
+            score = "NaN"
+            if math.isfinite(r["mira"]):
+                score = f"{r['mira']:.4f}" + ("" if lo <= r["mira"] <= hi else " †")
+            z = f"{r['mira_z']:.2f}" if math.isfinite(r["mira_z"]) else "NaN"
+            atc = f"{r['tarp_atc']:.3f}" if math.isfinite(r["tarp_atc"]) else "NaN"
+            ks = f"{r['tarp_ks']:.3f}" if math.isfinite(r["tarp_ks"]) else "NaN"
+            out.append(
+                f"| {r['sampler']} | {_hparam_label(r['hparams'])} | {r['num_conditions']} | {score} | "
+                f"{r['mira_expected']:.4f} ± {2 * r['mira_se']:.3f} | {z} | {atc} | {ks} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
 def to_csv(records: Sequence[dict]) -> str:
     """One row per record; scalar metrics as columns (vector metrics JSON-encoded)."""
     hp_keys = sorted({k for r in records for k in r["hparams"]})

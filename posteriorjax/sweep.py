@@ -9,20 +9,40 @@ compiled once ahead of time for the chunk shape. Chunks are written to
 `results.jsonl` as they finish; a rerun skips configurations already on disk,
 so an interrupted sweep resumes without recomputing or duplicating records.
 
-The key of a configuration is `fold_in(fold_in(key(seed), case), sampler_seed)`:
-results do not depend on chunking, ordering or the number of devices.
+Keys: `stream_keys(seed)` splits the sweep seed into named streams (sampler,
+reference, TARP, MIRA). The sampler key of a configuration is
+`fold_in(fold_in(sampler_stream, case), sampler_seed)`; the calibration
+statistics of a case use `fold_in(stream, case)`. Results therefore do not
+depend on chunking, ordering or the number of devices.
+
+Besides the per-case metric suite, every record carries two per-case
+statistics that only make sense over many cases (aggregated by `results`):
+`tarp_credibility` (TARP, Lemos et al. 2023) and `mira_statistic` (MIRA,
+Sharief et al.), see `calibration_statistics`.
+
+`run(config, workdir)` drives a whole study: the config schema (documented on
+`settings`) names tasks, samplers with their networks (trained or reused under
+`workdir/networks/`), misspecified sampler tasks, a reference method (cached in
+`workdir/references/`), optional diagnostics and stored samples for figures.
+With several processes (`jax.process_count() > 1`) each process writes the
+records its devices computed to `results.p<k>.jsonl` and process 0 assembles
+`results.jsonl` after every pair (the workdir must be shared by all processes).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import inspect
 import itertools
 import json
 import math
 import os
+import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -32,9 +52,12 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from posteriorjax import parallel
-from posteriorjax.metrics import suite
+from posteriorjax.metrics import calibration, diagnostics, mira, suite
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.tasks.base import Cases, Task
+
+DIAGNOSTICS = ("pde_residual", "alpha")
+MIRA_REGIONS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +79,15 @@ class ConfigGrid:
             f"case={c};seed={s};" + ";".join(f"{n}={self.hparams[n][i]!r}" for n in names)
             for i, (c, s) in enumerate(zip(self.case.tolist(), self.seed.tolist(), strict=True))
         ]
+
+    def take(self, index) -> dict:
+        """The configurations `index` as the program's input pytree."""
+        index = np.asarray(index)
+        return {
+            "case": self.case[index],
+            "seed": self.seed[index],
+            "hparams": {k: v[index] for k, v in self.hparams.items()},
+        }
 
 
 def expand(
@@ -87,22 +119,158 @@ def expand(
     return ConfigGrid(np.asarray(cols[0], np.int32), np.asarray(cols[-1], np.int32), hparams)
 
 
+# ----------------------------------------------------------------------------
+# The per-configuration program
+
+
+def stream_keys(seed: int) -> dict[str, jax.Array]:
+    """Independent named key streams of a sweep seed: sampler, reference, tarp, mira."""
+    k = jr.split(jr.key(int(seed)), 4)
+    return {"sampler": k[0], "reference": k[1], "tarp": k[2], "mira": k[3]}
+
+
+def config_key(sampler_stream, case, sampler_seed):
+    """The sampler key of one configuration: `fold_in(fold_in(stream, case), seed)`."""
+    return jr.fold_in(jr.fold_in(sampler_stream, case), sampler_seed)
+
+
+def mira_case_key(mira_stream, case):
+    """Region key of a case; equals `mira.mira(mira_stream, ...)`'s key of condition `case`."""
+    return jr.fold_in(jr.split(mira_stream)[0], case)
+
+
+def tarp_reference_point(tarp_stream, case, dim: int, dtype=jnp.float32):
+    """TARP reference point of a case, uniform in the normalized box [0, 1]^dim."""
+    return jr.uniform(jr.fold_in(tarp_stream, case), (dim,), dtype)
+
+
+def program_data(task: Task, cases: Cases, reference: tuple) -> dict[str, np.ndarray]:
+    """Arrays every configuration reads: cases, reference and the TARP normalization box.
+
+    The box is the per-dimension min / (max - min + 1e-10) of the evaluated
+    true fields over all cases: `calibration.tarp(normalize="truth")`'s map.
+    """
+    x_true = jnp.asarray(cases.x_true)
+    t = jax.vmap(task.evaluation_field)(x_true).reshape(x_true.shape[0], -1)
+    low = t.min(axis=0)
+    ref_samples, ref_weights = reference
+    return {
+        "y_obs": np.asarray(cases.y_obs),
+        "x_true": np.asarray(x_true),
+        "ref_samples": np.asarray(ref_samples),
+        "ref_weights": np.asarray(ref_weights),
+        "tarp_low": np.asarray(low),
+        "tarp_width": np.asarray(t.max(axis=0) - low + 1e-10),
+    }
+
+
+def calibration_statistics(task: Task, samples, truth, low, width, tarp_point, mira_key) -> dict:
+    """Per-case statistics of the over-case calibration metrics (NaN if any sample is non-finite).
+
+    On the evaluated fields flattened to `d` values: `tarp_credibility` =
+    `calibration.tarp_credibility` of the case in the box (`low`, `width`)
+    with reference point `tarp_point (d,)` (normalized space), and
+    `mira_statistic` = MIRA's per-condition statistic (mean over
+    `MIRA_REGIONS` regions drawn from `mira_key`; needs N >= 2).
+    """
+    n = samples.shape[0]
+    x = jax.vmap(task.evaluation_field)(samples).reshape(n, -1)
+    t = task.evaluation_field(truth).reshape(-1).astype(x.dtype)
+    bad = ~jnp.all(jnp.isfinite(samples))
+    xn, tn = (x - low) / width, (t - low) / width
+    f = calibration.tarp_credibility(xn[None], tn[None], tarp_point[None].astype(x.dtype))[0]
+    out = {"tarp_credibility": f}
+    if n >= 2:
+        out["mira_statistic"] = mira._condition_statistic(mira_key, x, t, t, jnp.asarray(False), MIRA_REGIONS)
+    return {k: jnp.where(bad, jnp.nan, v) for k, v in out.items()}
+
+
+def _grf_alpha_spec(prior) -> tuple[str, float]:
+    """(basis, tau) for `estimate_grf_alpha` of a GRF-type prior (ValueError otherwise)."""
+    bases = {"cosine": "dct", "sine": "dst"}
+    basis = getattr(prior, "basis", None)
+    if basis not in bases or not (hasattr(prior, "tau") or hasattr(prior, "tau_range")):
+        raise ValueError(
+            f"diagnostics: 'alpha' needs a GRF prior with a cosine or sine basis, got {type(prior).__name__}"
+            + (f" ({basis} basis)" if basis else "")
+        )
+    tau = float(prior.tau) if hasattr(prior, "tau") else 0.5 * sum(prior.tau_range)
+    return bases[basis], tau
+
+
+def diagnostic_values(task: Task, samples, truth, names: Sequence[str], state_model=None) -> dict:
+    """Optional per-case diagnostics (NaN if any sample is non-finite).
+
+    ``"pde_residual"``: relative PDE residual rms(r(x, u)) / rms(r(x, 0)) of the
+    task physics (r(x, 0) is the source term), with u the state of each sample
+    from `state_model` (the sampler's learned surrogate when it has one) or the
+    task physics: `pde_residual` is its mean over samples, `pde_residual_mean`
+    that of the pair (sample mean of x, sample mean of u).
+    ``"alpha"``: GRF smoothness exponent (`diagnostics.estimate_grf_alpha`) of
+    every sample and channel: `alpha` (mean), `alpha_std`, and `alpha_truth` of
+    the true field, for comparison.
+    """
+    out = {}
+    if "pde_residual" in names:
+        state = task.physics if state_model is None else state_model
+        u = jax.vmap(state)(samples)
+
+        def rel(x, v):
+            scale = jnp.sqrt(jnp.mean(jnp.square(task.physics.residual(x, jnp.zeros_like(v)))))
+            return diagnostics.pde_residual(task.physics.residual, x, v, scale=scale)
+
+        out["pde_residual"] = jnp.mean(jax.vmap(rel)(samples, u))
+        out["pde_residual_mean"] = rel(samples.mean(axis=0), u.mean(axis=0))
+    if "alpha" in names:
+        basis, tau = _grf_alpha_spec(task.prior)
+
+        def alpha(x):  # (C, H, W) -> (C,)
+            return jax.vmap(lambda f: diagnostics.estimate_grf_alpha(f, tau=tau, basis=basis))(x)
+
+        a = jax.vmap(alpha)(samples)
+        out["alpha"], out["alpha_std"] = jnp.mean(a), jnp.std(a)
+        out["alpha_truth"] = jnp.mean(alpha(truth))
+    bad = ~jnp.all(jnp.isfinite(samples))
+    return {k: jnp.where(bad, jnp.nan, v) for k, v in out.items()}
+
+
+def _state_model(sampler):
+    """The sampler's learned surrogate of the physics, when it guides through one (else None)."""
+    readout = getattr(sampler, "readout", None)
+    if readout is not None and getattr(readout, "forward", None) == "surrogate":
+        return readout.surrogate
+    return None
+
+
 def case_program(
-    task: Task, sampler: AbstractSampler, num_samples: int, *, base_key, metric_options: Mapping | None = None
+    task: Task,
+    sampler: AbstractSampler,
+    num_samples: int,
+    *,
+    seed: int,
+    metric_options: Mapping | None = None,
+    diagnostics: Sequence[str] = (),
 ) -> Callable:
-    """`one(data, config) -> metrics`: sample and score one configuration (pure)."""
+    """`one(data, config) -> metrics`: sample and score one configuration (pure).
+
+    `task` is the true task (cases, reference and scoring); the sampler may be
+    built on a misspecified copy of it. `data` comes from `program_data`.
+    """
     options = dict(metric_options or {})
+    keys = stream_keys(seed)
+    state_model = _state_model(sampler)
 
     def one(data, config):
         case = config["case"]
-        key = jr.fold_in(jr.fold_in(base_key, case), config["seed"])
+        key = config_key(keys["sampler"], case, config["seed"])
         y_obs = data["y_obs"][case]
+        truth = data["x_true"][case]
         samples = sampler._sample(key, y_obs, num_samples, sampler.check_hparams(config["hparams"]))
-        return suite.compute(
+        out = suite.compute(
             samples,
             data["ref_samples"][case],
             data["ref_weights"][case],
-            data["x_true"][case],
+            truth,
             evaluation_field=task.evaluation_field,
             field_stats=task.field_stats,
             forward=task.forward,
@@ -110,6 +278,34 @@ def case_program(
             noise_std=task.noise_std,
             **options,
         )
+        dim = data["tarp_low"].shape[0]
+        point = tarp_reference_point(keys["tarp"], case, dim, data["tarp_low"].dtype)
+        out.update(
+            calibration_statistics(
+                task,
+                samples,
+                truth,
+                data["tarp_low"],
+                data["tarp_width"],
+                point,
+                mira_case_key(keys["mira"], case),
+            )
+        )
+        if diagnostics:
+            out.update(diagnostic_values(task, samples, truth, diagnostics, state_model))
+        return out
+
+    return one
+
+
+def sample_program(sampler: AbstractSampler, num_samples: int, *, seed: int) -> Callable:
+    """`samples(data, configs (S,)) -> (S, N, C, H, W)`: the samples `case_program` scores, same keys."""
+    keys = stream_keys(seed)
+
+    def one(data, config):
+        key = config_key(keys["sampler"], config["case"], config["seed"])
+        hparams = sampler.check_hparams(config["hparams"])
+        return sampler._sample(key, data["y_obs"][config["case"]], num_samples, hparams)
 
     return one
 
@@ -132,6 +328,24 @@ def _jsonable(value):
     return [_jsonable(v) for v in arr]
 
 
+# ----------------------------------------------------------------------------
+# Results on disk
+
+
+def read_records(path: Path) -> list[dict]:
+    """Complete records of a JSON-lines file; reading stops at a torn line (the file is not modified)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    good = []
+    for line in path.read_text().splitlines():
+        try:
+            good.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return good
+
+
 class ResultsFile:
     """Append-only JSON-lines records with crash-safe resume.
 
@@ -144,14 +358,8 @@ class ResultsFile:
         self.path = Path(path)
         self.records: list[dict] = []
         if self.path.exists():
-            lines = self.path.read_text().splitlines()
-            good = []
-            for line in lines:
-                try:
-                    good.append(json.loads(line))
-                except json.JSONDecodeError:
-                    break  # a torn tail; everything after it is dropped
-            if len(good) != len(lines):
+            good = read_records(self.path)
+            if len(good) != len(self.path.read_text().splitlines()):
                 tmp = self.path.with_suffix(".tmp")
                 tmp.write_text("".join(json.dumps(r) + "\n" for r in good))
                 os.replace(tmp, self.path)
@@ -168,6 +376,46 @@ class ResultsFile:
         self.records.extend(records)
 
 
+def process_results_path(workdir: Path, process: int) -> Path:
+    return Path(workdir) / f"results.p{process}.jsonl"
+
+
+def assemble(workdir: Path, store: ResultsFile, pair: tuple[str, str]) -> list[dict]:
+    """Append to `store` the records of `pair` found in every `results.p<k>.jsonl` but not yet in it.
+
+    New records go in grid order (`index`); duplicates (the same config id in
+    several files, or already stored) are written once. Returns the new records.
+    """
+    have = store.done(pair)
+    new = {}
+    for path in sorted(Path(workdir).glob("results.p*.jsonl")):
+        for r in read_records(path):
+            if (r["task"], r["sampler"]) == pair and r["config_id"] not in have:
+                new.setdefault(r["config_id"], r)
+    records = sorted(new.values(), key=lambda r: r["index"])
+    if records:
+        store.append(records)
+    return records
+
+
+def _local_rows(metrics: dict) -> tuple[list[int], dict[str, np.ndarray]]:
+    """Positions in the chunk and values of the rows this process's devices hold."""
+    if jax.process_count() == 1:
+        host = jax.device_get(metrics)
+        return list(range(len(next(iter(host.values()))))), host
+    positions, values = None, {}
+    for name, leaf in metrics.items():
+        parts = {}
+        for shard in leaf.addressable_shards:
+            start = shard.index[0].start or 0
+            parts[start] = np.asarray(shard.data)
+        starts = sorted(parts)
+        values[name] = np.concatenate([parts[s] for s in starts])
+        rows = [s + j for s in starts for j in range(len(parts[s]))]
+        positions = rows if positions is None else positions
+    return positions, values
+
+
 def run_pair(
     task: Task,
     sampler: AbstractSampler,
@@ -180,73 +428,79 @@ def run_pair(
     chunk_size: int,
     batch_size: int,
     results: ResultsFile | None = None,
+    skip: set[str] | None = None,
     labels: Mapping[str, str] | None = None,
     mesh=None,
     metric_options: Mapping | None = None,
+    diagnostics: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> list[dict]:
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
     Args:
+      task: the true task (cases, reference, scoring); `sampler.task` may differ
+        (a misspecified model) but must have the same unknown and observation shapes.
       cases: the benchmark cases (`x_true`, `y_obs` indexed by `grid.case`).
       reference: `(ref_samples (num_cases, M, C, H, W), ref_weights (num_cases, M))`.
       chunk_size: configurations per compiled call (rounded up to a multiple of
         the device count); results are written after each chunk.
       batch_size: configurations vmapped at once on a device (memory bound).
-      results: where finished records go and which are skipped; None keeps them in memory.
+      results: where finished records go; with several processes, this process's own file.
+      skip: config ids not to compute (default: those already in `results`).
       labels: `{"task": ..., "sampler": ...}` names recorded (default: registry-style names).
+      diagnostics: names from `DIAGNOSTICS` computed per record.
 
     Returns:
-      The records computed in this call (skipped ones excluded).
+      The records computed (by this process's devices) in this call, skipped ones excluded.
     """
     mesh = parallel.data_mesh() if mesh is None else mesh
     labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
     chunk = parallel.padded_size(max(1, min(chunk_size, grid.size)), mesh)
     ids = grid.ids()
-    done = results.done((labels["task"], labels["sampler"])) if results else set()
-    todo = [i for i, cid in enumerate(ids) if cid not in done]
-    ref_samples, ref_weights = reference
-    data = {
-        "y_obs": jnp.asarray(cases.y_obs),
-        "x_true": jnp.asarray(cases.x_true),
-        "ref_samples": jnp.asarray(ref_samples),
-        "ref_weights": jnp.asarray(ref_weights),
-    }
-    data = jax.device_put(data, parallel.replicated(mesh))
-    one = case_program(task, sampler, num_samples, base_key=jr.key(seed), metric_options=metric_options)
+    if skip is None:
+        skip = results.done((labels["task"], labels["sampler"])) if results else set()
+    todo = [i for i, cid in enumerate(ids) if cid not in skip]
+    data = parallel.global_tree(program_data(task, cases, reference), parallel.replicated(mesh))
+    one = case_program(
+        task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics
+    )
     program = eqx.filter_jit(chunk_program(one, mesh, batch_size))
-    configs_all = {"case": grid.case, "seed": grid.seed, "hparams": grid.hparams}
 
     compiled, compile_s, out = None, 0.0, []
     for start in range(0, len(todo), chunk):
         index = np.asarray(todo[start : start + chunk])
         padded = np.concatenate([index, np.repeat(index[-1:], chunk - len(index))])
-        configs = jax.tree.map(lambda a, p=padded: a[p], configs_all)
-        configs = jax.device_put(configs, parallel.batch_sharding(mesh))
+        configs = parallel.global_tree(grid.take(padded), parallel.batch_sharding(mesh))
         if compiled is None:
             t0 = time.perf_counter()
             compiled = program.lower(data, configs).compile()
             compile_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        metrics = jax.device_get(jax.block_until_ready(compiled(data, configs)))
+        metrics = jax.block_until_ready(compiled(data, configs))
         wall = (time.perf_counter() - t0) / chunk
+        rows, values = _local_rows(metrics)
         records = []
-        for j, i in enumerate(index.tolist()):
-            rec = {
-                "task": labels["task"],
-                "sampler": labels["sampler"],
-                "config_id": ids[i],
-                "case": int(grid.case[i]),
-                "seed": int(grid.seed[i]),
-                "hparams": {k: float(v[i]) for k, v in grid.hparams.items()},
-                "num_samples": num_samples,
-                "metrics": {k: _jsonable(v[j]) for k, v in metrics.items()},
-                "wall_time_s": wall,
-                "compile_time_s": compile_s,
-                "evaluation": task.evaluation_name,
-            }
-            records.append(rec)
-        if results is not None:
+        for j, pos in enumerate(rows):
+            if pos >= len(index):
+                continue  # padding
+            i = int(index[pos])
+            records.append(
+                {
+                    "task": labels["task"],
+                    "sampler": labels["sampler"],
+                    "config_id": ids[i],
+                    "index": i,
+                    "case": int(grid.case[i]),
+                    "seed": int(grid.seed[i]),
+                    "hparams": {k: float(v[i]) for k, v in grid.hparams.items()},
+                    "num_samples": num_samples,
+                    "metrics": {k: _jsonable(v[j]) for k, v in values.items()},
+                    "wall_time_s": wall,
+                    "compile_time_s": compile_s,
+                    "evaluation": task.evaluation_name,
+                }
+            )
+        if results is not None and records:
             results.append(records)
         out.extend(records)
         if progress is not None:
@@ -255,96 +509,595 @@ def run_pair(
 
 
 # ----------------------------------------------------------------------------
-# The whole study: config -> workdir
+# Stored samples for figures
+
+
+def save_samples(
+    path: Path,
+    sampler: AbstractSampler,
+    cases: Cases,
+    grid: ConfigGrid,
+    *,
+    num_samples: int,
+    seed: int,
+    max_case: int,
+    batch_size: int,
+) -> int:
+    """Store the samples of every configuration with `case < max_case` in `path` (`.npz`).
+
+    Arrays: `samples (S, N, C, H, W)`, `case (S,)`, `seed (S,)`, `config_id (S,)`
+    and `hparam_<name> (S,)` per hyperparameter, in grid order. Samples are
+    recomputed with the keys of `case_program`; configurations already in the
+    file are kept, not recomputed. Written atomically. Returns S.
+    """
+    ids = grid.ids()
+    wanted = [i for i in range(grid.size) if grid.case[i] < max_case]
+    if not wanted:
+        return 0
+    have: dict[str, np.ndarray] = {}
+    if path.exists():
+        with np.load(path) as z:
+            have = {str(c): z["samples"][j] for j, c in enumerate(z["config_id"])}
+    missing = [i for i in wanted if ids[i] not in have]
+    if missing:
+        one = sample_program(sampler, num_samples, seed=seed)
+        data = {"y_obs": jnp.asarray(cases.y_obs)}
+        fn = eqx.filter_jit(lambda d, c: jax.lax.map(lambda x: one(d, x), c, batch_size=batch_size))
+        new = np.asarray(jax.device_get(fn(data, jax.tree.map(jnp.asarray, grid.take(missing)))))
+        have.update({ids[i]: new[j] for j, i in enumerate(missing)})
+    arrays = {
+        "samples": np.stack([have[ids[i]] for i in wanted]),
+        "case": grid.case[wanted].astype(np.int32),
+        "seed": grid.seed[wanted].astype(np.int32),
+        "config_id": np.asarray([ids[i] for i in wanted]),
+    }
+    arrays.update({f"hparam_{k}": v[wanted] for k, v in grid.hparams.items()})
+    _write_npz(path, arrays)
+    return len(wanted)
+
+
+def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    from posteriorjax.reference import store
+
+    store.write_arrays(path, dict(arrays))
+
+
+# ----------------------------------------------------------------------------
+# Settings: the config schema
+
+
+SAMPLER_KEYS = ("sampler", "options", "axes", "networks", "task_options", "tasks")
+NETWORK_KINDS = ("prior", "joint", "surrogate", "inverse")
+REFERENCE_DEFAULTS = {
+    "method": "exact",
+    "num_samples": 100,
+    # pcn
+    "num_chains": 16,
+    "burn_in": 2000,
+    "thin": 10,
+    # rejection / importance (prior pool)
+    "pool_size": 100_000,
+    "pool_chunk": 5000,
+    "augment": False,
+    "eps": 3e-4,
+    "sigma": 0.0,
+    "per_point": False,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSpec:
+    """A network a sampler option receives: `kind`, training task overrides, optional step count."""
+
+    kind: str
+    task_options: dict
+    num_steps: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerEntry:
+    """One `config.samplers.<label>` entry."""
+
+    label: str
+    sampler: str
+    options: dict
+    axes: dict
+    networks: dict[str, NetworkSpec]
+    task_options: dict
+    tasks: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The typed sweep config (see `settings` for the schema)."""
+
+    seed: int
+    seeds: tuple[int, ...]
+    num_cases: int
+    num_samples: int
+    chunk_size: int
+    batch_size: int
+    overwrite: bool
+    tasks: dict[str, dict]
+    reference: dict
+    samplers: tuple[SamplerEntry, ...]
+    training_scale: str
+    training_steps: int | None
+    diagnostics: tuple[str, ...]
+    save_samples: int
+    figures: bool
 
 
 def _as_dict(section) -> dict:
+    if section is None:
+        return {}
     return section.to_dict() if hasattr(section, "to_dict") else dict(section)
 
 
-def validate(config) -> None:
-    """Check names and axes of a sweep config before any compute (ValueError naming the field)."""
-    from posteriorjax import samplers, tasks
+def _positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
 
-    if not _as_dict(config.tasks):
+
+def _sampler_options(name: str) -> list[str]:
+    from posteriorjax import samplers
+
+    return list(inspect.signature(samplers._BUILDERS[name]).parameters)[1:]
+
+
+def _network_spec(where: str, spec) -> NetworkSpec:
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{where}: expected a kind {NETWORK_KINDS} or a dict with 'kind', got {spec!r}")
+    spec = dict(spec)
+    unknown = sorted(set(spec) - {"kind", "task_options", "num_steps"})
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps")
+    if spec.get("kind") not in NETWORK_KINDS:
+        raise ValueError(f"{where}.kind: expected one of {NETWORK_KINDS}, got {spec.get('kind')!r}")
+    steps = spec.get("num_steps")
+    if steps is not None:
+        steps = _positive_int(f"{where}.num_steps", steps)
+    return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps)
+
+
+def _task_variant(name: str, options: Mapping, where: str) -> Task:
+    from posteriorjax import tasks
+
+    try:
+        return tasks.get(name, **options)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: cannot build task {name!r} with options {dict(options)}: {e}") from e
+
+
+def settings(config) -> Settings:
+    """Validate a sweep config and convert it to `Settings` (ValueError naming the field; no compute).
+
+    Schema (defaults in brackets):
+      seed, seeds (sampler seeds), num_cases, num_samples, chunk_size, batch_size, overwrite;
+      tasks: {task_name: {task options}};
+      reference: `reference_config(...)` (method exact | pcn | rejection | importance);
+      samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
+                 task_options [{}], tasks [all tasks]}}; a network spec is a kind
+                 (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None]};
+      training: {scale ["tiny"] | "full", num_steps [None]};
+      diagnostics [()]: subset of ("pde_residual", "alpha");
+      save_samples [2]: store samples of configurations with case < save_samples;
+      figures [True]: render figures at the end.
+    """
+    from posteriorjax import samplers
+
+    task_map = _as_dict(config.tasks)
+    if not task_map:
         raise ValueError("config.tasks: expected at least one task")
-    if not _as_dict(config.samplers):
+    sampler_map = _as_dict(config.samplers)
+    if not sampler_map:
         raise ValueError("config.samplers: expected at least one sampler")
-    for name in _as_dict(config.tasks):
-        if name not in tasks.names():
-            raise ValueError(f"config.tasks: unknown task {name!r}; registered tasks: {tasks.names()}")
-    for name, entry in _as_dict(config.samplers).items():
-        sampler_name = entry.get("sampler", name)
-        if sampler_name not in samplers.names():
-            raise ValueError(
-                f"config.samplers.{name}: unknown sampler {sampler_name!r}; registered: {samplers.names()}"
-            )
-        for axis, values in entry.get("axes", {}).items():
-            if len(values) == 0:
-                raise ValueError(f"config.samplers.{name}.axes.{axis}: axis has no values")
-    if config.reference.method not in REFERENCE_METHODS:
-        raise ValueError(
-            f"config.reference.method: expected one of {sorted(REFERENCE_METHODS)}, "
-            f"got {config.reference.method!r}"
-        )
+    built = {name: _task_variant(name, options, f"config.tasks.{name}") for name, options in task_map.items()}
     for field in ("num_cases", "num_samples", "chunk_size", "batch_size"):
-        if int(config[field]) < 1:
-            raise ValueError(f"config.{field}: expected a positive integer, got {config[field]}")
+        _positive_int(f"config.{field}", config[field])
+    seeds = tuple(int(s) for s in config.seeds)
+    if not seeds:
+        raise ValueError("config.seeds: expected at least one sampler seed, got none")
+
+    training = _as_dict(config.training) if "training" in config else {}
+    unknown = sorted(set(training) - {"scale", "num_steps"})
+    if unknown:
+        raise ValueError(f"config.training: unknown key(s) {unknown}; expected scale, num_steps")
+    scale = training.get("scale", "tiny")
+    if scale not in ("tiny", "full"):
+        raise ValueError(f"config.training.scale: expected 'tiny' or 'full', got {scale!r}")
+    steps = training.get("num_steps")
+    steps = None if steps is None else _positive_int("config.training.num_steps", steps)
+
+    diag = tuple(config.diagnostics) if "diagnostics" in config else ()
+    bad = sorted(set(diag) - set(DIAGNOSTICS))
+    if bad:
+        raise ValueError(
+            f"config.diagnostics: unknown diagnostic(s) {bad}; expected a subset of {DIAGNOSTICS}"
+        )
+    if "alpha" in diag:
+        for name, task in built.items():
+            try:
+                _grf_alpha_spec(task.prior)
+            except ValueError as e:
+                raise ValueError(f"config.diagnostics: task {name!r}: {e}") from e
+    save = _positive_int("config.save_samples", config.save_samples, 0) if "save_samples" in config else 2
+    figures = bool(config.figures) if "figures" in config else True
+
+    entries = []
+    for label, raw in sampler_map.items():
+        where = f"config.samplers.{label}"
+        raw = _as_dict(raw)
+        unknown = sorted(set(raw) - set(SAMPLER_KEYS))
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {unknown}; expected a subset of {SAMPLER_KEYS}")
+        name = raw.get("sampler", label)
+        if name not in samplers.names():
+            raise ValueError(f"{where}: unknown sampler {name!r}; registered: {samplers.names()}")
+        allowed = _sampler_options(name)
+        options = _as_dict(raw.get("options"))
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise ValueError(
+                f"{where}.options: sampler {name!r} has no option(s) {unknown}; options: {allowed}"
+            )
+        axes = {k: tuple(v) for k, v in _as_dict(raw.get("axes")).items()}
+        for axis, values in axes.items():
+            if len(values) == 0:
+                raise ValueError(f"{where}.axes.{axis}: axis has no values")
+        networks = {}
+        for option, spec in _as_dict(raw.get("networks")).items():
+            if option not in allowed:
+                raise ValueError(
+                    f"{where}.networks: sampler {name!r} has no option {option!r} to receive a network; "
+                    f"options: {allowed}"
+                )
+            if option in options:
+                raise ValueError(f"{where}.networks.{option}: also given in options; give it once")
+            networks[option] = _network_spec(f"{where}.networks.{option}", spec)
+        on = tuple(raw["tasks"]) if raw.get("tasks") is not None else tuple(task_map)
+        unknown = sorted(set(on) - set(task_map))
+        if unknown:
+            raise ValueError(f"{where}.tasks: unknown task(s) {unknown}; the config has {sorted(task_map)}")
+        overrides = _as_dict(raw.get("task_options"))
+        if overrides:
+            for task_name in on:
+                true = built[task_name]
+                variant = _task_variant(
+                    task_name, {**task_map[task_name], **overrides}, f"{where}.task_options"
+                )
+                if (variant.unknown_shape, variant.num_observations) != (
+                    true.unknown_shape,
+                    true.num_observations,
+                ):
+                    raise ValueError(
+                        f"{where}.task_options: the sampler's task {task_name!r} has unknown shape "
+                        f"{variant.unknown_shape} and {variant.num_observations} observations; the true task "
+                        f"has {true.unknown_shape} and {true.num_observations}"
+                    )
+        entries.append(SamplerEntry(label, name, options, axes, networks, overrides, on))
+
+    reference = _reference_section(config.reference)
+    return Settings(
+        seed=int(config.seed),
+        seeds=seeds,
+        num_cases=int(config.num_cases),
+        num_samples=int(config.num_samples),
+        chunk_size=int(config.chunk_size),
+        batch_size=int(config.batch_size),
+        overwrite=bool(config.overwrite),
+        tasks=task_map,
+        reference=reference,
+        samplers=tuple(entries),
+        training_scale=scale,
+        training_steps=steps,
+        diagnostics=diag,
+        save_samples=save,
+        figures=figures,
+    )
 
 
-def reference_config(method: str = "exact", num_samples: int = 100, **mcmc):
-    """The `config.reference` section: method, ensemble size and pCN settings (all keys present)."""
+def validate(config) -> None:
+    """Check a sweep config before any compute (ValueError naming the field); see `settings`."""
+    settings(config)
+
+
+def _reference_section(section) -> dict:
+    values = _as_dict(section)
+    unknown = sorted(set(values) - set(REFERENCE_DEFAULTS))
+    if unknown:
+        raise ValueError(f"config.reference: unknown key(s) {unknown}; expected {sorted(REFERENCE_DEFAULTS)}")
+    rc = {**REFERENCE_DEFAULTS, **values}
+    if rc["method"] not in REFERENCE_METHODS:
+        raise ValueError(
+            f"config.reference.method: expected one of {sorted(REFERENCE_METHODS)}, got {rc['method']!r}"
+        )
+    for key in ("num_samples", "num_chains", "thin", "pool_size", "pool_chunk"):
+        _positive_int(f"config.reference.{key}", rc[key])
+    _positive_int("config.reference.burn_in", rc["burn_in"], 0)
+    if rc["method"] == "pcn" and rc["num_samples"] % rc["num_chains"]:
+        raise ValueError(
+            f"config.reference.num_samples: expected a multiple of num_chains={rc['num_chains']}, "
+            f"got {rc['num_samples']}"
+        )
+    if not (isinstance(rc["eps"], (int, float)) and rc["eps"] > 0):
+        raise ValueError(f"config.reference.eps: expected a number > 0, got {rc['eps']!r}")
+    if not (isinstance(rc["sigma"], (int, float)) and rc["sigma"] >= 0):
+        raise ValueError(f"config.reference.sigma: expected a number >= 0 (0 = eps / 3), got {rc['sigma']!r}")
+    return rc
+
+
+def reference_config(method: str = "exact", num_samples: int = 100, **options):
+    """The `config.reference` section with every key present.
+
+    Keys: `method` (``"exact"``: linear-Gaussian tasks; ``"pcn"``: pCN chains;
+    ``"rejection"``: the published eps rule on a prior pool; ``"importance"``:
+    Bayesian importance weights on a prior pool, resampled), `num_samples`
+    (members per case: K of the eps rule, the resample size of importance),
+    pCN `num_chains`, `burn_in`, `thin`; pool `pool_size` (candidates),
+    `pool_chunk` (draws per pool chunk), `augment` (rotations, x4 per chunk);
+    eps rule `eps` (MAE threshold, observation units) and `sigma` (weight
+    width, 0 = eps / 3); importance `per_point` (CCS-style normalized likelihood).
+    """
     import ml_collections
 
-    section = ml_collections.ConfigDict(
-        {"method": method, "num_samples": num_samples, "num_chains": 16, "burn_in": 2000, "thin": 10}
+    unknown = sorted(set(options) - set(REFERENCE_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"options: unknown reference key(s) {unknown}; expected {sorted(REFERENCE_DEFAULTS)}"
+        )
+    return ml_collections.ConfigDict(
+        {**REFERENCE_DEFAULTS, "method": method, "num_samples": num_samples, **options}
     )
-    section.update(mcmc)
-    return section
 
 
-def _exact_reference(task: Task, cases: Cases, reference_config, key) -> tuple[jax.Array, jax.Array]:
+# ----------------------------------------------------------------------------
+# References
+
+
+def _uniform(samples) -> tuple[np.ndarray, np.ndarray]:
+    samples = np.asarray(samples)
+    return samples, np.full(samples.shape[:2], 1.0 / samples.shape[1], samples.dtype)
+
+
+def _exact_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
     """Exact posterior samples (linear-Gaussian tasks), uniform weights."""
     from posteriorjax.reference import exact
 
-    num = int(reference_config.num_samples)
-    samples = jnp.stack(
-        [exact.sample(jr.fold_in(key, i), task, y, num) for i, y in enumerate(np.asarray(cases.y_obs))]
-    )
-    return samples, jnp.full(samples.shape[:2], 1.0 / num, samples.dtype)
+    num = int(rc["num_samples"])
+    samples = [exact.sample(jr.fold_in(key, i), task, y, num) for i, y in enumerate(np.asarray(cases.y_obs))]
+    return (*_uniform(np.stack(samples)), [{} for _ in samples])
 
 
-def _pcn_reference(task: Task, cases: Cases, reference_config, key) -> tuple[jax.Array, jax.Array]:
+def _pcn_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
     """pCN chains on the prior latent (any task); `num_samples` thinned draws over `num_chains` chains."""
     from posteriorjax.reference import mcmc
 
-    rc = reference_config
-    chains = int(rc.num_chains)
-    if int(rc.num_samples) % chains:
-        raise ValueError(
-            f"config.reference.num_samples: expected a multiple of num_chains={chains}, got {rc.num_samples}"
-        )
-    samples = []
+    chains = int(rc["num_chains"])
+    samples, info = [], []
     for i, y in enumerate(np.asarray(cases.y_obs)):
         result = mcmc.run(
             jr.fold_in(key, i),
             task,
             jnp.asarray(y),
             num_chains=chains,
-            num_draws=int(rc.num_samples) // chains,
-            burn_in=int(rc.burn_in),
-            thin=int(rc.thin),
+            num_draws=int(rc["num_samples"]) // chains,
+            burn_in=int(rc["burn_in"]),
+            thin=int(rc["thin"]),
         )
-        samples.append(result.samples.reshape(-1, *task.unknown_shape))
-    samples = jnp.stack(samples)
-    return samples, jnp.full(samples.shape[:2], 1.0 / samples.shape[1], samples.dtype)
+        samples.append(np.asarray(result.samples).reshape(-1, *task.unknown_shape))
+        info.append({"acceptance": float(np.mean(np.asarray(result.acceptance)))})
+    return (*_uniform(np.stack(samples)), info)
 
 
-REFERENCE_METHODS: dict[str, Callable] = {"exact": _exact_reference, "pcn": _pcn_reference}
+def _pool(task: Task, rc: Mapping, key, workdir: Path):
+    """The prior pool of a task under `workdir/references/pools/` (built or resumed)."""
+    from posteriorjax.reference import pool
+
+    per_chunk = int(rc["pool_chunk"]) * (4 if rc["augment"] else 1)
+    seed = int(jr.randint(key, (), 0, 2**31 - 1))
+    directory = Path(workdir) / "references" / "pools" / f"{task.name}-{task.config_hash()}-{seed}"
+    return pool.build(
+        task,
+        directory,
+        seed=seed,
+        num_chunks=math.ceil(int(rc["pool_size"]) / per_chunk),
+        chunk_size=int(rc["pool_chunk"]),
+        augment=bool(rc["augment"]),
+        store_state=False,
+        progress=False,
+    )
+
+
+def _case_seed(key, case: int) -> int:
+    return int(jr.randint(jr.fold_in(key, case), (), 0, 2**31 - 1))
+
+
+def _rejection_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path):
+    """The published eps rule (`rejection.eps_rule`) on a prior pool, per case."""
+    from posteriorjax.reference import rejection
+
+    k_pool, k_case = jr.split(key)
+    p = _pool(task, rc, k_pool, workdir)
+    sigma = float(rc["sigma"]) or None
+    refs = [
+        rejection.eps_rule(
+            p,
+            y,
+            seed=_case_seed(k_case, i),
+            eps=float(rc["eps"]),
+            num=int(rc["num_samples"]),
+            sigma=sigma,
+        )
+        for i, y in enumerate(np.asarray(cases.y_obs))
+    ]
+    return _stack_references(refs)
+
+
+def _importance_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path):
+    """Bayesian importance weights over a prior pool (`rejection.importance`), resampled, per case."""
+    from posteriorjax.reference import rejection
+
+    k_pool, k_case = jr.split(key)
+    p = _pool(task, rc, k_pool, workdir)
+    y_all = np.asarray(cases.y_obs)
+    std = np.asarray(task.noise.variance(y_all.shape[1]), np.float64) ** 0.5
+    refs = [
+        rejection.importance(
+            p,
+            y,
+            std,
+            seed=_case_seed(k_case, i),
+            num=int(rc["num_samples"]),
+            per_point=bool(rc["per_point"]),
+        )
+        for i, y in enumerate(y_all)
+    ]
+    return _stack_references(refs)
+
+
+def _stack_references(refs):
+    samples = np.stack([np.asarray(r.samples) for r in refs])
+    weights = np.stack([np.asarray(r.weights) for r in refs]).astype(samples.dtype)
+    return samples, weights, [dict(r.info) for r in refs]
+
+
+REFERENCE_METHODS: dict[str, Callable] = {
+    "exact": _exact_reference,
+    "pcn": _pcn_reference,
+    "rejection": _rejection_reference,
+    "importance": _importance_reference,
+}
+
+
+def reference_path(workdir: Path, task_name: str) -> Path:
+    return Path(workdir) / "references" / f"{task_name}.npz"
+
+
+def load_or_build_reference(
+    task: Task, cases: Cases, rc: Mapping, *, seed: int, workdir: Path, path: Path, overwrite: bool = False
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The reference of every case, reused from `path` when it was built by the same settings.
+
+    `path` (`.npz`, written atomically) holds `ref_samples (K, M, C, H, W)`,
+    `ref_weights (K, M)`, `x_true (K, C, H, W)`, `y_obs (K, M_obs)`,
+    `task_hash`, `method`, `settings` (JSON of the reference section, seed and
+    case count) and `info` (JSON, per case: acceptance rate, ESS, ...). A file
+    built for another task config, method or settings is an error unless
+    `overwrite` (then it is rebuilt). Returns (samples, weights, report).
+    """
+    key = stream_keys(seed)["reference"]
+    spec = {"reference": dict(rc), "seed": seed, "num_cases": int(cases.y_obs.shape[0])}
+    spec = json.dumps(spec, sort_keys=True)
+    if path.exists():
+        with np.load(path) as z:
+            stored = {k: z[k] for k in z.files}
+        mismatch = [
+            name
+            for name, same in (
+                ("task_hash", str(stored["task_hash"]) == task.config_hash()),
+                ("method", str(stored["method"]) == rc["method"]),
+                ("settings", str(stored["settings"]) == spec),
+                ("y_obs", np.allclose(stored["y_obs"], np.asarray(cases.y_obs))),
+            )
+            if not same
+        ]
+        if not mismatch:
+            info = json.loads(str(stored["info"]))
+            return stored["ref_samples"], stored["ref_weights"], _reference_report(task, rc, info)
+        if not overwrite:
+            raise ValueError(
+                f"reference: {path} was built with another {', '.join(mismatch)}; use another workdir "
+                "or pass --config.overwrite=True to rebuild it"
+            )
+    samples, weights, info = REFERENCE_METHODS[rc["method"]](task, cases, rc, key, workdir)
+    _write_npz(
+        path,
+        {
+            "ref_samples": np.asarray(samples),
+            "ref_weights": np.asarray(weights),
+            "x_true": np.asarray(cases.x_true),
+            "y_obs": np.asarray(cases.y_obs),
+            "task_hash": np.asarray(task.config_hash()),
+            "method": np.asarray(rc["method"]),
+            "settings": np.asarray(spec),
+            "info": np.asarray(json.dumps(info)),
+        },
+    )
+    return np.asarray(samples), np.asarray(weights), _reference_report(task, rc, info)
+
+
+def _reference_report(task: Task, rc: Mapping, info: list[dict]) -> dict:
+    return {
+        "method": rc["method"],
+        "task_hash": task.config_hash(),
+        "task": task.config_dict(),
+        "cases": info,
+    }
+
+
+# ----------------------------------------------------------------------------
+# Networks
+
+
+def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None):
+    """The training config of a network spec (`configs/train/common.config`) and its short hash.
+
+    `task_options` are those of the sampler's task, updated by `spec.task_options`;
+    the step count is `spec.num_steps`, else `num_steps`, else the config's.
+    """
+    from configs.train import common
+
+    cfg = common.config(task_name, spec.kind, "tiny" if scale == "tiny" else None)
+    cfg.task_options = {**dict(task_options), **spec.task_options}
+    steps = spec.num_steps if spec.num_steps is not None else num_steps
+    if steps is not None:
+        cfg.train.num_steps = int(steps)
+        cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
+    plain = cfg.to_dict()
+    plain["train"].pop("progress")
+    digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return cfg, digest
+
+
+def network(
+    workdir: Path,
+    task_name: str,
+    task_options: Mapping,
+    spec: NetworkSpec,
+    scale: str,
+    num_steps: int | None = None,
+    *,
+    progress: bool = True,
+):
+    """Train (or resume, or load) a network with `train.run`; returns its EMA model.
+
+    Workdir: `workdir/networks/<task>/<kind>-<hash of the training config>/`, so
+    every sampler asking for the same network shares it and a rerun reuses it.
+    """
+    from posteriorjax import train
+
+    cfg, digest = network_config(task_name, task_options, spec, scale, num_steps)
+    cfg.train.progress = bool(progress)
+    directory = Path(workdir) / "networks" / task_name / f"{spec.kind}-{digest}"
+    _, ema, _ = train.run(cfg, directory)
+    return ema
+
+
+# ----------------------------------------------------------------------------
+# The whole study: config -> workdir
 
 
 def prepare_workdir(workdir: Path, config) -> ResultsFile:
-    """Create `workdir`, or resume it when it holds the same config; refuse a different one."""
+    """Create `workdir`, or resume it when it holds the same config; refuse a different one.
+
+    With `overwrite` and a different config, results, stored samples and
+    process files are discarded (networks, pools and references are kept:
+    they are keyed or checked by their own settings).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "config.json"
     current = json.loads(config.to_json_best_effort(sort_keys=True))
@@ -358,59 +1111,126 @@ def prepare_workdir(workdir: Path, config) -> ResultsFile:
                     f"workdir: {workdir} holds results of a different config; use another workdir "
                     "or pass --config.overwrite=True to discard them"
                 )
-            for name in ("results.jsonl", "results.csv", "summary.md"):
+            for name in ("results.jsonl", "results.csv", "summary.md", "calibration.json"):
                 (workdir / name).unlink(missing_ok=True)
+            for path in workdir.glob("results.p*.jsonl"):
+                path.unlink()
+            shutil.rmtree(workdir / "samples", ignore_errors=True)
     tmp = config_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(current, indent=2, sort_keys=True))
     os.replace(tmp, config_path)
     return ResultsFile(workdir / "results.jsonl")
 
 
+def _sync(name: str) -> None:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
 def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[dict]:
-    """Run every (task, sampler) pair of `config`; write results, tables and provenance into `workdir`."""
+    """Run every (task, sampler) pair of `config`; write results, tables, samples, provenance to `workdir`.
+
+    Returns the records of `results.jsonl` (process 0; other processes return []).
+    """
     from posteriorjax import results as results_lib
     from posteriorjax import samplers, tasks
 
-    validate(config)
+    s = settings(config)
     workdir = Path(workdir)
-    store = prepare_workdir(workdir, config) if jax.process_index() == 0 else None
-    if jax.process_index() == 0:
-        prov = results_lib.provenance({"seed": int(config.seed), "sampler_seeds": list(config.seeds)})
+    lead = jax.process_index() == 0
+    multi = jax.process_count() > 1
+    store = prepare_workdir(workdir, config) if lead else None
+    own = ResultsFile(process_results_path(workdir, jax.process_index())) if multi else store
+    _sync("sweep-prepare")
+    if lead:
+        prov = results_lib.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
     mesh = parallel.data_mesh()
-    for task_name, task_options in _as_dict(config.tasks).items():
+    references_report, trained = {}, {}
+    for task_name, task_options in s.tasks.items():
         task = tasks.get(task_name, **task_options)
-        cases = task.cases(int(config.seed), int(config.num_cases))
-        ref_key = jr.fold_in(jr.key(int(config.seed)), 1)
-        reference = REFERENCE_METHODS[config.reference.method](task, cases, config.reference, ref_key)
-        for label, entry in _as_dict(config.samplers).items():
-            sampler = samplers.get(entry.get("sampler", label), task, **entry.get("options", {}))
-            grid = expand(int(config.num_cases), entry.get("axes", {}), config.seeds, sampler.defaults)
+        cases = task.cases(s.seed, s.num_cases)
+        path = reference_path(workdir, task_name)
+        build = dict(seed=s.seed, workdir=workdir, path=path, overwrite=s.overwrite)
+        if lead:
+            ref_samples, ref_weights, report = load_or_build_reference(task, cases, s.reference, **build)
+        _sync(f"sweep-reference-{task_name}")
+        if not lead:
+            ref_samples, ref_weights, report = load_or_build_reference(task, cases, s.reference, **build)
+        references_report[task_name] = report
+        for entry in s.samplers:
+            if task_name not in entry.tasks:
+                continue
+            sampler_options = {**task_options, **entry.task_options}
+            sampler_task = tasks.get(task_name, **sampler_options)
+            options = dict(entry.options)
+            for option, spec in entry.networks.items():
+                net_key = (task_name, json.dumps(sampler_options, sort_keys=True, default=str), spec)
+                if net_key not in trained:
+                    trained[net_key] = network(
+                        workdir, task_name, sampler_options, spec, s.training_scale, s.training_steps,
+                        progress=progress,
+                    )  # fmt: skip
+                options[option] = trained[net_key]
+            sampler = samplers.get(entry.sampler, sampler_task, **options)
+            grid = expand(s.num_cases, entry.axes, s.seeds, sampler.defaults)
+            pair = (task_name, entry.label)
 
-            def report(done, total, _pair=(task_name, label)):
-                if progress:
+            def report_progress(done, total, _pair=pair):
+                if progress and lead:
                     print(f"[sweep] {_pair[0]} / {_pair[1]}: {done}/{total} configurations", flush=True)
 
+            skip = store.done(pair) if not multi else _done_everywhere(workdir, pair)
             run_pair(
-                task,
-                sampler,
-                cases,
-                reference,
-                grid,
-                num_samples=int(config.num_samples),
-                seed=int(config.seed),
-                chunk_size=int(config.chunk_size),
-                batch_size=int(config.batch_size),
-                results=store,
-                labels={"task": task_name, "sampler": label},
-                mesh=mesh,
-                progress=report,
-            )
-    if store is None:
+                task, sampler, cases, (ref_samples, ref_weights), grid, num_samples=s.num_samples,
+                seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size, results=own, skip=skip,
+                labels={"task": task_name, "sampler": entry.label}, mesh=mesh,
+                diagnostics=s.diagnostics, progress=report_progress,
+            )  # fmt: skip
+            _sync(f"sweep-pair-{task_name}-{entry.label}")
+            if lead and multi:
+                assemble(workdir, store, pair)
+            if lead and s.save_samples:
+                save_samples(
+                    workdir / "samples" / task_name / f"{entry.label}.npz", sampler, cases, grid,
+                    num_samples=s.num_samples, seed=s.seed, max_case=s.save_samples, batch_size=s.batch_size,
+                )  # fmt: skip
+    if not lead:
         return []
+    from posteriorjax.reference import store as artifact_store
+
+    artifact_store.atomic_write_json(workdir / "references.json", references_report)
     (workdir / "results.csv").write_text(results_lib.to_csv(store.records))
+    calib = results_lib.calibration_rows(store.records)
+    artifact_store.atomic_write_json(workdir / "calibration.json", calib)
     table = results_lib.main_table(store.records)
-    (workdir / "summary.md").write_text(table + "\n")
+    calib_table = results_lib.calibration_table(calib)
+    (workdir / "summary.md").write_text(table + "\n## Calibration over cases\n\n" + calib_table + "\n")
     if progress:
         print(table)
+        print("## Calibration over cases\n\n" + calib_table)
+    if s.figures:
+        _render_figures(workdir, progress)
     return store.records
+
+
+def _done_everywhere(workdir: Path, pair: tuple[str, str]) -> set[str]:
+    """Config ids of `pair` in `results.jsonl` or any process file (the same set on every process)."""
+    paths = [Path(workdir) / "results.jsonl", *sorted(Path(workdir).glob("results.p*.jsonl"))]
+    return {r["config_id"] for p in paths for r in read_records(p) if (r["task"], r["sampler"]) == pair}
+
+
+def _render_figures(workdir: Path, progress: bool) -> list[Any]:
+    try:
+        from posteriorjax import figures
+    except ModuleNotFoundError as e:
+        if e.name != "posteriorjax.figures":
+            raise
+        print("[sweep] posteriorjax.figures is not available; no figures rendered", flush=True)
+        return []
+    paths = figures.render(workdir)
+    if progress:
+        print(f"[sweep] {len(paths)} figure(s) in {workdir / 'figures'}", flush=True)
+    return paths

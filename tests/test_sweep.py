@@ -66,13 +66,8 @@ def test_one_program_equals_per_configuration_loop(setup, full):
     grid, records = full
     assert len(records) == grid.size == 8
     assert len({r["compile_time_s"] for r in records}) == 1  # one compilation for the whole axis
-    one = jax.jit(sweep.case_program(task, sampler, 6, base_key=jr.key(0)))
-    data = {
-        "y_obs": cases.y_obs,
-        "x_true": cases.x_true,
-        "ref_samples": reference[0],
-        "ref_weights": reference[1],
-    }
+    one = jax.jit(sweep.case_program(task, sampler, 6, seed=0))
+    data = sweep.program_data(task, cases, reference)
     for i, rec in enumerate(records):
         config = {
             "case": grid.case[i],
@@ -80,7 +75,7 @@ def test_one_program_equals_per_configuration_loop(setup, full):
             "hparams": {"shrink": grid.hparams["shrink"][i]},
         }
         expected = one(data, config)
-        for name in ("mean_error", "mmd", "swd", "crps"):
+        for name in ("mean_error", "mmd", "swd", "crps", "mira_statistic", "tarp_credibility"):
             np.testing.assert_allclose(rec["metrics"][name], expected[name], rtol=2e-5)
     # the hyperparameter acts: shrinking the prior moves the ensemble spread away from the reference
     by_shrink = {
@@ -129,19 +124,46 @@ def _tiny_config(**overrides):
     config.tasks = {"poisson_fixed": {"resolution": RES, "num_sensors": 6}}
     config.reference = sweep.reference_config("exact", num_samples=8)
     config.samplers = {"prior": {"options": {}, "axes": {}}}
-    config.update(overrides)
+    for name, value in overrides.items():
+        config[name] = value  # replaces a section (update() would merge into it)
     return config
 
 
 def test_bad_configs_fail_before_compute(tmp_path):
-    with pytest.raises(ValueError, match="unknown task"):
-        sweep.validate(_tiny_config(tasks={"nope": {}}))
-    with pytest.raises(ValueError, match="unknown sampler"):
-        sweep.validate(_tiny_config(samplers={"nope": {}}))
-    with pytest.raises(ValueError, match="reference.method"):
-        sweep.validate(
-            _tiny_config(reference=ml_collections.ConfigDict({"method": "oracle", "num_samples": 1}))
-        )
+    cases = [
+        (dict(tasks={"nope": {}}), "unknown task"),
+        (dict(samplers={"nope": {}}), "unknown sampler"),
+        (dict(reference=ml_collections.ConfigDict({"method": "oracle"})), "reference.method"),
+        (dict(reference=sweep.reference_config("rejection", eps=-1.0)), "reference.eps"),
+        (dict(samplers={"prior": {"axis": {}}}), r"samplers.prior: unknown key"),
+        (dict(samplers={"dps": {"networks": {"model": "posterior"}}}), r"networks.model.kind"),
+        (dict(samplers={"dps": {"networks": {"denoiser": "prior"}}}), "no option 'denoiser'"),
+        (dict(samplers={"dps": {"networks": {"model": {"kind": "prior", "num_steps": 0}}}}), "num_steps"),
+        (dict(samplers={"prior": {"tasks": ("darcy",)}}), r"samplers.prior.tasks: unknown task"),
+        (dict(samplers={"prior": {"task_options": {"resolution": 16}}}), "unknown shape"),
+        (dict(samplers={"prior": {"task_options": {"num_sensors": 7}}}), "observations"),
+        (dict(samplers={"prior": {"axes": {"shrink": ()}}}), "no values"),
+        (dict(diagnostics=("pde_residual", "curl")), "config.diagnostics"),
+        (dict(tasks={"darcy": {"resolution": RES, "num_sensors": 6}}, diagnostics=("alpha",)), "needs a GRF"),
+        (dict(training={"scale": "huge"}), "training.scale"),
+        (dict(save_samples=-1), "save_samples"),
+    ]
+    for overrides, match in cases:
+        with pytest.raises(ValueError, match=match):
+            sweep.validate(_tiny_config(**overrides))
+    s = sweep.settings(
+        _tiny_config(samplers={"dps": {"options": {"prior": "learned"}, "networks": {"model": "joint"}}})
+    )
+    (entry,) = s.samplers
+    assert entry.networks == {"model": sweep.NetworkSpec("joint", {}, None)}
+    assert entry.tasks == ("poisson_fixed",)
+    assert (s.training_scale, s.training_steps, s.diagnostics, s.save_samples, s.figures) == (
+        "tiny",
+        None,
+        (),
+        2,
+        True,
+    )
     config = _tiny_config()
     sweep.prepare_workdir(tmp_path, config)
     other = _tiny_config(num_samples=5)
@@ -150,19 +172,104 @@ def test_bad_configs_fail_before_compute(tmp_path):
     sweep.prepare_workdir(tmp_path, config)  # the same config resumes
 
 
-def test_run_writes_tables_and_resumes(tmp_path):
-    config = _tiny_config()
+def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
+    """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume."""
+    import types
+
+    rendered = []
+    fake = types.ModuleType("posteriorjax.figures")
+    fake.render = lambda workdir: rendered.append(workdir) or []
+    monkeypatch.setitem(sys.modules, "posteriorjax.figures", fake)
+    config = _tiny_config(
+        samplers={
+            "prior": {},
+            # the sampler's model has a smoother prior than the one the cases come from
+            "smooth": {"sampler": "prior", "task_options": {"alpha": 4.0}, "tasks": ("poisson_fixed",)},
+        },
+        diagnostics=("pde_residual", "alpha"),
+        save_samples=1,
+    )
     first = sweep.run(config, tmp_path, progress=False)
+    assert rendered == [tmp_path]
     assert {p.name for p in tmp_path.iterdir()} >= {
         "results.jsonl",
         "results.csv",
         "summary.md",
         "config.json",
         "provenance.json",
+        "references.json",
+        "calibration.json",
+        "references",
+        "samples",
     }
-    assert "| prior |" in (tmp_path / "summary.md").read_text()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| prior |" in summary and "| smooth |" in summary and "Calibration over cases" in summary
+    assert len(first) == 4
+    by = {(r["sampler"], r["case"]): r["metrics"] for r in first}
+    for m in by.values():
+        assert m["pde_residual"] < 1e-3 and m["pde_residual_mean"] < 1e-3  # exact physics states
+        assert 0.0 <= m["tarp_credibility"] <= 1.0 and 0.0 <= m["mira_statistic"] <= 1.0
+    # the smoother sampler prior is seen in the recovered GRF exponent; the truth is the same
+    for case in (0, 1):
+        assert by[("smooth", case)]["alpha"] > by[("prior", case)]["alpha"] + 0.5
+        assert by[("smooth", case)]["alpha_truth"] == by[("prior", case)]["alpha_truth"]
+    ref = np.load(tmp_path / "references" / "poisson_fixed.npz")
+    assert ref["ref_samples"].shape == (2, 8, 1, RES, RES) and ref["ref_weights"].shape == (2, 8)
+    assert ref["x_true"].shape == (2, 1, RES, RES) and ref["y_obs"].shape == (2, 6)
+    assert str(ref["method"]) == "exact" and len(str(ref["task_hash"])) == 16
+    stored = np.load(tmp_path / "samples" / "poisson_fixed" / "smooth.npz")
+    assert stored["samples"].shape == (1, 4, 1, RES, RES)
+    assert stored["case"].tolist() == [0] and stored["config_id"].tolist() == [first[2]["config_id"]]
+    assert set(stored.files) == {"samples", "case", "seed", "config_id"}  # no hyperparameters
     again = sweep.run(config, tmp_path, progress=False)
-    assert len(again) == len(first) == 2
+    assert len(again) == len(first) == 4
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    np.testing.assert_array_equal(np.load(tmp_path / "samples" / "poisson_fixed" / "smooth.npz")["samples"],
+                                  stored["samples"])  # fmt: skip
+
+
+def test_stored_samples_are_the_scored_ones(setup, full, tmp_path):
+    """`save_samples` recomputes exactly the samples the program scored (same keys), without duplicates."""
+    task, sampler, cases, reference = setup
+    grid, records = full
+    path = tmp_path / "s.npz"
+    assert (
+        sweep.save_samples(path, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2) == 4
+    )
+    stored = np.load(path)
+    assert stored["samples"].shape == (4, 6, 1, RES, RES)
+    assert stored["case"].tolist() == [0, 0, 0, 0]
+    assert sorted(stored["hparam_shrink"].tolist()) == [0.0, 0.0, 2.0, 2.0]
+    by_id = {r["config_id"]: r for r in records}
+    for j, cid in enumerate(stored["config_id"]):
+        x = jnp.asarray(stored["samples"][j])
+        expected = sweep.suite.compute(x, reference[0][0], reference[1][0], cases.x_true[0])
+        np.testing.assert_allclose(by_id[str(cid)]["metrics"]["mmd"], expected["mmd"], rtol=1e-4)
+    # a second call keeps the file as it is (nothing recomputed, nothing duplicated)
+    sweep.save_samples(path, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
+    again = np.load(path)
+    assert again["config_id"].tolist() == stored["config_id"].tolist()
+
+
+def test_assemble_merges_process_files_once(tmp_path):
+    """Multi-host: process files are merged into results.jsonl in grid order, each record once."""
+
+    def rec(i, sampler="a"):
+        return {"task": "t", "sampler": sampler, "config_id": f"case={i}", "index": i, "metrics": {}}
+
+    sweep.ResultsFile(tmp_path / "results.p0.jsonl").append([rec(0), rec(2), rec(4)])
+    sweep.ResultsFile(tmp_path / "results.p1.jsonl").append([rec(1), rec(3), rec(0, "b")])
+    with open(tmp_path / "results.p1.jsonl", "a") as f:
+        f.write(json.dumps(rec(5))[:20])  # a torn line of a killed process
+    store = sweep.ResultsFile(tmp_path / "results.jsonl")
+    store.append([rec(1)])  # assembled before the kill
+    new = sweep.assemble(tmp_path, store, ("t", "a"))
+    assert [r["index"] for r in new] == [0, 2, 3, 4]
+    stored = sweep.read_records(tmp_path / "results.jsonl")
+    assert sorted(r["index"] for r in stored) == [0, 1, 2, 3, 4]
+    assert sweep.assemble(tmp_path, store, ("t", "a")) == []
+    assert sweep._done_everywhere(tmp_path, ("t", "a")) == {f"case={i}" for i in range(5)}
 
 
 def test_same_numbers_on_four_devices(full):
