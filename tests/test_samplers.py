@@ -10,7 +10,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import samplers, tasks
+from posteriorjax import nn, samplers, tasks, train
 from posteriorjax.metrics import posterior as pm
 from posteriorjax.metrics import suite
 from posteriorjax.reference import exact
@@ -72,6 +72,8 @@ GUIDED = {
         "weight",
         (0.0, 0.3, 1.0),
     ),
+    # plain L2 norm of the observation error in physical units (state ~ 1e-2): larger weights
+    "diffusionpde": (dict(num_steps=24), "guidance", (0.0, 1000.0, 3000.0)),
 }
 
 
@@ -89,6 +91,26 @@ def test_guidance_is_monotone_and_beats_the_prior(problem, name):
     assert _rmse(best.mean(0), mean) < 0.7 * _rmse(prior.mean(0), mean)
     assert abs(float(best.std(0).mean() / std.mean()) - 1) < abs(float(prior.std(0).mean() / std.mean()) - 1)
     assert float(pm.mmd(best, ref)) < float(pm.mmd(prior, ref))
+
+
+def test_diffusionpde_losses_use_the_published_scaling(problem):
+    """L_obs = ||obs(u) - y||_2 in physical units; L_pde = ||R(x, u)||_2 / (H W)."""
+    task, y = problem[:2]
+    x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 8)
+    net = dict(modes=3, width=4, layers=1, projection=4, embed_dim=4)
+    joint = train.build_model("joint", "fno", net, task, x_norm, u_norm, jr.key(0))
+    s = samplers.get("diffusionpde", task, model=joint, num_steps=2)
+    x = task.cases(7, 1).x_true[0]
+    u = task.physics(x)
+    bump = 1e-3 * jnp.sin(jnp.pi * jnp.linspace(0, 1, 16))[None, :, None] * jnp.ones((1, 1, 16))
+    for state in (u, u + bump):
+        d = joint.normalizer.normalize(jnp.concatenate([x, state]))
+        obs, pde = s.losses(d, y)
+        expect_obs = np.linalg.norm(np.asarray(task.observation(state)) - np.asarray(y))
+        expect_pde = np.linalg.norm(np.asarray(task.physics.residual(x, state))) / 256
+        np.testing.assert_allclose(float(obs), expect_obs, rtol=1e-3)
+        np.testing.assert_allclose(float(pde), expect_pde, rtol=1e-3, atol=1e-6)
+    assert float(s.losses(joint.normalizer.normalize(jnp.concatenate([x, u + bump])), y)[1]) > 1e-3
 
 
 def test_divergence_is_reported_not_hidden(problem):
