@@ -44,7 +44,7 @@ DPI = 100
 PANEL = (3.2, 2.6)  # inches per metric panel (curves, V-shape)
 SQUARE = 3.0  # inches per sampler panel (coverage, TARP)
 TILE = 1.6  # inches per image tile (samples, moments)
-COLORBAR = 0.9  # inches of colorbar column beside image tiles
+COLORBAR = 1.0  # inches of colorbar column beside image tiles
 TITLE = 0.5  # inches of suptitle band
 PAD = 0.08  # inches of padding around an image tile
 MAX_COLUMNS = 4
@@ -455,7 +455,8 @@ def samples_figure(
         row_ref[0].set_ylabel(f"reference, ch {c}", fontsize=8)
         row_smp[off].set_ylabel(f"sampler, ch {c}", fontsize=8)
         y0 = height - TITLE - (2 * c + 2) * TILE + PAD
-        fig.colorbar(im, cax=_axes_at(fig, 0.35 + ncols * TILE + 0.05, y0, 0.15, 2 * TILE - 2 * PAD))
+        cbar = fig.colorbar(im, cax=_axes_at(fig, 0.35 + ncols * TILE + 0.05, y0, 0.15, 2 * TILE - 2 * PAD))
+        cbar.ax.tick_params(labelsize=7)
     fig.suptitle(title + bad, fontsize=9)
     return _save(fig, path)
 
@@ -485,7 +486,10 @@ def moments_figure(path, samples, ref_samples, ref_weights=None, *, title: str =
     x0 = (0.35, 0.35 + TILE, 0.35 + 2 * TILE + 0.6)  # left edge of the three columns
     axes = np.asarray(
         [
-            [_axes_at(fig, x + PAD, height - TITLE - (i + 1) * TILE + PAD, *[TILE - 2 * PAD] * 2) for x in x0]
+            [
+                _axes_at(fig, col + PAD, height - TITLE - (i + 1) * TILE + PAD, *[TILE - 2 * PAD] * 2)
+                for col in x0
+            ]
             for i in range(2 * channels)
         ]
     )
@@ -500,8 +504,9 @@ def moments_figure(path, samples, ref_samples, ref_weights=None, *, title: str =
             im_d = _image(row[2], diff, -lim, lim, cmap="RdBu_r")
             row[0].set_ylabel(f"{name}, ch {c}", fontsize=8)
             y0 = height - TITLE - (2 * c + i + 1) * TILE + PAD
-            fig.colorbar(im, cax=_axes_at(fig, x0[1] + TILE + 0.02, y0, 0.12, TILE - 2 * PAD))
-            fig.colorbar(im_d, cax=_axes_at(fig, x0[2] + TILE + 0.02, y0, 0.12, TILE - 2 * PAD))
+            for image, left in ((im, x0[1]), (im_d, x0[2])):
+                cbar = fig.colorbar(image, cax=_axes_at(fig, left + TILE + 0.02, y0, 0.12, TILE - 2 * PAD))
+                cbar.ax.tick_params(labelsize=7)
     for j, name in enumerate(("reference", "sampler", "sampler - reference")):
         axes[0, j].set_title(name, fontsize=8)
     fig.suptitle(title + _nonfinite_note(x), fontsize=9)
@@ -645,7 +650,7 @@ def _calibration_panels(fig, panels, curves, xlabel, ylabel, title):
             ax.plot(x, y, "-", color=f"C{i % 10}", lw=1.2, label=_hlabel(dict(hkey)))
         if not mine:
             ax.text(0.5, 0.5, "no finite row", ha="center", va="center", fontsize=8, transform=ax.transAxes)
-        elif len(mine) <= 8:
+        elif len(mine) <= 8 and any(k[1] for k, _ in mine):
             ax.legend(fontsize=6)
         ax.set(xlim=(0, 1), ylim=(0, 1), aspect="equal")
         ax.set_title(sampler, fontsize=8)
