@@ -1,6 +1,6 @@
 """End-to-end demo: build tasks, draw cases, solve, print a summary.
 
-python -m experiments.demo --config=configs/quickstart.py [--workdir=DIR]
+python -m experiments.demo --config=configs/demo.py [--workdir=DIR]
 """
 
 from absl import app, flags

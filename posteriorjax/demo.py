@@ -1,4 +1,8 @@
-"""A small end-to-end run over the registered tasks (the quickstart's main job)."""
+"""Task demo: draw cases of the registered tasks, time batched forward solves, check residuals and misfit.
+
+`python -m experiments.demo --config=configs/demo.py`; the README's main job is the quickstart
+sweep (`configs/quickstart.py`).
+"""
 
 from __future__ import annotations
 

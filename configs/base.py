@@ -1,0 +1,110 @@
+"""Shared pieces of the study configs: the argument rule, the sweep skeleton and sampler entries.
+
+Every study config is `get_config(arg)` with `arg` in ("", "tiny"): "" (or None) is the
+published scale (128 x 128 where the task allows, published sampler profiles and case
+counts, networks trained with `configs/train/common.py`'s full settings; meant for
+accelerators), "tiny" runs on one CPU in minutes (16-32 x 32 grids, few steps and cases).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+ARGS = ("", "tiny")
+
+
+def is_tiny(arg: str | None) -> bool:
+    """True for "tiny", False for "" / None; any other argument is an error."""
+    arg = "" if arg is None else arg
+    if arg not in ARGS:
+        raise ValueError(f"config argument: expected '' or 'tiny', got {arg!r}")
+    return arg == "tiny"
+
+
+def sweep(tiny: bool, **fields) -> ml_collections.ConfigDict:
+    """A sweep config with every top-level field of the schema (`posteriorjax.sweep.settings`).
+
+    Defaults: published scale 50 cases x 100 samples, one sampler seed; tiny scale
+    2 cases x 16 samples. `fields` override them (and must include `tasks`,
+    `reference` and `samplers`).
+    """
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.seeds = (0,)
+    c.num_cases = 2 if tiny else 50
+    c.num_samples = 16 if tiny else 100
+    c.chunk_size = 8 if tiny else 16
+    c.batch_size = 2 if tiny else 1
+    c.overwrite = False
+    c.save_samples = 2
+    c.figures = True
+    c.diagnostics = ()
+    c.training = ml_collections.ConfigDict({"scale": "tiny" if tiny else "full", "num_steps": None})
+    for name, value in fields.items():
+        setattr(c, name, value)
+    missing = [k for k in ("tasks", "reference", "samplers") if k not in c]
+    if missing:
+        raise ValueError(f"fields: a sweep config needs {missing}")
+    return c
+
+
+def sampler(
+    name: str,
+    *,
+    options: dict | None = None,
+    axes: dict | None = None,
+    networks: dict | None = None,
+    task_options: dict | None = None,
+    tasks: tuple[str, ...] | None = None,
+) -> dict:
+    """One `config.samplers.<label>` entry with every key present (`tasks=None`: all tasks)."""
+    return {
+        "sampler": name,
+        "options": dict(options or {}),
+        "axes": {k: tuple(float(v) for v in vals) for k, vals in (axes or {}).items()},
+        "networks": dict(networks or {}),
+        "task_options": dict(task_options or {}),
+        "tasks": None if tasks is None else tuple(tasks),
+    }
+
+
+# The networks each learned sampler receives (sampler option -> `configs/train/common.py` kind).
+NETWORKS = {
+    "dps": {"model": "prior"},
+    "fundps": {"model": "joint"},
+    "funddps": {"model": "prior", "surrogate": "surrogate"},
+    "ddis": {"model": "prior", "surrogate": "surrogate"},
+    "diffusionpde": {"model": "joint"},
+    "eci": {"model": "joint"},
+    "mc_dropout": {"model": "inverse"},
+}
+
+# Step counts that keep the tiny studies to minutes on one CPU core (the full scale uses the
+# samplers' published defaults).
+TINY_OPTIONS = {
+    "pcn": {"burn_in": 200, "num_steps": 200},
+    "dps": {"num_steps": 16},
+    "fundps": {"num_steps": 16},
+    "funddps": {"num_steps": 16},
+    "ddis": {"num_steps": 8, "ode_steps": 2, "langevin_steps": 8},
+    "diffusionpde": {"num_steps": 16},
+    "eci": {"num_steps": 8, "mixing": 1},
+}
+
+
+def catalog(tiny: bool, names, *, tasks: dict | None = None, axes: dict | None = None) -> dict:
+    """Sampler entries labelled by registry name, learned ones with their networks.
+
+    `tasks`: {name: task names it runs on}; `axes`: {name: {hparam: values}}.
+    """
+    tasks, axes = tasks or {}, axes or {}
+    return {
+        n: sampler(
+            n,
+            options=TINY_OPTIONS.get(n, {}) if tiny else {},
+            axes=axes.get(n),
+            networks=NETWORKS.get(n),
+            tasks=tasks.get(n),
+        )
+        for n in names
+    }

@@ -1,0 +1,117 @@
+"""Every experiment config loads at `tiny`, rejects an unknown argument, and sweep configs validate.
+
+No compute beyond building the tasks that `sweep.validate` checks.
+"""
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from posteriorjax import sweep
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+# modules that hold helpers, not a `get_config`
+HELPERS = {"__init__", "base"}
+# configs that ignore their argument (owned by the sweep engine's own tests)
+ARG_AGNOSTIC = {"sweep_tiny"}
+NAMES = sorted(p.stem for p in CONFIG_DIR.glob("*.py") if p.stem not in HELPERS)
+SWEEP_KEYS = {"tasks", "reference", "samplers"}
+
+
+def _load(name):
+    return importlib.import_module(f"configs.{name}")
+
+
+def _is_sweep(config) -> bool:
+    return SWEEP_KEYS <= set(config.keys())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_loads_at_tiny_and_validates(name):
+    config = _load(name).get_config("tiny")
+    json.loads(config.to_json_best_effort())  # serializable, as the sweep's config.json
+    if _is_sweep(config):
+        sweep.validate(config)
+        assert name == "sweep_tiny" or config.training.scale == "tiny"
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - ARG_AGNOSTIC))
+def test_config_rejects_an_unknown_argument(name):
+    with pytest.raises(ValueError, match="config argument"):
+        _load(name).get_config("huge")
+
+
+STUDIES = (
+    "main_table",
+    "guidance_calibration",
+    "noise_levels",
+    "resolution",
+    "ood_prior_range",
+    "pointwise_vs_distributional",
+    "calibration_protocol",
+    "model_comparison",
+    "quickstart",
+)
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_study_configs_are_sweeps(name):
+    assert name in NAMES
+    for arg in ("", "tiny"):
+        config = _load(name).get_config(arg)
+        assert _is_sweep(config)
+        assert config.training.scale == ("tiny" if arg == "tiny" or name == "quickstart" else "full")
+
+
+def test_full_scale_matches_the_published_study():
+    main = _load("main_table").get_config("")
+    assert set(main.tasks) == {"darcy", "poisson", "ccs", "ltmi"}
+    assert main.tasks.darcy.resolution == 128 and main.num_cases == 50 and main.num_samples == 100
+    assert main.samplers.eci.tasks == ("darcy", "poisson")
+    gc = _load("guidance_calibration")
+    config = gc.get_config("")
+    assert gc.thresholds(False) == (3e-4, 4e-4, 5e-4, 6e-4, 7e-4, 8e-4)
+    guidance = config.samplers.fundps.axes.guidance
+    assert min(guidance) == 0.0 and max(guidance) == 1000.0
+    ood = _load("ood_prior_range").get_config("")
+    alphas = {k: v.networks.model.task_options.alpha_range for k, v in ood.samplers.items()}
+    assert alphas == {
+        "funddps_single": (2.25, 2.25),
+        "funddps_narrow": (1.875, 2.625),
+        "funddps_full": (1.5, 3.0),
+    }
+    assert tuple(ood.diagnostics) == ("pde_residual", "alpha")
+    res = _load("resolution").get_config("")
+    trained = {v.networks.model.task_options.resolution for v in res.samplers.values()}
+    assert trained == {64, 128} and res.tasks.darcy.resolution == 128
+
+
+@pytest.mark.parametrize("name", ["guidance_calibration", "noise_levels"])
+def test_noise_level_and_reference_threshold_stay_linked(name):
+    """The override of the study's noise field moves the task noise and the eps threshold together."""
+    config = _load(name).get_config("tiny")
+    field = "noise_threshold" if name == "guidance_calibration" else "noise_std"
+    config[field] = 6e-3 if field == "noise_threshold" else 2e-3
+    eps = config.reference.eps
+    assert config.tasks.poisson.noise_std == pytest.approx(eps / 3)
+    assert eps == pytest.approx(6e-3)
+    settings = sweep.settings(config)
+    assert settings.tasks["poisson"]["noise_std"] == pytest.approx(2e-3)
+
+
+def test_model_comparison_misspecifies_one_thing_at_a_time():
+    config = _load("model_comparison").get_config("tiny")
+    overrides = {label: dict(entry.task_options) for label, entry in config.samplers.items()}
+    assert overrides["exact_correct"] == {}
+    assert overrides["exact_prior_misspecified"] == {"alpha": 3.0}
+    assert overrides["exact_noise_misspecified"] == {"noise_std": 4e-4}
+
+
+def test_reference_validation_is_a_two_ensemble_reference_config():
+    config = _load("reference_validation").get_config("")
+    expected = set(_load("reference.darcy").get_config("").keys())
+    assert set(config.keys()) == expected
+    assert config.validation.two_ensemble and config.eps_rule.enabled
+    assert config.eps_rule.eps == 3e-4 and config.eps_rule.num == 100
