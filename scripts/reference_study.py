@@ -1,0 +1,365 @@
+"""Reference-posterior measurements: Darcy GT1/GT2 consistency, eps-rule and importance references
+against the exact Poisson posterior, and pCN convergence. Every subcommand resumes from its workdir
+and prints (and writes as JSON) the numbers the README quotes.
+
+    # time-boxed, resumable pair of rotation-augmented pools (equal size: alternating chunks)
+    nice -n 10 python scripts/reference_study.py pools --task darcy --resolution 32 \
+        --workdir /tmp/study/darcy32 --num-chunks 40 --chunk-size 2048 --seconds 600
+    # acceptance, GT1/GT2 at the published eps (if it fills K) and at the smallest eps that does
+    nice -n 10 python scripts/reference_study.py darcy --resolution 32 --workdir /tmp/study/darcy32
+    # eps-rule and importance references against exact pathwise samples (poisson_fixed 32 x 32)
+    nice -n 10 python scripts/reference_study.py poisson --workdir /tmp/study/poisson32
+    # pCN relative mean/std error against the exact posterior as the chains grow
+    nice -n 10 python scripts/reference_study.py pcn --resolution 32 --num-sensors 128 --noise-std 1e-4
+
+Pools live under ``WORKDIR/pool_a`` and ``WORKDIR/pool_b`` (`reference.pool`), results in
+``WORKDIR/<subcommand>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+import jax  # noqa: E402
+import jax.random as jr  # noqa: E402
+import numpy as np  # noqa: E402
+
+from posteriorjax import samplers, tasks  # noqa: E402
+from posteriorjax.reference import exact, mcmc, pool, rejection, store, validate  # noqa: E402
+
+PUBLISHED_EPS = 3e-4
+K = 100
+
+
+def _task(name: str, resolution: int, **options):
+    return tasks.get(name, resolution=resolution, **options)
+
+
+def _write(workdir: Path, name: str, result: dict) -> None:
+    store.atomic_write_json(workdir / f"{name}.json", result)
+    print(json.dumps(result, indent=1, default=str))
+
+
+# -- pools -----------------------------------------------------------------------------------------
+
+
+def build_pools(task, workdir: Path, *, num_chunks: int, chunk_size: int, seconds: float, step: int = 4):
+    """Grow pools `a` (seed 0) and `b` (seed 1) alternately, `step` chunks each, until `seconds` pass.
+
+    Both pools always hold the same number of chunks after a round, so GT1 and GT2 have equal budget.
+    Returns `{"a": Pool, "b": Pool, "seconds": time spent, "candidates_per_s": throughput}`.
+    """
+    start, made = time.perf_counter(), 0
+    pools = {}
+    while True:
+        for offset, name in enumerate("ab"):
+            directory = workdir / f"pool_{name}"
+            before = pool.Pool.open(directory).size if (directory / store.MANIFEST).exists() else 0
+            pools[name] = pool.build(
+                task, workdir / f"pool_{name}", seed=offset, num_chunks=num_chunks, chunk_size=chunk_size,
+                augment=True, store_state=False, progress=False, max_new_chunks=step,
+            )  # fmt: skip
+            made += pools[name].size - before
+        elapsed = time.perf_counter() - start
+        print(f"pools: a {pools['a'].size:,} b {pools['b'].size:,} candidates, {elapsed:.0f} s", flush=True)
+        if elapsed > seconds or (pools["a"].complete and pools["b"].complete):
+            break
+    return {"a": pools["a"], "b": pools["b"], "seconds": elapsed, "candidates_per_s": made / elapsed}
+
+
+def cmd_pools(args) -> None:
+    task = _task(args.task, args.resolution)
+    workdir = Path(args.workdir)
+    out = build_pools(
+        task, workdir, num_chunks=args.num_chunks, chunk_size=args.chunk_size, seconds=args.seconds
+    )
+    log = workdir / "pools_log.json"
+    history = json.loads(log.read_text()) if log.exists() else []
+    history.append(
+        {
+            "task": args.task,
+            "resolution": args.resolution,
+            "size_a": out["a"].size,
+            "size_b": out["b"].size,
+            "seconds": out["seconds"],
+            "new_candidates_per_s": out["candidates_per_s"],
+        }
+    )
+    store.atomic_write_json(log, history)
+    print(json.dumps(history[-1], indent=1))
+
+
+# -- eps-rule acceptance ---------------------------------------------------------------------------
+
+
+def tail_extrapolation(mae, eps: float, *, counts=(10, 30, 100, 300, 1000)) -> dict:
+    """Lower-tail power law of the MAE distribution, F(e) = P(MAE <= e) ~ c e^d, fitted on log-log
+
+    at the order statistics e_(k), k in `counts`, and evaluated at `eps`: the acceptance rate the
+    pool would show at `eps` and the pool size that fills K there (an extrapolation when the pool
+    accepts nothing at `eps`).
+    """
+    mae = np.sort(np.asarray(mae, np.float64))
+    ks = np.array([k for k in counts if k <= mae.size])
+    e = mae[ks - 1]
+    slope, intercept = np.polyfit(np.log(e), np.log(ks / mae.size), 1)
+    rate = float(np.exp(intercept + slope * np.log(eps)))
+    return {"tail_exponent": float(slope), "rate_at_eps": rate, "pool_for_K": K / rate}
+
+
+def acceptance(mae, eps: float = PUBLISHED_EPS) -> dict:
+    mae = np.asarray(mae, np.float64)
+    accepted = int(np.sum(mae <= eps))
+    out = {
+        "pool_size": int(mae.size),
+        "accepted": accepted,
+        "rate": accepted / mae.size,
+        "min_mae": float(mae.min()),
+        "eps_fill_K": float(np.sort(mae)[K - 1]),
+    }
+    if accepted >= 1:
+        out["pool_for_K"] = K * mae.size / accepted
+    out["extrapolated"] = tail_extrapolation(mae, eps)
+    return out
+
+
+def eps_reference(p, mae, *, eps: float, seed: int) -> store.Reference:
+    """`rejection.eps_select` on precomputed MAE (no second pass over the pool), then the gather."""
+    idx, w, rate = rejection.eps_select(np.random.default_rng(seed), mae, eps=eps, num=K)
+    info = {"eps": eps, "pool_size": int(np.size(mae)), "acceptance_rate": rate}
+    return store.Reference(p.gather(idx), w, "eps_rule", seed, info)
+
+
+# -- Darcy: GT1 / GT2 --------------------------------------------------------------------------------
+
+
+def sampler_ensembles(key, task, y, *, pcn_steps: int) -> dict:
+    """The ensembles scored against GT1 and GT2: prior draws, ES-MDA (published profile), pCN chains."""
+    k_prior, k_esmda, k_pcn = jr.split(key, 3)
+    prior = jax.vmap(task.prior.sample)(jr.split(k_prior, K))
+    esmda = samplers.get("esmda", task, ensemble_size=128)
+    pcn = samplers.get("pcn", task, burn_in=pcn_steps // 2, num_steps=pcn_steps - pcn_steps // 2)
+    return {
+        "prior": np.asarray(prior),
+        "esmda": np.asarray(esmda.sample(k_esmda, y, K, esmda.hparams())),
+        f"pcn_{pcn_steps}": np.asarray(pcn.sample(k_pcn, y, K, pcn.hparams())),
+    }
+
+
+def cmd_darcy(args) -> None:
+    task = _task("darcy", args.resolution)
+    workdir = Path(args.workdir)
+    pools = {name: pool.Pool.open(workdir / f"pool_{name}", task) for name in "ab"}
+    n = min(p.size for p in pools.values())
+    if any(p.size != n for p in pools.values()):
+        raise ValueError(f"pools: expected equal sizes, got {[p.size for p in pools.values()]}")
+    cases = task.cases(args.case_seed, args.cases)
+    result = {"resolution": args.resolution, "pool_size_each": n, "cases": []}
+    for i in range(args.cases):
+        y = np.asarray(cases.y_obs[i])
+        start = time.perf_counter()
+        mae = {k: rejection.pool_statistic(p, lambda yc, y=y: rejection.mean_absolute_error(yc, y))
+               for k, p in pools.items()}  # fmt: skip
+        entry = {"case": i, "scan_seconds": time.perf_counter() - start}
+        entry["published"] = {k: acceptance(m) for k, m in mae.items()}
+        ens = sampler_ensembles(jr.fold_in(jr.key(args.seed), i), task, y, pcn_steps=args.pcn_steps)
+        levels = (
+            {"published": PUBLISHED_EPS} if min(np.sum(m <= PUBLISHED_EPS) for m in mae.values()) >= K else {}
+        )
+        levels["fill_K"] = max(float(np.sort(m)[K - 1]) for m in mae.values())
+        for label, eps in levels.items():
+            refs = [eps_reference(pools[k], mae[k], eps=eps, seed=1000 * i + j) for j, k in enumerate("ab")]
+            ratios = validate.two_ensemble_ratios(ens, *refs, task=task)
+            entry[f"ratios_{label}"] = {"eps": eps, "ess": [r.ess() for r in refs], **ratios}
+        result["cases"].append(entry)
+        print(json.dumps(entry, indent=1, default=str), flush=True)
+    labels = [k for k in result["cases"][0] if k.startswith("ratios_")]
+    result["worst"] = {
+        label: {m: max(c[label]["ratios"][m] for c in result["cases"] if label in c)
+                for m in validate.RATIO_METRICS}
+        for label in labels
+    }  # fmt: skip
+    _write(workdir, f"darcy{args.resolution}", result)
+
+
+# -- Poisson: eps rule and importance against the exact posterior ------------------------------------
+
+
+def _prefix_moments(p, cases_y, noise_stds, sizes) -> dict:
+    """Importance-weighted mean/std for every case, noise std and pool prefix, in one pass over x.
+
+    Returns `{(case, noise): [(size, mean (C,H,W), std, ess), ...]}`. Running log-sum-exp scaling keeps
+    every prefix's weights finite.
+    """
+    state = {}
+    out = {(c, s): [] for c in range(len(cases_y)) for s in noise_stds}
+    for first, arrays in p.iter_chunks():
+        x = np.asarray(arrays["x"], np.float64).reshape(len(arrays["x"]), -1)
+        yc = np.asarray(arrays["y"], np.float64)
+        for c, y in enumerate(cases_y):
+            for s in noise_stds:
+                lw = rejection.gaussian_log_weights(yc, y, s)
+                m, s0, s1, s2, q = state.get((c, s), (-np.inf, 0.0, 0.0, 0.0, 0.0))
+                m_new = max(m, lw.max())
+                scale = np.exp(m - m_new) if np.isfinite(m) else 0.0
+                w = np.exp(lw - m_new)
+                state[(c, s)] = (m_new, s0 * scale + w.sum(), s1 * scale + w @ x,
+                                 s2 * scale + w @ x**2, q * scale**2 + np.sum(w**2))  # fmt: skip
+        size = first + p.per_chunk
+        if size in sizes:
+            for key, (_, s0, s1, s2, q) in state.items():
+                mean = s1 / s0
+                std = np.sqrt(np.maximum(s2 / s0 - mean**2, 0.0))
+                out[key].append((size, mean, std, s0**2 / q))
+    return out
+
+
+def cmd_poisson(args) -> None:
+    task = _task("poisson_fixed", args.resolution)
+    workdir = Path(args.workdir)
+    start = time.perf_counter()
+    p = pool.build(task, workdir / "pool", seed=0, num_chunks=args.num_chunks, chunk_size=args.chunk_size,
+                   augment=True, store_state=False, progress=False)  # fmt: skip
+    build_seconds = time.perf_counter() - start
+    sizes = [p.per_chunk * 2**j for j in range(20) if p.per_chunk * 2**j <= p.size]
+    cases = task.cases(args.case_seed, args.cases)
+    result = {"resolution": args.resolution, "pool_size": p.size, "build_seconds": build_seconds, "cases": []}
+    exact_draws = {}
+    for i in range(args.cases):
+        y = np.asarray(cases.y_obs[i])
+        post = exact.condition(task, y)
+        key = jr.fold_in(jr.key(args.seed), i)
+        draws = np.asarray(post.sample(key, task, args.exact_samples))
+        exact_draws[i] = (post, draws)
+        entry = {"case": i, "eps_rule": []}
+
+        def agree(ref, post=post, draws=draws):
+            return validate.exact_agreement(ref, post.mean, post.std, exact_samples=draws, task=task)
+
+        # Monte Carlo floor of a K = 100 ensemble, and the prior as the no-information end
+        exact_k = np.asarray(post.sample(jr.fold_in(key, 1), task, K))
+        prior_k = np.asarray(jax.vmap(task.prior.sample)(jr.split(jr.fold_in(key, 2), K)))
+        uniform = np.full(K, 1.0 / K)
+        entry["exact_K"] = agree(store.Reference(exact_k, uniform, "exact", 0))
+        entry["prior_K"] = agree(store.Reference(prior_k, uniform, "prior", 0))
+        mae_all = rejection.pool_statistic(p, lambda yc, y=y: rejection.mean_absolute_error(yc, y))
+        for n in sizes:
+            mae = mae_all[:n]
+            row = {"pool_size": n, "published": acceptance(mae)}
+            for label, eps in (("published", PUBLISHED_EPS), ("fill_K", float(np.sort(mae)[K - 1]))):
+                if np.sum(mae <= eps) >= K:
+                    row[f"agreement_{label}"] = {"eps": eps, **agree(eps_reference(p, mae, eps=eps, seed=i))}
+            entry["eps_rule"].append(row)
+        result["cases"].append(entry)
+        print(json.dumps(entry, indent=1, default=str), flush=True)
+
+    noise_stds = [float(s) for s in args.importance_noise]
+    ys = {}
+    for s in noise_stds:  # the pool's noise-free observations serve every noise level of the same sensors
+        noisy = _task("poisson_fixed", args.resolution, noise_std=s)
+        ys[s] = (noisy, noisy.cases(args.case_seed, args.cases).y_obs)
+    moments = {}
+    for s in noise_stds:
+        moments.update(_prefix_moments(p, [np.asarray(y) for y in ys[s][1]], [s], sizes))
+    importance = []
+    for (c, s), rows in sorted(moments.items()):
+        noisy, y_obs = ys[s]
+        mean, std = exact.posterior(noisy, np.asarray(y_obs[c]))
+        for size, mu, sd, ess in rows:
+            importance.append({
+                "case": c, "noise_std": s, "pool_size": size, "ess": float(ess),
+                "mean_rel_error": float(np.linalg.norm(mu - mean.ravel()) / np.linalg.norm(mean)),
+                "std_rel_error": float(np.linalg.norm(sd - std.ravel()) / np.linalg.norm(std)),
+            })  # fmt: skip
+    result["importance"] = importance
+    _write(workdir, "poisson", result)
+
+
+# -- pCN against the exact posterior ----------------------------------------------------------------
+
+
+def cmd_pcn(args) -> None:
+    task = tasks.get("poisson_fixed", resolution=args.resolution, num_sensors=args.num_sensors,
+                     noise_std=args.noise_std)  # fmt: skip
+    y = np.asarray(task.cases(args.case_seed, 1).y_obs[0])
+    mean, std = exact.posterior(task, y)
+    rows = []
+    for steps in args.steps:
+        burn_in = steps // 2
+        thin = max((steps - burn_in) // args.draws, 1)
+        start = time.perf_counter()
+        res = mcmc.run(jr.key(args.seed), task, y, num_chains=args.chains, num_draws=args.draws,
+                       burn_in=burn_in, thin=thin, method=args.method)  # fmt: skip
+        x = np.asarray(jax.block_until_ready(res.samples))
+        seconds = time.perf_counter() - start
+        flat = x.reshape(-1, *task.unknown_shape)
+        diag = mcmc.diagnose(res)
+        row = {
+            "steps": burn_in + args.draws * thin, "burn_in": burn_in, "thin": thin, "seconds": seconds,
+            "mean_rel_error": float(np.linalg.norm(flat.mean(0) - mean) / np.linalg.norm(mean)),
+            "std_rel_error": float(np.linalg.norm(flat.std(0) - std) / np.linalg.norm(std)),
+            "step_size_median": float(np.median(np.asarray(res.step))), **vars(diag),
+        }  # fmt: skip
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    name = f"pcn_{args.method}_{args.resolution}_{args.num_sensors}_{args.noise_std:g}"
+    out = {"config": {k: v for k, v in vars(args).items() if k != "fn"}, "runs": rows}
+    _write(Path(args.workdir), name, out)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pools", help="grow the two augmented pools of a task (time-boxed, resumable)")
+    p.add_argument("--task", default="darcy")
+    p.add_argument("--resolution", type=int, default=32)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--num-chunks", type=int, default=40)
+    p.add_argument("--chunk-size", type=int, default=2048)
+    p.add_argument("--seconds", type=float, default=600.0)
+    p.set_defaults(fn=cmd_pools)
+    p = sub.add_parser("darcy", help="acceptance and GT1/GT2 ratios from the two Darcy pools")
+    p.add_argument("--resolution", type=int, default=32)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--cases", type=int, default=2)
+    p.add_argument("--case-seed", type=int, default=1234)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pcn-steps", type=int, default=2000)
+    p.set_defaults(fn=cmd_darcy)
+    p = sub.add_parser("poisson", help="eps-rule and importance references against the exact posterior")
+    p.add_argument("--resolution", type=int, default=32)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--num-chunks", type=int, default=32)
+    p.add_argument("--chunk-size", type=int, default=2048)
+    p.add_argument("--cases", type=int, default=3)
+    p.add_argument("--case-seed", type=int, default=1234)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--exact-samples", type=int, default=1000)
+    p.add_argument("--importance-noise", nargs="+", default=["1e-4", "1e-3", "1e-2"])
+    p.set_defaults(fn=cmd_poisson)
+    p = sub.add_parser("pcn", help="pCN (or MALA) mean/std error against the exact posterior vs steps")
+    p.add_argument("--resolution", type=int, default=32)
+    p.add_argument("--num-sensors", type=int, default=128)
+    p.add_argument("--noise-std", type=float, default=1e-4)
+    p.add_argument("--method", default="pcn", choices=mcmc.METHODS)
+    p.add_argument("--chains", type=int, default=32)
+    p.add_argument("--draws", type=int, default=50)
+    p.add_argument("--steps", type=int, nargs="+", default=[1000, 10000, 100000])
+    p.add_argument("--case-seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default="/tmp/reference_study")
+    p.set_defaults(fn=cmd_pcn)
+    args = parser.parse_args(argv)
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
