@@ -36,8 +36,8 @@ block of the basis and predicts frames 1..3 as mu_t + Phi_t c. The RBF
 baseline interpolates frame 0, then maps it to frames 1..3 with the same joint
 basis fitted on every frame-0 entry (rank `propagator_rank`, relative noise
 selected from `propagator_noises` with the length scale). `dataset` is the
-training `data.Dataset` aligned with `targets` (its frame 0 completes the
-joint snapshots).
+family's `data.Dataset`; its training split (in order) must be the N records
+of `inputs` and `targets` (its frame 0 completes the joint snapshots).
 """
 
 from __future__ import annotations
@@ -292,15 +292,16 @@ def fit_views(key, model_name: str, inputs, targets, *, config=None, dataset=Non
     v, n, _, h, w = inputs.shape
     if targets.ndim != 4 or targets.shape[0] != n or targets.shape[2:] != (h, w):
         raise ValueError(f"targets: expected ({n}, C_out, {h}, {w}), got shape {targets.shape}")
-    if dataset is None or dataset.num_records != n:
-        got = None if dataset is None else dataset.num_records
-        raise ValueError(f"dataset: expected the {n} training records aligned with targets, got {got}")
+    train = None if dataset is None else dataset.train
+    if train is None or train.num_records != n:
+        got = None if train is None else train.num_records
+        raise ValueError(f"dataset: expected {n} training records (the rows of inputs), got {got}")
     forecast = bool(dataset.forecast)
     channels = targets.shape[1]
     options = _options(model_name, config)
     held = _holdout(n, options["fit_records"])
     rest = np.setdiff1d(np.arange(n), held)
-    snapshots = _snapshots(targets, dataset, forecast)
+    snapshots = _snapshots(targets, train, forecast)
     held_inputs, held_targets = inputs[:, held], jnp.asarray(targets[held])
 
     if model_name == "gappy_pod":

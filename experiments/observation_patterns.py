@@ -1,0 +1,24 @@
+"""Observation-pattern transfer: the whole protocol, resumable per (family, model).
+
+    python -m experiments.observation_patterns --config=configs/observation_patterns.py[:tiny] --workdir=DIR
+
+See `posteriorjax.transfer.pipeline.run` and `configs/observation_patterns.py`.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from posteriorjax.transfer import pipeline
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds results).")
+
+
+def main(argv):
+    del argv
+    pipeline.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["config", "workdir"])
+    app.run(main)

@@ -1,0 +1,229 @@
+"""The observation-pattern transfer experiment end to end, resumable per (family, model) block.
+
+`run(config, workdir)`: for each family, the records (`data.make_dataset`,
+cached under `workdir/data`), then for each model the nine per-view models
+trained as one program on the training records under `data.VIEWS`, scored on
+the test records under every view (the 9 x 9 blocks), the R50-trained model
+under the density views, and (for `config.mixed_models`) one model trained on
+the nine-view mixture, scored on the nine views. Each (family, model) result
+is written to `workdir/blocks/{family}__{model}.json` (per-record ids and
+errors of every block, timings, the configuration hash) as soon as it is
+done; a rerun skips every block file whose hash matches. Finally
+`report.write` builds the tables and figures from the block files.
+
+Model names resolve through an explicit registry: the classical baselines
+(`baselines.MODELS`) and the learned models (`models.MODELS`); both provide
+`fit_views(key, name, inputs, targets, *, config, dataset)` and
+`predict(models, inputs)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import zlib
+from pathlib import Path
+
+import jax
+import jax.random as jr
+import numpy as np
+
+from posteriorjax import results
+from posteriorjax.transfer import baselines, data, protocol, report
+
+DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
+
+
+def backend(name: str):
+    """The module (`baselines` or `models`) that implements model `name`."""
+    if name in baselines.MODELS:
+        return baselines
+    from posteriorjax.transfer import models
+
+    if name in models.MODELS:
+        return models
+    raise ValueError(f"model: expected one of {baselines.MODELS + tuple(models.MODELS)}, got {name!r}")
+
+
+def available_models() -> tuple[str, ...]:
+    """Baselines, then the learned models."""
+    from posteriorjax.transfer import models
+
+    return (*baselines.MODELS, *models.MODELS)
+
+
+def _plain(value):
+    return value.to_dict() if hasattr(value, "to_dict") else dict(value)
+
+
+def block_hash(config, family: str, model: str) -> str:
+    """SHA-256 (16 hex) of everything a (family, model) result depends on."""
+    model_config = _plain(config.model_config).get(model, {})
+    text = json.dumps(
+        dict(
+            family=family,
+            model=model,
+            resolution=config.resolution,
+            num_train=config.num_train,
+            num_test=config.num_test,
+            seed=config.seed,
+            mask_seed=config.mask_seed,
+            model_config=model_config,
+            mixed=model in config.mixed_models,
+        ),
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def block_path(workdir: Path, family: str, model: str) -> Path:
+    return Path(workdir) / "blocks" / f"{family}__{model}.json"
+
+
+def load_block_file(path: Path) -> dict:
+    """A stored (family, model) result with its blocks as `protocol.Block`s keyed `(train, test)`."""
+    raw = json.loads(Path(path).read_text())
+    raw["blocks"] = {
+        tuple(k.split("|")): protocol.Block(
+            np.asarray(b["record"], np.int64), np.asarray(b["error"]), np.asarray(b["hidden"])
+        )
+        for k, b in raw["blocks"].items()
+    }
+    raw["expected"] = np.asarray(raw["expected"], np.int64)
+    return raw
+
+
+def _encode(block: protocol.Block) -> dict:
+    return {
+        "record": block.record.tolist(),
+        "error": [float(e) for e in block.error],
+        "hidden": [float(e) for e in block.hidden],
+    }
+
+
+class _Views:
+    """Test inputs and masks per view, built on first use."""
+
+    def __init__(self, dataset: data.Dataset):
+        self.dataset = dataset
+        self._cache = {}
+
+    def __call__(self, view: str):
+        if view not in self._cache:
+            masks = data.view_masks(self.dataset, view)
+            self._cache[view] = (data.masked_inputs(self.dataset.observed, masks), masks)
+        return self._cache[view]
+
+
+def _score(test: data.Dataset, preds, masks) -> list[protocol.Block]:
+    preds = np.asarray(preds)
+    return [protocol.score_block(test.record, p, test.target, masks) for p in preds]
+
+
+def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test_views: _Views) -> dict:
+    """Train and score one (family, model): the 9 x 9 blocks, the density views, and MIX if configured."""
+    module = backend(model)
+    model_config = _plain(config.model_config).get(model, {})
+    train, test = dataset.train, dataset.test
+    blocks = {}
+    start = time.perf_counter()
+    fitted = module.fit_views(key, model, train_inputs(), train.target, config=model_config, dataset=dataset)
+    jax.block_until_ready(fitted)
+    fit_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    for w in data.VIEWS:
+        inputs, masks = test_views(w)
+        for v, block in zip(data.VIEWS, _score(test, module.predict(fitted, inputs), masks), strict=True):
+            blocks[f"{v}|{w}"] = _encode(block)
+    for w in DENSITY_ONLY:
+        inputs, masks = test_views(w)
+        blocks[f"R50|{w}"] = _encode(_score(test, module.predict(fitted, inputs)[:1], masks)[0])
+    predict_seconds = time.perf_counter() - start
+    out = {"fit_seconds": fit_seconds, "predict_seconds": predict_seconds}
+    if model in config.mixed_models:
+        start = time.perf_counter()
+        mix_inputs = data.mixture_inputs(train)[None]
+        mixed = module.fit_views(
+            jr.fold_in(key, 1), model, mix_inputs, train.target, config=model_config, dataset=dataset
+        )
+        for w in data.VIEWS:
+            inputs, masks = test_views(w)
+            blocks[f"{data.MIXTURE}|{w}"] = _encode(_score(test, module.predict(mixed, inputs), masks)[0])
+        out["mixed_seconds"] = time.perf_counter() - start
+    out["blocks"] = blocks
+    return out
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    tmp.replace(path)
+
+
+def run(config, workdir: str | Path) -> dict:
+    """Run (or resume) the whole protocol; returns `report.write`'s summary."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if jax.process_index() == 0:
+        (workdir / "config.json").write_text(config.to_json(indent=2))
+        (workdir / "provenance.json").write_text(
+            json.dumps(results.provenance({"seed": config.seed, "mask_seed": config.mask_seed}), indent=2)
+        )
+    base = jr.key(config.seed)
+    for family in config.families:
+        todo = [
+            m
+            for m in config.models
+            if not _is_done(block_path(workdir, family, m), block_hash(config, family, m))
+        ]
+        if not todo:
+            print(f"[{family}] all {len(config.models)} models done", flush=True)
+            continue
+        start = time.perf_counter()
+        dataset = data.make_dataset(
+            family,
+            config.resolution,
+            config.num_train,
+            config.num_test,
+            config.seed,
+            mask_seed=config.mask_seed,
+            cache_dir=workdir / "data",
+        )
+        print(f"[{family}] data {time.perf_counter() - start:.1f} s", flush=True)
+        train = dataset.train
+        cache = {}
+
+        def train_inputs(train=train, cache=cache):
+            if "x" not in cache:
+                cache["x"] = np.stack([data.view_inputs(train, v) for v in data.VIEWS])
+            return cache["x"]
+
+        test_views = _Views(dataset.test)
+        for model in todo:
+            key = jr.fold_in(jr.fold_in(base, zlib.crc32(family.encode())), zlib.crc32(model.encode()))
+            result = run_block(key, config, dataset, model, train_inputs, test_views)
+            result.update(
+                family=family,
+                model=model,
+                config_hash=block_hash(config, family, model),
+                expected=dataset.test.record.tolist(),
+            )
+            _write_json(block_path(workdir, family, model), result)
+            print(
+                f"[{family}] {model}: fit {result['fit_seconds']:.1f} s, "
+                f"predict {result['predict_seconds']:.1f} s",
+                flush=True,
+            )
+    return report.write(workdir, config)
+
+
+def _is_done(path: Path, digest: str) -> bool:
+    if not path.exists():
+        return False
+    try:
+        return json.loads(path.read_text()).get("config_hash") == digest
+    except (OSError, json.JSONDecodeError):
+        return False

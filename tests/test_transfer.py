@@ -1,0 +1,288 @@
+"""Observation-pattern transfer: views and masks, validity, C/D and ratios, baselines, end to end."""
+
+import json
+
+import jax.random as jr
+import ml_collections
+import numpy as np
+import pytest
+
+from posteriorjax.transfer import baselines, data, pipeline, protocol
+
+N = 32
+# realized counts at 32 x 32: random 0.5/0.65/0.8/0.2/0.35 of 1024 (half up); H, V: 16 lines;
+# BL: a 22 x 22 hole; LI: 10 rows + 9 columns (overlaps once); BD: band of width 5
+COUNTS = {
+    "R50": 512, "H": 512, "V": 512, "CL": 512, "BL": 540, "LI": 518, "BD": 540, "R65": 666, "R80": 819,
+    "random20": 205, "random35": 358, "random50": 512, "random65": 666, "random80": 819,
+}  # fmt: skip
+
+
+def synthetic(records, family="darcy_field", n=N, channels=1, seed=0, split=None) -> data.Dataset:
+    """A dataset of random fields with the given record ids (masks only depend on the ids)."""
+    records = np.asarray(records, np.int64)
+    rng = np.random.default_rng(seed)
+    m = len(records)
+    forecast = family in data.FORECAST
+    state = rng.standard_normal((m, 4 if forecast else 1, n, n)).astype(np.float32)
+    observed, target = (state[:, :1], state[:, 1:]) if forecast else (state, state)
+    return data.Dataset(
+        family,
+        n,
+        20260804,
+        records,
+        records // data.RECORD_BLOCK % 3,
+        np.zeros(m, np.int64) if split is None else np.asarray(split, np.int64),
+        rng.standard_normal((m, 1, n, n)).astype(np.float32),
+        state,
+        observed,
+        target,
+    )
+
+
+@pytest.fixture(scope="module")
+def ids():
+    return data.record_ids(1, np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 0, 1, 0, 1]))
+
+
+def test_record_ids_are_stable_and_distinct(ids):
+    assert ids.tolist() == [3 * 2**24, 3 * 2**24 + 1, 4 * 2**24, 4 * 2**24 + 1, 5 * 2**24, 5 * 2**24 + 1]
+    train = data.record_ids(0, np.array([0, 1, 2]), np.array([0, 0, 0]))
+    assert not set(train) & set(ids)
+
+
+def test_exact_counts_per_view(ids):
+    ds = synthetic(ids)
+    for view, count in COUNTS.items():
+        masks = data.view_masks(ds, view)
+        assert masks.shape == (len(ids), N, N) and masks.dtype == bool
+        np.testing.assert_array_equal(masks.sum(axis=(1, 2)), count, err_msg=view)
+        if view not in ("BD",):  # the boundary band is deterministic; every other view varies per record
+            assert len({m.tobytes() for m in masks}) > 1, view
+        x = data.view_inputs(ds, view)
+        assert x.shape == (len(ids), 2, N, N) and x.dtype == np.float32
+        np.testing.assert_array_equal(x[:, 1] > 0, masks)
+        np.testing.assert_array_equal(x[:, 0], np.where(masks, ds.observed[:, 0], 0.0))
+    # density views are drawn separately: 20 % is not nested in 35 %
+    lo, hi = data.view_masks(ds, "random20"), data.view_masks(ds, "random35")
+    assert np.any(lo & ~hi)
+    # the mixture takes one of the nine views per record
+    mix = data.view_masks(ds, data.MIXTURE)
+    for i in range(len(ids)):
+        assert any(np.array_equal(mix[i], data.view_masks(ds.select([i]), v)[0]) for v in data.VIEWS)
+    with pytest.raises(ValueError, match="view"):
+        data.view_masks(ds, "R90")
+
+
+def test_same_record_same_mask_across_datasets(ids):
+    a = synthetic(ids, seed=0)
+    b = synthetic(ids[::-1][:4], seed=1, family="heat_field")  # other order, subset, other fields
+    for view in (*data.VIEWS, *data.DENSITY_VIEWS, data.MIXTURE):
+        ma, mb = data.view_masks(a, view), data.view_masks(b, view)
+        for j, r in enumerate(b.record):
+            np.testing.assert_array_equal(mb[j], ma[list(a.record).index(r)], err_msg=view)
+
+
+@pytest.mark.slow
+def test_make_dataset_records_are_stable_across_split_sizes():
+    small = data.make_dataset("heat_field", 16, 4, 3, 0)
+    big = data.make_dataset("heat_field", 16, 6, 3, 0)
+    common = np.intersect1d(small.record, big.record)
+    assert common.size == 7
+    for r in common:
+        np.testing.assert_allclose(
+            small.state[small.record == r], big.state[big.record == r], rtol=1e-6, atol=1e-6
+        )
+
+
+# ----------------------------------------------------------------------------
+# Protocol
+
+
+def test_relative_l2_full_and_hidden():
+    target = np.zeros((2, 1, 2, 2))
+    target[0, 0] = [[3.0, 0.0], [0.0, 4.0]]
+    target[1, 0] = [[1.0, 1.0], [1.0, 1.0]]
+    pred = target.copy()
+    pred[0, 0, 1, 1] = 0.0  # error 4 on a field of norm 5
+    pred[1, 0, 0, 0] = 2.0  # error 1 on a field of norm 2
+    np.testing.assert_allclose(protocol.relative_l2(pred, target), [0.8, 0.5])
+    hidden = np.array([[[False, False], [False, True]], [[False, True], [True, True]]])
+    np.testing.assert_allclose(protocol.relative_l2(pred, target, hidden=hidden), [1.0, 0.0])
+
+
+def test_summary_on_a_hand_built_matrix():
+    e = np.full((9, 9), 0.4)
+    np.fill_diagonal(e, 0.1)
+    e[0, 1] = 1.2  # R50-trained model on H
+    e[4, 4] = 0.2
+    s = protocol.summarize(e)
+    d = (8 * 0.1 + 0.2) / 9
+    c = (71 * 0.4 + 1.2) / 72
+    assert s.D == pytest.approx(d) and s.C == pytest.approx(c) and s.ratio == pytest.approx(c / d)
+    assert s.transfer[0, 1] == pytest.approx(12.0) and s.transfer[3, 4] == pytest.approx(2.0)
+    np.testing.assert_allclose(np.diag(s.transfer), 1.0)
+    assert s.cross_max == pytest.approx(1.2) and s.cross_median == pytest.approx(0.4)
+    layout = protocol.layout_comparison(e)
+    assert layout[0]["worse"] == 12 and layout[0]["total"] == 12
+    assert layout[1]["total"] == 6 and layout[1]["median_ratio"] == pytest.approx(
+        4.0
+    )  # 0.4/0.2 (x2), 0.4/0.1 (x4)
+    mix = protocol.mixed_ratios(np.full(9, 0.2), e)
+    np.testing.assert_allclose(mix["ratio"], np.where(np.arange(9) == 4, 1.0, 2.0))
+    assert mix["geometric_mean"] == pytest.approx(2 ** (8 / 9))
+    assert mix["transferred_max"][1] == pytest.approx(12.0)
+    assert mix["beats_median_transfer"] == 9
+    sweep = protocol.density_sweep(dict(zip(data.DENSITY_VIEWS, [0.5, 0.3, 0.1, 0.2, 0.05], strict=True)))
+    np.testing.assert_allclose(sweep["ratio_to_r50"], [5.0, 3.0, 1.0, 2.0, 0.5])
+    assert sweep["denser_lower"] == 1 and sweep["denser_total"] == 2
+    with pytest.raises(ValueError, match="matrix"):
+        protocol.summarize(np.where(np.eye(9, dtype=bool), np.nan, e))
+
+
+def _blocks(expected, error=0.1):
+    rec = np.asarray(expected)
+    return {
+        (v, w): protocol.Block(rec, np.full(rec.size, error if v == w else 2 * error), np.full(rec.size, 0.3))
+        for v in data.VIEWS
+        for w in data.VIEWS
+    }
+
+
+@pytest.mark.parametrize(
+    "defect, reason",
+    [("missing", "missing"), ("duplicated", "duplicated"), ("nan", "non-finite"), ("absent", "not computed")],
+)
+def test_invalid_blocks_are_rejected(defect, reason):
+    expected = np.arange(10, 20)
+    blocks = _blocks(expected)
+    assert protocol.summarize(protocol.error_matrix(blocks, expected)).ratio == pytest.approx(2.0)
+    rec, err = blocks[("H", "V")].record.copy(), blocks[("H", "V")].error.copy()
+    if defect == "missing":
+        rec, err = rec[:-1], err[:-1]
+    elif defect == "duplicated":
+        rec[3] = rec[4]
+    elif defect == "nan":
+        err[2] = np.nan
+    if defect == "absent":
+        del blocks[("H", "V")]
+    else:
+        blocks[("H", "V")] = protocol.Block(rec, err, np.full(rec.size, 0.3))
+    with pytest.raises(protocol.InvalidBlockError, match=f"train H / test V.*{reason}"):
+        protocol.error_matrix(blocks, expected)
+    loose = protocol.error_matrix(blocks, expected, strict=False)
+    assert np.isnan(loose[1, 2]) and np.isfinite(np.delete(loose.ravel(), 9 + 2)).all()
+    assert reason in protocol.invalid_blocks(blocks, expected)[("H", "V")]
+
+
+# ----------------------------------------------------------------------------
+# Baselines
+
+
+def test_rbf_is_exact_when_everything_is_observed(ids):
+    ds = synthetic(ids, split=np.zeros(len(ids)))
+    full = data.masked_inputs(ds.observed, np.ones((len(ids), N, N), bool))
+    models = baselines.fit_views(
+        jr.key(0), "rbf", np.stack([full, full]), ds.target, config={"fit_records": 2}, dataset=ds
+    )
+    pred = np.asarray(baselines.predict(models, full))
+    assert pred.shape == (2, len(ids), 1, N, N)
+    np.testing.assert_array_equal(pred[0], ds.target)
+
+
+def test_rbf_interpolates_a_smooth_field():
+    y, x = np.meshgrid(np.arange(N), np.arange(N), indexing="ij")
+    field = np.sin(2 * np.pi * x / N) * np.cos(2 * np.pi * y / N)
+    mask = np.zeros((N, N), bool)
+    mask[::2, ::2] = True
+    rec = np.stack([field * mask, mask]).astype(np.float32)
+    out = np.asarray(baselines.rbf_interpolate(rec, 2.0, ridge=1e-4, periodic=True, rtol=1e-6, max_steps=500))
+    assert np.linalg.norm(out - field) / np.linalg.norm(field) < 0.02
+
+
+@pytest.mark.parametrize("family", ["poisson_field", "burgers_field"])
+def test_gappy_pod_recovers_a_low_rank_field(family):
+    rng = np.random.default_rng(0)
+    forecast = family in data.FORECAST
+    c = 4 if forecast else 1
+    modes = rng.standard_normal((3, c * N * N))
+    coeff = rng.standard_normal((41, 3))
+    state = (coeff @ modes).reshape(41, c, N, N).astype(np.float32)
+    ds = synthetic(np.arange(41), family=family, channels=c)
+    ds = data.Dataset(
+        family, N, ds.mask_seed, ds.record, ds.regime, np.r_[np.zeros(40), 1].astype(np.int64),
+        ds.condition, state, state[:, :1], state[:, 1:] if forecast else state,
+    )  # fmt: skip
+    train, test = ds.train, ds.test
+    inputs = np.stack([data.view_inputs(train, v) for v in ("R50", "BL")])
+    config = {"ranks": (3,), "noises": (1e-7,), "fit_records": 4}
+    models = baselines.fit_views(jr.key(0), "gappy_pod", inputs, train.target, config=config, dataset=ds)
+    pred = np.asarray(baselines.predict(models, data.view_inputs(test, "BD")))
+    err = protocol.relative_l2(pred[1], test.target)
+    assert pred.shape == (2, 1, c - 1 if forecast else 1, N, N) and err[0] < 1e-3
+
+
+def test_baselines_reject_bad_input(ids):
+    ds = synthetic(ids)
+    x = data.view_inputs(ds, "R50")
+    with pytest.raises(ValueError, match="inputs"):
+        baselines.fit_views(jr.key(0), "rbf", x, ds.target, dataset=ds)
+    with pytest.raises(ValueError, match="model_name"):
+        baselines.fit_views(jr.key(0), "kriging", x[None], ds.target, dataset=ds)
+    with pytest.raises(ValueError, match="config"):
+        baselines.fit_views(jr.key(0), "rbf", x[None], ds.target, config={"length": 1.0}, dataset=ds)
+
+
+# ----------------------------------------------------------------------------
+# End to end
+
+
+@pytest.fixture(scope="module")
+def heat_run(tmp_path_factory):
+    """The pipeline once on heat_field (16 x 16, 24/6 records, gappy POD with MIX)."""
+    workdir = tmp_path_factory.mktemp("transfer")
+    config = ml_collections.ConfigDict(
+        dict(
+            families=("heat_field",),
+            models=("gappy_pod",),
+            mixed_models=("gappy_pod",),
+            resolution=16,
+            num_train=24,
+            num_test=6,
+            seed=0,
+            mask_seed=20260804,
+            model_config={"gappy_pod": {"ranks": (4, 8), "noises": (1e-3,), "fit_records": 6}},
+        )
+    )
+    return config, workdir, pipeline.run(config, workdir)
+
+
+def test_make_dataset_records_splits_and_cache(heat_run):
+    config, workdir, _ = heat_run
+    assert len(list((workdir / "data").glob("heat_field_*.npz"))) == 1
+    ds = data.make_dataset("heat_field", 16, 24, 6, 0, cache_dir=workdir / "data")  # from the cache
+    assert ds.state.shape == (30, 4, 16, 16) and ds.target.shape == (30, 3, 16, 16)
+    np.testing.assert_array_equal(ds.split, [0] * 24 + [1] * 6)
+    np.testing.assert_array_equal(ds.regime, [0] * 8 + [1] * 8 + [2] * 8 + [0, 0, 1, 1, 2, 2])
+    np.testing.assert_array_equal(ds.record[24:], data.record_ids(1, [0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]))
+    np.testing.assert_array_equal(ds.observed[:, 0], ds.state[:, 0])
+    np.testing.assert_array_equal(ds.target, ds.state[:, 1:])
+    assert np.isfinite(ds.state).all() and len(np.unique(ds.record)) == 30
+    with pytest.raises(ValueError, match="family"):
+        data.make_dataset("wave_field", 16, 4, 3, 0)
+
+
+def test_pipeline_runs_and_resumes(heat_run):
+    config, workdir, out = heat_run
+    res = out["analysis"][("heat_field", "gappy_pod")]
+    assert res["matrix"].shape == (9, 9) and np.isfinite(res["matrix"]).all() and not res["invalid"]
+    assert np.isfinite(res["summary"].ratio) and "density" in res and "mixed" in res
+    figures = ("heatmaps.png", "density.png", "mixed.png")
+    for name in ("summary.md", "results.json", *(f"figures/{f}" for f in figures)):
+        assert (workdir / name).exists(), name
+    block_file = workdir / "blocks" / "heat_field__gappy_pod.json"
+    stamp = block_file.stat().st_mtime_ns
+    pipeline.run(config, workdir)
+    assert block_file.stat().st_mtime_ns == stamp  # finished block skipped
+    stored = json.loads(block_file.read_text())
+    assert len(stored["blocks"]) == 81 + 2 + 9 and len(stored["expected"]) == 6
