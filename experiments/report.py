@@ -3,6 +3,8 @@
 Reads DIR/results.jsonl (and, when present, config.json, samples/ and references/),
 rewrites DIR/results.csv and DIR/summary.md, draws every figure that applies into
 DIR/figures/, and prints the table and the figure paths. Nothing is recomputed.
+`--noise_workdirs=DIR2,DIR3` adds sweeps of the same study at other noise levels
+(one workdir per level) to the optimal-hyperparameter-vs-1/sigma^2 figures.
 """
 
 from absl import app, flags
@@ -10,11 +12,14 @@ from absl import app, flags
 from posteriorjax import figures
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.jsonl.")
+_NOISE_WORKDIRS = flags.DEFINE_list(
+    "noise_workdirs", [], "Workdirs of the same study at other noise levels (comma-separated)."
+)
 
 
 def main(argv):
     del argv
-    table, paths = figures.report(_WORKDIR.value)
+    table, paths = figures.report(_WORKDIR.value, noise_workdirs=_NOISE_WORKDIRS.value)
     print(table)
     print(f"{len(paths)} figure(s):")
     for path in paths:

@@ -778,56 +778,66 @@ def _render_fields(workdir: Path, records: Sequence[dict], out: Path) -> list[Pa
     return paths
 
 
-def _render_noise(records: Sequence[dict], config: Mapping, out: Path) -> list[Path]:
-    by_base: dict[str, dict[float, str]] = defaultdict(dict)
-    for label in sorted({r["task"] for r in records}):
-        sigma = noise_level(label, config)
-        if sigma is None:
+def _read(workdir: Path) -> tuple[list[dict], dict]:
+    """(records, config) of a workdir; either may be missing (empty)."""
+    config_path, results_path = workdir / "config.json", workdir / "results.jsonl"
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    return (load_records(results_path) if results_path.exists() else []), config
+
+
+def _noise_optima(sources: Sequence[tuple[str, list[dict], Mapping]]) -> dict[tuple, dict[float, dict]]:
+    """`{(base, sampler, axis, others): {sigma: optima}}` from `(name, records, config)` sources.
+
+    Only keys with at least two noise levels are kept.
+    """
+    by_base: dict[str, dict[float, tuple[str, list[dict]]]] = defaultdict(dict)
+    for name, records, config in sources:
+        for (label,), recs in sorted(_group(records, "task").items()):
+            sigma = noise_level(label, config)
+            if sigma is None:
+                continue
+            base = base_task(label)
+            if sigma in by_base[base]:
+                raise ValueError(
+                    f"task {by_base[base][sigma][0]} and task {label!r} in {name}: "
+                    f"same base task {base!r} and noise level {sigma}"
+                )
+            by_base[base][sigma] = (f"{label!r} in {name}", recs)
+    table: dict[tuple, dict[float, dict]] = defaultdict(dict)
+    for base, levels in sorted(by_base.items()):
+        if len(levels) < 2:
             continue
-        base = base_task(label)
-        if sigma in by_base[base]:
-            raise ValueError(
-                f"task labels {by_base[base][sigma]!r} and {label!r}: "
-                f"same base task {base!r} and noise level {sigma}"
-            )
-        by_base[base][sigma] = label
-    paths = []
-    for base, labels in sorted(by_base.items()):
-        if len(labels) < 2:
-            continue
-        table: dict[tuple, dict[float, dict]] = defaultdict(dict)
-        for sigma, label in labels.items():
-            for (sampler,), srecs in _group([r for r in records if r["task"] == label], "sampler").items():
+        for sigma, (_, recs) in levels.items():
+            for (sampler,), srecs in _group(recs, "sampler").items():
                 for axis in varying_axes(srecs):
                     for others, sub in _axis_split(srecs, axis).items():
                         if axis in varying_axes(sub):
-                            table[(sampler, axis, others)][sigma] = optimal_hparams(sub, axis)
-        for (sampler, axis, others), optima in sorted(table.items()):
-            if len(optima) < 2:
-                continue
-            suffix = f"_{_slug(_hlabel(dict(others)))}" if others else ""
-            name = f"optimum_{_slug(base)}_{_slug(sampler)}_{_slug(axis)}{suffix}.png"
-            title = f"{base} / {sampler}: optimal {axis} per metric" + (
-                f" ({_hlabel(dict(others))})" if others else ""
-            )
-            paths.append(optimum_figure(out / name, optima, axis=axis, title=title))
-    return paths
+                            table[(base, sampler, axis, others)][sigma] = optimal_hparams(sub, axis)
+    return {k: v for k, v in sorted(table.items()) if len(v) >= 2}
 
 
-def render(workdir: str | Path) -> list[Path]:
+def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> list[Path]:
     """Draw every figure whose inputs exist in `workdir` into `<workdir>/figures/`; return their paths.
 
     Reads `results.jsonl`, `config.json`, `samples/<task>/<sampler>.npz` and
     `references/<task>.npz`, each only if present. Sample and moment figures
     show, per stored case, the stored hyperparameter setting with the smallest
     over-case `mean_error` (the main table's first column; the first stored
-    setting when no record is finite). Noise levels come from `noise_level`.
+    setting when no record is finite). The optimum-vs-noise figures pool the
+    task entries of `workdir` and of `noise_workdirs` (sweeps of the same study
+    run at other noise levels, one workdir per level), each entry's noise
+    level read with `noise_level` from its own workdir's config.
     """
     workdir = Path(workdir)
     out = workdir / "figures"
-    config_path, results_path = workdir / "config.json", workdir / "results.jsonl"
-    config = json.loads(config_path.read_text()) if config_path.exists() else {}
-    records = load_records(results_path) if results_path.exists() else []
+    records, config = _read(workdir)
+    sources = [(str(workdir), records, config)]
+    for extra in noise_workdirs:
+        extra = Path(extra)
+        if not (extra / "results.jsonl").is_file():
+            raise FileNotFoundError(f"noise_workdirs: {extra} holds no results.jsonl")
+        sources.append((str(extra), *_read(extra)))
+    noise = _noise_optima(sources)  # validated before anything is drawn
     paths = _render_fields(workdir, records, out)
     for (task,), trecs in sorted(_group(records, "task").items()):
         t = _slug(task)
@@ -851,10 +861,16 @@ def render(workdir: str | Path) -> list[Path]:
             paths.append(tarp_figure(out / f"tarp_{t}.png", trecs, title=f"{task}: TARP expected coverage"))
         if mira_scores(trecs):
             paths.append(mira_figure(out / f"mira_{t}.png", trecs, title=f"{task}: MIRA"))
-    return paths + _render_noise(records, config, out)
+    for (base, sampler, axis, others), optima in noise.items():
+        setting = _hlabel(dict(others))
+        suffix = f"_{_slug(setting)}" if others else ""
+        name = f"optimum_{_slug(base)}_{_slug(sampler)}_{_slug(axis)}{suffix}.png"
+        title = f"{base} / {sampler}: optimal {axis} per metric" + (f" ({setting})" if others else "")
+        paths.append(optimum_figure(out / name, optima, axis=axis, title=title))
+    return paths
 
 
-def report(workdir: str | Path) -> tuple[str, list[Path]]:
+def report(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> tuple[str, list[Path]]:
     """Re-render `results.csv`, `summary.md` and every figure of `workdir` from its `results.jsonl`.
 
     Returns (the Markdown table, the figure paths). A workdir without records is an error.
@@ -872,4 +888,4 @@ def report(workdir: str | Path) -> tuple[str, list[Path]]:
     (workdir / "results.csv").write_text(results.to_csv(records))
     table = results.main_table(records)
     (workdir / "summary.md").write_text(table + "\n")
-    return table, render(workdir)
+    return table, render(workdir, noise_workdirs=noise_workdirs)

@@ -35,7 +35,7 @@ def record(task, sampler, case, hparams, metrics, num_samples=NUM_SAMPLES):
     }
 
 
-def toy_metrics(rng, g, case, names):
+def toy_metrics(g, case, names):
     """Metrics with a V in log10(1 + g): the optimum of `mean_error` is at g = 10."""
     u = math.log10(1.0 + g)
     out = {m: float((u - 1.0 - 0.1 * i) ** 2 + 0.1 + 0.01 * case) for i, m in enumerate(names)}
@@ -45,7 +45,7 @@ def toy_metrics(rng, g, case, names):
     return out
 
 
-def calibration_metrics(rng, case):
+def calibration_metrics(rng):
     return {
         "coverage": np.clip(np.asarray(LEVELS) + rng.normal(0, 0.05, len(LEVELS)), 0, 1).tolist(),
         "coverage_error": float(rng.uniform(0, 0.1)),
@@ -59,6 +59,15 @@ def diverged_metrics():
     return out | {"coverage": [None] * len(LEVELS), "num_nonfinite": NUM_SAMPLES}
 
 
+def noise_records(label, shift):
+    """Sampler `good` at one noise level: the optimum guidance moves up with `shift` (decades)."""
+    return [
+        record(label, "good", case, {"guidance": g}, toy_metrics(g / 10**shift, case, NOISE_METRICS))
+        for case in range(NUM_CASES)
+        for g in GUIDANCE
+    ]
+
+
 def make_workdir(root: Path) -> Path:
     """A synthetic sweep workdir: task `toy` (samplers `good` with a guidance axis, `diverged` with
     non-finite samples) and two more noise levels of `toy` by label, sampler `good` only."""
@@ -66,14 +75,12 @@ def make_workdir(root: Path) -> Path:
     records = []
     for case in range(NUM_CASES):
         for g in GUIDANCE:
-            m = toy_metrics(rng, g, case, TOY_METRICS) | calibration_metrics(rng, case)
+            m = toy_metrics(g, case, TOY_METRICS) | calibration_metrics(rng)
+            if g == GUIDANCE[-1] and case == NUM_CASES - 1:  # one diverged configuration
+                m = diverged_metrics()
             records.append(record("toy", "good", case, {"guidance": g}, m))
         records.append(record("toy", "diverged", case, {"step": 0.1}, diverged_metrics()))
-    for label, shift in (("toy@noise=0.1", 1.0), ("toy@noise=0.01", 2.0)):
-        for case in range(NUM_CASES):
-            for g in GUIDANCE:
-                m = toy_metrics(rng, g / 10**shift, case, NOISE_METRICS)
-                records.append(record(label, "good", case, {"guidance": g}, m))
+    records += noise_records("toy@noise=0.1", 1.0) + noise_records("toy@noise=0.01", 2.0)
     root.mkdir(parents=True, exist_ok=True)
     (root / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     config = {"tasks": {"toy": {"noise_std": 1.0}, "toy@noise=0.1": {}, "toy@noise=0.01": {}}, "seeds": [0]}
@@ -151,7 +158,7 @@ def expected_sizes():
     out["vshape_toy.png"] = panels(5, *figures.PANEL)
     out["coverage_toy.png"] = panels(2, figures.SQUARE, figures.SQUARE)
     out["tarp_toy.png"] = panels(2, figures.SQUARE, figures.SQUARE)
-    out["mira_toy.png"] = (5.0, 4.0)  # four finite rows: clip(1.5 + 0.5 * 4, 5, 24)
+    out["mira_toy.png"] = (5.0, 4.0)  # three finite rows: clip(1.5 + 0.5 * 3, 5, 24)
     out["optimum_toy_good_guidance.png"] = (5.0, 3.6)
     return out
 
@@ -190,6 +197,24 @@ def test_render_draws_only_what_its_inputs_allow(rendered, tmp_path):
         "curves_toy_noise=0.1_good_guidance.png",
         "optimum_toy_good_guidance.png",
     ]
+
+
+def test_noise_levels_from_several_workdirs(tmp_path):
+    """One workdir per noise level (the studies' layout): the levels come from each config."""
+    workdirs = []
+    for i, sigma in enumerate((1.0, 0.1, 0.01)):
+        w = tmp_path / f"w{i}"
+        w.mkdir()
+        (w / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in noise_records("toy", i)))
+        (w / "config.json").write_text(json.dumps({"tasks": {"toy": {"noise_std": sigma}}}))
+        workdirs.append(w)
+    with pytest.raises(ValueError, match="same base task 'toy' and noise level 1.0"):
+        figures.render(workdirs[0], noise_workdirs=[workdirs[0]])
+    with pytest.raises(FileNotFoundError, match="noise_workdirs"):
+        figures.render(workdirs[0], noise_workdirs=[tmp_path / "missing"])
+    assert not list((workdirs[0] / "figures").glob("*.png"))  # errors come before any drawing
+    names = [p.name for p in figures.render(workdirs[0], noise_workdirs=workdirs[1:])]
+    assert names == ["curves_toy_good_guidance.png", "optimum_toy_good_guidance.png"]
 
 
 def hand_records():
