@@ -289,6 +289,14 @@ def cmd_pcn(args) -> None:
                      noise_std=args.noise_std)  # fmt: skip
     y = np.asarray(task.cases(args.case_seed, 1).y_obs[0])
     mean, std = exact.posterior(task, y)
+    lam = exact.misfit_spectrum(task)
+    spectrum = {
+        "lambda_max": float(lam[0]),
+        "lambda_sum": float(lam.sum()),
+        "informed_directions": float(np.sum(lam / (1 + lam))),
+        "mean_norm_over_std_norm": float(np.linalg.norm(mean) / np.linalg.norm(std)),
+    }
+    print(json.dumps(spectrum), flush=True)
     rows = []
     for steps in args.steps:
         burn_in = steps // 2
@@ -309,7 +317,7 @@ def cmd_pcn(args) -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     name = f"pcn_{args.method}_{args.resolution}_{args.num_sensors}_{args.noise_std:g}"
-    out = {"config": {k: v for k, v in vars(args).items() if k != "fn"}, "runs": rows}
+    out = {"config": {k: v for k, v in vars(args).items() if k != "fn"}, "spectrum": spectrum, "runs": rows}
     _write(Path(args.workdir), name, out)
 
 

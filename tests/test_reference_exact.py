@@ -54,6 +54,22 @@ def test_pathwise_samples_match_closed_form(problem, key, x64):
     assert np.linalg.norm(emp - cov) / np.linalg.norm(cov) < 6 * np.sqrt(2.0 / num)
 
 
+def test_misfit_spectrum_matches_dense(problem, x64):
+    task, y, _, cov = problem
+    e = jnp.eye(N * N).reshape(N * N, 1, N, N)
+    a = np.asarray(jax.vmap(task.forward)(e)).T
+    c = np.asarray(jax.vmap(task.prior.cov_apply)(e)).reshape(N * N, N * N)
+    lam = exact.misfit_spectrum(task)
+    dense = np.sort(np.linalg.eigvalsh(a @ c @ a.T / 1e-6))[::-1]
+    np.testing.assert_allclose(lam, dense, rtol=1e-8, atol=1e-8 * dense[0])
+    # posterior covariance trace in the whitened latent: N - sum_k lambda_k / (1 + lambda_k)
+    vals, vecs = np.linalg.eigh(c)
+    c_inv_half = vecs @ np.diag(np.where(vals > 1e-12 * vals.max(), vals, np.inf) ** -0.5) @ vecs.T
+    rank = int(np.sum(vals > 1e-12 * vals.max()))
+    whitened = np.trace(c_inv_half @ cov @ c_inv_half)
+    assert whitened == pytest.approx(rank - np.sum(lam / (1 + lam)), rel=1e-6)
+
+
 def test_hierarchical_degenerate_ranges_equal_fixed(problem, x64):
     task, y, _, _ = problem
     fixed_mean, fixed_std = exact.posterior(task, y)

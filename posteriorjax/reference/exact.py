@@ -184,6 +184,25 @@ def condition(task, y_obs, prior=None, *, mode_std=None, adjoint=None) -> Gaussi
     )
 
 
+def misfit_spectrum(task, prior=None) -> np.ndarray:
+    """Eigenvalues `(M,)`, descending, of the prior-preconditioned data-misfit Hessian.
+
+    H = C^(1/2) A^T Sigma^-1 A C^(1/2) has the same nonzero eigenvalues as the M x M matrix
+    Sigma^(-1/2) A C A^T Sigma^(-1/2); along eigenvector k the posterior variance (in the prior's
+    whitened latent) is 1 / (1 + lambda_k). `sum_k lambda_k / (1 + lambda_k)` counts the
+    data-informed directions; `lambda_max` and `sum_k lambda_k` set how small a pCN or MALA step
+    must be. Fixed-hyperparameter GRF priors and linear forward maps only (as `condition`).
+    """
+    prior = task.prior if prior is None else prior
+    if not isinstance(prior, random_fields.GaussianRandomField):
+        raise ValueError(f"task: expected a GaussianRandomField prior, got {type(prior).__name__}")
+    offset, at = _adjoint_rows(task)
+    _, gram = _gram(task, at, offset, jnp.asarray(prior.mode_std(), at.dtype), prior.basis)
+    gram = np.asarray(gram, np.float64)
+    scale = 1.0 / np.sqrt(np.asarray(task.noise.variance(gram.shape[0]), np.float64))
+    return np.linalg.eigvalsh(0.5 * (gram + gram.T) * np.outer(scale, scale))[::-1]
+
+
 @dataclasses.dataclass(frozen=True)
 class MixturePosterior:
     """Quadrature mixture over hyperparameter nodes: `components`, `weights (K,)`, `nodes (K, 2)`."""
