@@ -871,10 +871,14 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
 
 
 def report(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> tuple[str, list[Path]]:
-    """Re-render `results.csv`, `summary.md` and every figure of `workdir` from its `results.jsonl`.
+    """Re-render the tables and every figure of `workdir` from its `results.jsonl`.
 
-    Returns (the Markdown table, the figure paths). A workdir without records is an error.
+    Writes `results.csv`, `calibration.json` and `summary.md` (the main table and
+    the "Calibration over cases" table, as `sweep.run` does), then `render`.
+    Returns (the Markdown summary, the figure paths). A workdir without records is an error.
     """
+    from posteriorjax.reference import store
+
     workdir = Path(workdir)
     path = workdir / "results.jsonl"
     if not path.is_file():
@@ -886,6 +890,10 @@ def report(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
     if not records:
         raise ValueError(f"workdir: {path} holds no records")
     (workdir / "results.csv").write_text(results.to_csv(records))
-    table = results.main_table(records)
-    (workdir / "summary.md").write_text(table + "\n")
-    return table, render(workdir, noise_workdirs=noise_workdirs)
+    calib = results.calibration_rows(records)
+    store.atomic_write_json(workdir / "calibration.json", calib)
+    summary = (
+        results.main_table(records) + "\n## Calibration over cases\n\n" + results.calibration_table(calib)
+    )
+    (workdir / "summary.md").write_text(summary + "\n")
+    return summary, render(workdir, noise_workdirs=noise_workdirs)

@@ -347,6 +347,9 @@ def test_report_entry_point(tmp_path, rendered, capsys):
         printed = capsys.readouterr().out
         summary = (workdir / "summary.md").read_text()
         assert "### toy\n" in summary and "### toy@noise=0.1" in summary and "NaN" in summary
+        assert "## Calibration over cases" in summary
+        calib = json.loads((workdir / "calibration.json").read_text())
+        assert {(r["task"], r["sampler"]) for r in calib} == {("toy", "diverged"), ("toy@noise=0.1", "good")}
         assert summary.strip() in printed
         header = (workdir / "results.csv").read_text().splitlines()[0]
         assert header.startswith("task,sampler,case") and "hp.guidance" in header
