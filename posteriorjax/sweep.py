@@ -1167,7 +1167,9 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
             sampler_task = tasks.get(task_name, **sampler_options)
             options = dict(entry.options)
             for option, spec in entry.networks.items():
-                net_key = (task_name, json.dumps(sampler_options, sort_keys=True, default=str), spec)
+                net_key = json.dumps(
+                    [task_name, sampler_options, dataclasses.asdict(spec)], sort_keys=True, default=str
+                )
                 if net_key not in trained:
                     trained[net_key] = network(
                         workdir, task_name, sampler_options, spec, s.training_scale, s.training_steps,

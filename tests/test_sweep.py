@@ -298,3 +298,49 @@ def test_same_numbers_on_four_devices(full):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["devices"] == 4
     np.testing.assert_allclose(out["mmd"], [r["metrics"]["mmd"] for r in records], rtol=1e-5)
+
+
+def test_network_config_follows_the_spec():
+    """Training config of a network spec: the sampler task's options, overrides, steps, a stable hash."""
+    spec = sweep.NetworkSpec("inverse", {}, None)
+    cfg, h0 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny")
+    assert cfg.kind == "inverse" and cfg.model.options.width == 16  # the tiny network
+    assert cfg.task_options.to_dict() == {"resolution": 16, "num_sensors": 6}
+    assert cfg.train.num_steps == 300
+    assert sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny")[1] == h0
+    cfg, h1 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny", 20)
+    assert cfg.train.num_steps == 20 and h1 != h0
+    other = sweep.NetworkSpec("inverse", {"resolution": 32, "alpha": 2.5}, 40)
+    cfg, h2 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, other, "full", 20)
+    assert cfg.task_options.to_dict() == {"resolution": 32, "num_sensors": 6, "alpha": 2.5}
+    assert cfg.train.num_steps == 40 and cfg.model.options.width == 128 and h2 not in (h0, h1)
+
+
+@pytest.mark.slow
+def test_networks_are_trained_once_shared_and_reused(tmp_path):
+    """Two samplers asking for the same network share one training run; a rerun only loads it."""
+    config = _tiny_config(
+        tasks={"poisson_fixed": {"resolution": 16, "num_sensors": 6}},
+        samplers={
+            "mcd": {"sampler": "mc_dropout", "networks": {"model": "inverse"}},
+            "mcd_again": {"sampler": "mc_dropout", "networks": {"model": {"kind": "inverse"}}},
+        },
+        training={"scale": "tiny", "num_steps": 20},
+        save_samples=0,
+        figures=False,
+    )
+    first = sweep.run(config, tmp_path, progress=False)
+    (net,) = (tmp_path / "networks" / "poisson_fixed").iterdir()
+    assert net.name.startswith("inverse-") and len(net.name) == len("inverse-") + 12
+    trained = json.loads((net / "config.json").read_text())
+    assert trained["train"]["num_steps"] == 20
+    assert trained["task_options"] == {"resolution": 16, "num_sensors": 6}
+    log = (net / "metrics.jsonl").read_text()
+    assert json.loads(log.splitlines()[-1])["step"] == 20
+    by = {}
+    for r in first:
+        by.setdefault(r["sampler"], []).append(r["metrics"]["mmd"])
+    np.testing.assert_allclose(by["mcd"], by["mcd_again"], rtol=1e-6)  # the same network and keys
+    again = sweep.run(config, tmp_path, progress=False)
+    assert len(again) == len(first) == 4
+    assert (net / "metrics.jsonl").read_text() == log  # loaded, not trained again
