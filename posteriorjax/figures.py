@@ -9,10 +9,14 @@ draws every figure whose inputs exist into `<workdir>/figures/`:
   from `samples/<task>/<sampler>.npz` beside `references/<task>.npz`;
 - `curves_<task>_<sampler>_<axis>.png` for every hyperparameter that takes at
   least two values (the guidance weight of a calibration study);
-- `optimum_<base>_<sampler>_<axis>.png` when several task entries of one base
-  task differ only in their noise level (see `noise_level`);
+- `optimum_<base>_<sampler>_<axis>.png` when task entries of one base task
+  (in this workdir, or in `noise_workdirs`, one sweep per noise level as the
+  study configs run them) differ in their noise level (see `noise_level`);
 - `vshape_<task>.png`, `coverage_<task>.png`, `tarp_<task>.png`, `mira_<task>.png`
   when the records hold the metrics they need.
+
+`report(workdir)` also rewrites the tables (`results.csv`, `calibration.json`,
+`summary.md`) from `results.jsonl`; `python -m experiments.report` calls it.
 
 Records with non-finite samples carry null metrics; they make their
 (task, sampler, hparams) row NaN (as in `results.aggregate`), and NaN rows are
@@ -93,8 +97,8 @@ def _hkey(hparams: Mapping[str, float]) -> tuple:
     return tuple(sorted((k, float(np.float32(v))) for k, v in hparams.items()))
 
 
-def _hlabel(hparams: Mapping[str, float], skip: Sequence[str] = ()) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items()) if k not in skip) or "-"
+def _hlabel(hparams: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items())) or "-"
 
 
 def _group(records: Sequence[dict], *fields: str) -> dict[tuple, list[dict]]:
@@ -346,7 +350,10 @@ def _set_axis(ax, which: str, scale: str, zero: float | None, values: np.ndarray
         return
     pos = np.asarray(values)[np.asarray(values) > zero]
     decades = 10.0 ** np.arange(math.floor(math.log10(pos.min())), math.ceil(math.log10(pos.max())) + 1)
-    ticks = [zero] + [d for d in decades if pos.min() / 1.0001 <= d <= pos.max() * 1.0001]
+    ticks = [d for d in decades if pos.min() / 1.0001 <= d <= pos.max() * 1.0001]
+    if len(ticks) < 2:  # less than a decade: label the values themselves
+        ticks = np.unique(pos).tolist() if np.unique(pos).size <= 8 else np.geomspace(pos.min(), pos.max(), 5)
+    ticks = [zero, *ticks]
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())
     axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: "0" if x == zero else f"{x:g}"))
@@ -524,7 +531,8 @@ def curves_figure(
 
     `records` are one (task, sampler) pair; one line per setting of the other
     hyperparameters. x is logarithmic when every value is >= 0 (a value 0 sits
-    at the left edge, labelled 0). The star marks `optimal_hparams` of the line.
+    at the left edge, labelled 0). The star marks `optimal_hparams` of the line;
+    an x on the bottom edge marks a value whose row holds a non-finite record.
     Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel per metric,
     at most MAX_COLUMNS columns.
     """
@@ -548,6 +556,10 @@ def curves_figure(
             label = _hlabel(dict(others)) if len(split) > 1 else None
             ax.plot(xpos, mean, "o-", color=color, ms=3, lw=1.2, label=label)
             ax.fill_between(xpos, mean - std, mean + std, color=color, alpha=0.2, lw=0)
+            bad = ~np.isfinite(mean)
+            if bad.any():  # rows with a non-finite record: an x at the bottom edge
+                ax.plot(xpos[bad], np.full(bad.sum(), 0.04), "x", color=color, ms=6, mew=1.5,
+                        transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
             best = optimal_hparams(recs, axis, [m])[m]
             if math.isfinite(best):
                 j = int(np.argmin(np.abs(v - best)))
@@ -556,7 +568,13 @@ def curves_figure(
                     ax.set_title(f"{HEADERS.get(m, m)}  (opt {axis}={best:g})", fontsize=8)
         if len(split) > 1:
             ax.set_title(HEADERS.get(m, m), fontsize=8)
-        _set_axis(ax, "x", scale, zero, np.where(all_values == 0, zero or 0.0, all_values))
+        shown = np.where(all_values == 0, zero or 0.0, all_values)
+        _set_axis(ax, "x", scale, zero, shown)
+        if scale == "log":
+            ax.set_xlim(shown.min() / 1.5, shown.max() * 1.5)
+        elif shown.max() > shown.min():
+            pad = 0.05 * (shown.max() - shown.min())
+            ax.set_xlim(shown.min() - pad, shown.max() + pad)
         ax.set_xlabel(axis, fontsize=8)
         ax.tick_params(labelsize=7)
     if len(split) > 1:
