@@ -214,7 +214,7 @@ def tarp_curve(credibilities, num_alpha_bins: int = TARP_BINS) -> tuple[np.ndarr
     return np.asarray(ecp, np.float64), np.asarray(alpha, np.float64)
 
 
-def _finite_list(records: Sequence[dict], metric: str) -> list | None:
+def _finite_list(records: Sequence[dict], metric: str) -> np.ndarray | None:
     vals = [r["metrics"].get(metric) for r in records]
     if any(v is None for v in vals):
         return None
@@ -397,7 +397,8 @@ def _weights(ref_weights, m: int) -> np.ndarray:
         return np.full(m, 1.0 / m)
     w = np.asarray(ref_weights, np.float64)
     if w.shape != (m,) or np.any(w < 0) or not math.isclose(w.sum(), 1.0, rel_tol=1e-4):
-        raise ValueError(f"ref_weights: expected ({m},) non-negative weights summing to 1, got {w.shape}")
+        detail = f"shape {w.shape}" if w.shape != (m,) else f"min {w.min():.3g}, sum {w.sum():.6g}"
+        raise ValueError(f"ref_weights: expected ({m},) non-negative weights summing to 1, got {detail}")
     return w
 
 
