@@ -1,6 +1,7 @@
 """Pools: resumability after a kill, augmentation, storage checks and task-config errors."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,3 +105,22 @@ def test_mismatches_are_errors(task, full, tmp_path):
     data.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match="checksum"):
         store.load_reference(tmp_path / "ref", task)
+
+
+def test_field_reads_verify_only_what_they_read(task, full, tmp_path):
+    copy = tmp_path / "pool"
+    shutil.copytree(full.directory, copy)
+    p = pool.Pool.open(copy, task)
+    np.testing.assert_array_equal(p.read_chunk(1, ("y",))["y"], full.read_chunk(1)["y"])
+    path = copy / "chunk_000001.npz"
+    raw = bytearray(path.read_bytes())
+    x_bytes = full.read_chunk(1)["x"].tobytes()
+    raw[raw.find(x_bytes) + len(x_bytes) // 2] ^= 0xFF  # flip one byte inside the stored x
+    path.write_bytes(bytes(raw))
+    np.testing.assert_array_equal(p.read_chunk(1, ("y",))["y"], full.read_chunk(1)["y"])
+    with pytest.raises(ValueError, match="checksum mismatch for 'x'"):
+        p.read_chunk(1, ("x",))
+    with pytest.raises(ValueError, match="checksum"):
+        p.read_chunk(1)
+    with pytest.raises(ValueError, match="fields"):
+        p.read_chunk(0, ("v",))

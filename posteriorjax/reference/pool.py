@@ -8,7 +8,8 @@ the missing chunks. Each chunk is one vmapped, jitted program sharded over the
 1-D data mesh of `posteriorjax.parallel`; it is written atomically as
 ``chunk_XXXXXX.npz`` (arrays ``x`` `(B, C, H, W)`, ``u`` `(B, C_u, H, W)` when
 `store_state`, and ``y`` `(B, M)` = noise-free observations) followed by a
-``chunk_XXXXXX.json`` sidecar holding its SHA-256. A chunk counts as done only
+``chunk_XXXXXX.json`` sidecar holding its SHA-256 and one per array, so a
+rejection scan reads and verifies only ``y``. A chunk counts as done only
 when its sidecar exists.
 
 Augmentation (`augment=True`, for isotropic tasks on a square domain: Darcy and
@@ -124,19 +125,34 @@ class Pool:
     def size(self) -> int:
         return len(self.done_chunks()) * self.per_chunk
 
-    def read_chunk(self, index: int) -> dict[str, np.ndarray]:
+    def read_chunk(self, index: int, fields: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+        """Arrays of chunk `index` (checksum-verified); with `fields`, only those are read from disk
+
+        (chunks written before per-field checksums existed are read whole, then subset).
+        """
         name = _chunk_name(index)
         meta = json.loads((self.directory / f"{name}.json").read_text())
-        return store.read_arrays(self.directory / f"{name}.npz", meta["sha256"])
+        path = self.directory / f"{name}.npz"
+        if fields is not None and "field_sha256" in meta:
+            missing = [f for f in fields if f not in meta["field_sha256"]]
+            if missing:
+                raise ValueError(
+                    f"fields: chunk {index} has no {missing}; it has {sorted(meta['field_sha256'])}"
+                )
+            return store.read_fields(path, {f: meta["field_sha256"][f] for f in fields})
+        arrays = store.read_arrays(path, meta["sha256"])
+        return arrays if fields is None else {f: arrays[f] for f in fields}
 
-    def iter_chunks(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-        """Yield `(first candidate index, arrays)` for every finished chunk, in order."""
+    def iter_chunks(
+        self, fields: tuple[str, ...] | None = None
+    ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Yield `(first candidate index, arrays)` for every finished chunk, in order (only `fields`)."""
         for position, index in enumerate(self.done_chunks()):
-            yield position * self.per_chunk, self.read_chunk(index)
+            yield position * self.per_chunk, self.read_chunk(index, fields)
 
     def load(self, field: str = "x") -> np.ndarray:
         """All finished candidates' `field` (``"x"``, ``"u"`` or ``"y"``), concatenated."""
-        return np.concatenate([arrays[field] for _, arrays in self.iter_chunks()])
+        return np.concatenate([arrays[field] for _, arrays in self.iter_chunks((field,))])
 
     def gather(self, indices, field: str = "x") -> np.ndarray:
         """Candidates `indices` (positions in `load` order) of `field`, reading only the chunks needed."""
@@ -148,7 +164,7 @@ class Pool:
         done = self.done_chunks()
         out = None
         for pos in np.unique(indices // self.per_chunk):
-            arrays = self.read_chunk(done[pos])[field]
+            arrays = self.read_chunk(done[pos], (field,))[field]
             if out is None:
                 out = np.empty((indices.size,) + arrays.shape[1:], arrays.dtype)
             sel = indices // self.per_chunk == pos
@@ -225,7 +241,9 @@ def build(
         arrays = {"x": x, "y": y} | ({"u": u} if store_state else {})
         name = _chunk_name(index)
         checksum = store.write_arrays(directory / f"{name}.npz", arrays)
-        store.atomic_write_json(directory / f"{name}.json", {"sha256": checksum, "size": int(x.shape[0])})
+        fields = {k: store.array_checksum(a) for k, a in arrays.items()}
+        sidecar = {"sha256": checksum, "field_sha256": fields, "size": int(x.shape[0])}
+        store.atomic_write_json(directory / f"{name}.json", sidecar)
         if bar is not None:
             bar.update(pool.per_chunk)
     if bar is not None:

@@ -47,7 +47,8 @@ def _check_y(y_obs, m: int) -> np.ndarray:
 
 def pool_statistic(pool, fn) -> np.ndarray:
     """`fn(y_chunk (B, M)) -> (B,)` over every finished chunk of `pool`, concatenated `(N,)`."""
-    return np.concatenate([fn(np.asarray(arrays["y"], np.float64)) for _, arrays in pool.iter_chunks()])
+    chunks = pool.iter_chunks(("y",))
+    return np.concatenate([fn(np.asarray(arrays["y"], np.float64)) for _, arrays in chunks])
 
 
 def mean_absolute_error(y_pool, y_obs) -> np.ndarray:
@@ -84,7 +85,7 @@ def eps_select(rng: np.random.Generator, mae, *, eps: float, num: int = 100, sig
 def eps_rule(pool, y_obs, *, seed: int, eps: float, num: int = 100, sigma: float | None = None) -> Reference:
     """Published eps-rule reference for one case from a `pool.Pool`."""
     eps = _positive("eps", eps)
-    y = _check_y(y_obs, pool.read_chunk(pool.done_chunks()[0])["y"].shape[1])
+    y = _check_y(y_obs, pool.read_chunk(pool.done_chunks()[0], ("y",))["y"].shape[1])
     mae = pool_statistic(pool, lambda yc: mean_absolute_error(yc, y))
     idx, w, rate = eps_select(np.random.default_rng(seed), mae, eps=eps, num=num, sigma=sigma)
     info = {
@@ -142,7 +143,7 @@ def importance(
     (renormalized) weights; `info["truncated_mass"]` is the weight dropped.
     `info["ess"]` is the effective sample size of the full pool.
     """
-    y = _check_y(y_obs, pool.read_chunk(pool.done_chunks()[0])["y"].shape[1])
+    y = _check_y(y_obs, pool.read_chunk(pool.done_chunks()[0], ("y",))["y"].shape[1])
     log_w = pool_statistic(pool, lambda yc: gaussian_log_weights(yc, y, noise_std, per_point=per_point))
     w, ess = normalize_log_weights(log_w)
     info = {"pool_size": int(w.size), "ess": ess, "per_point": per_point, "max_weight": float(w.max())}

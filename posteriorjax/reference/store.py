@@ -17,6 +17,7 @@ import io
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,33 @@ def read_arrays(path, checksum: str | None = None) -> dict[str, np.ndarray]:
         raise ValueError(f"path: checksum mismatch for {path} (file corrupted or replaced)")
     with np.load(io.BytesIO(data)) as z:
         return {k: z[k] for k in z.files}
+
+
+def array_checksum(array) -> str:
+    """SHA-256 of an array's C-order bytes (dtype and shape are checked separately by the reader)."""
+    return sha256(np.ascontiguousarray(array).tobytes())
+
+
+def read_fields(path, checksums: dict[str, str]) -> dict[str, np.ndarray]:
+    """Read only the arrays named in `checksums` from a `.npz`, verifying each one's `array_checksum`.
+
+    The other members are never read: a rejection scan needs the observations, not the fields.
+    """
+    out = {}
+    with np.load(path) as z:
+        for name, checksum in checksums.items():
+            if name not in z.files:
+                raise ValueError(f"fields: {path} has no array {name!r}; it has {z.files}")
+            try:
+                array = z[name]
+            except zipfile.BadZipFile as e:  # the member's CRC-32 already failed
+                raise ValueError(f"path: checksum mismatch for {name!r} in {path} ({e})") from e
+            if array_checksum(array) != checksum:
+                raise ValueError(
+                    f"path: checksum mismatch for {name!r} in {path} (file corrupted or replaced)"
+                )
+            out[name] = array
+    return out
 
 
 def read_manifest(directory) -> dict:
