@@ -12,6 +12,20 @@ train) and truncated SVD on the retained directions; directional NRMSE on test;
 sCRS under no abstention, validation gating (claim directions with validation
 NRMSE <= delta) and oracle gating (claim retained); CRC-AUC, geometric AUROC
 and D of the validation-error confidence (u = -validation NRMSE).
+
+Learned estimators (`config.learned`, `posteriorjax.estimators`): for each
+configuration, prior draws of the coefficients and noisy observations from the
+task's forward map (train / calibration / test); per estimator family (MLP,
+GRU over the observation history, FNO and DeepONet on rasterized sensors) all
+seeds x ensemble members train as one vmapped program (float32); confidences per
+direction from the calibration split (validation NRMSE, ensemble spread,
+conformal width, oracle); test scores per seed: coefficient and directional
+NRMSE, hits, sCRS under no abstention / validation / oracle gating, CRC-AUC,
+geometric AUROC and D per confidence rule, and Y/Z curves (seed means) against
+coverage with the random reference (`figures/learned_*.png`).
+
+Transport partition convergence (`config.convergence`): retained/below-threshold
+counts of the transport configurations at several resolutions and advection schemes.
 """
 
 from __future__ import annotations
@@ -21,10 +35,12 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
+from posteriorjax import estimators as est
 from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
 from posteriorjax.tasks import interface
@@ -33,12 +49,10 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.")
 
 
-def build_task(name: str, frames: int, resolution: int):
-    return (
-        tasks.get(name, resolution=resolution)
-        if frames < 0
-        else tasks.get(name, resolution=resolution, frames=frames)
-    )
+def build_task(name: str, frames: int, resolution: int, **overrides):
+    if frames >= 0:
+        overrides["frames"] = frames
+    return tasks.get(name, resolution=resolution, **overrides)
 
 
 def analyze_task(task, tau: float, fd_steps=None):
@@ -77,14 +91,14 @@ def controlled(g: geo.Geometry, cov: np.ndarray, cfg, seed: int, delta: float) -
     pinv = vt[keep].T @ np.diag(1 / s[keep]) @ u[:, keep].T
     estimators = {"ridge": lambda yy: (yy - ym) @ w + cm, "tsvd": lambda yy: yy @ pinv.T}
     out = {}
-    for name, est in estimators.items():
-        e_va = geo.directional_nrmse(geo.project(g, est(y_va)), geo.project(g, c_va))
-        e_te = geo.directional_nrmse(geo.project(g, est(y_te)), geo.project(g, c_te))
+    for name, estimate in estimators.items():
+        e_va = geo.directional_nrmse(geo.project(g, estimate(y_va)), geo.project(g, c_va))
+        e_te = geo.directional_nrmse(geo.project(g, estimate(y_te)), geo.project(g, c_te))
         hit = geo.hits(g, e_te, delta)
         claimed_val = np.nan_to_num(e_va <= delta, nan=False)
         sel = geo.selection(-np.nan_to_num(e_va, nan=np.inf, posinf=1e300), g.retained, hit)
         out[name] = {
-            "nrmse": float(np.sqrt(np.mean((est(y_te) - c_te) ** 2)) / np.std(c_te)),
+            "nrmse": float(np.sqrt(np.mean((estimate(y_te) - c_te) ** 2)) / np.std(c_te)),
             "directional_nrmse": e_te.tolist(),
             "hits": int(hit.sum()),
             "scrs_none": geo.scrs(np.ones(m, bool), g.retained, hit),
@@ -121,6 +135,150 @@ def _mean_score(scores) -> str:
         return f"undefined ({scores[0].reason})"
     text = f"{np.mean(vals):.3f}"
     return text if len(vals) == len(scores) else f"{text} ({len(scores) - len(vals)} undefined)"
+
+
+def _label(name: str, frames: int) -> str:
+    return name if frames < 0 else f"{name} F{frames}"
+
+
+def _mean_std(values) -> str:
+    v = np.asarray(values, np.float64)
+    return f"{np.mean(v):.3f} ± {np.std(v):.3f}"
+
+
+def _median(values) -> float:
+    v = np.asarray(values, np.float64)
+    return float(np.median(v)) if v.size else float("nan")
+
+
+def _plot_learned(path: Path, label: str, runs: list[dict]) -> None:
+    """Seed-mean Y and Z curves of every confidence rule against claim coverage, with the random reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    rules = list(runs[0]["selection"])
+    first = runs[0]["selection"][rules[0]]
+    for rule in rules:
+        sels = [r["selection"][rule] for r in runs]
+        axes[0].plot(first.coverage, np.mean([s.recovery_yield for s in sels], axis=0), label=rule)
+        if first.abstention is not None:
+            axes[1].plot(first.coverage, np.mean([s.abstention for s in sels], axis=0), label=rule)
+    axes[0].plot(
+        first.coverage,
+        np.mean([r["selection"][rules[0]].recovery_yield_random for r in runs], axis=0),
+        "k--",
+        label="random",
+    )
+    if first.abstention is not None:
+        axes[1].plot(first.coverage, first.abstention_random, "k--", label="random")
+    else:
+        axes[1].text(0.5, 0.5, "no below-threshold directions", ha="center", transform=axes[1].transAxes)
+    axes[0].set(xlabel="claim coverage j/m", ylabel="recovery yield Y", title=label)
+    axes[1].set(xlabel="claim coverage j/m", ylabel="below-threshold abstention Z")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def learned(config, geometries: dict, path: Path | None = None) -> tuple[list[str], list[str], dict]:
+    """Train and score the learned estimators on `config.learned.configurations` (see module doc).
+
+    `geometries[(name, frames)]` is the `Geometry` of that configuration at
+    `config.resolution`. Returns the rows of the estimator table, of the
+    confidence-ranking table, and the per-seed results.
+    """
+    cfg = config.learned
+    train_config = est.TrainConfig(cfg.num_steps, cfg.batch_size, cfg.learning_rate, cfg.weight_decay)
+    base = jr.fold_in(jr.key(config.seed), 1)
+    rows, rank_rows, results = [], [], {}
+    for ci, (name, frames) in enumerate(cfg.configurations):
+        label = _label(name, frames)
+        g = geometries[(name, frames)]
+        out = est.run_configuration(
+            jr.fold_in(base, ci),
+            build_task(name, frames, config.resolution),
+            g,
+            estimators=tuple(cfg.estimators),
+            sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test),
+            num_seeds=cfg.num_seeds,
+            num_members=cfg.num_members,
+            options={k: dict(v) for k, v in cfg.options.items()},
+            config=train_config,
+            level=cfg.level,
+            delta=config.delta,
+        )
+        results[label] = {}
+        for estimator, res in out.items():
+            runs = res["runs"]
+            e = np.array([r["directional_nrmse"] for r in runs])
+            rows.append(
+                f"| {label} | {estimator} | {_mean_std([r['nrmse'] for r in runs])} | "
+                f"{_median(e[:, g.retained]):.3f} | {_median(e[:, ~g.retained]):.3f} | "
+                f"{np.mean([r['hits'] for r in runs]):.1f} / {g.num_retained} | "
+                f"{_mean_score([r['scrs_none'] for r in runs])} | "
+                f"{_mean_score([r['scrs_validation'] for r in runs])} | "
+                f"{_mean_score([r['scrs_oracle'] for r in runs])} | "
+                f"{float(np.mean(res['final_loss'])):.3f} |"
+            )
+            for rule in runs[0]["selection"]:
+                sels = [r["selection"][rule] for r in runs]
+                rank_rows.append(
+                    f"| {label} | {estimator} | {rule} | {_mean_score([x.crc_auc for x in sels])} | "
+                    f"{_mean_score([x.geometric_auroc for x in sels])} | "
+                    f"{_mean_score([x.excess_abstention for x in sels])} |"
+                )
+            results[label][estimator] = {
+                "nrmse": [r["nrmse"] for r in runs],
+                "directional_nrmse": e.tolist(),
+                "hits": [r["hits"] for r in runs],
+                "scrs": {k: [r[f"scrs_{k}"].value for r in runs] for k in ("none", "validation", "oracle")},
+                "confidence": {k: [r["confidence"][k].tolist() for r in runs] for k in est.CONFIDENCES},
+                "selection": {
+                    rule: {
+                        score: [
+                            {"value": getattr(r["selection"][rule], score).value,
+                             "reason": getattr(r["selection"][rule], score).reason}
+                            for r in runs
+                        ]
+                        for score in ("crc_auc", "geometric_auroc", "excess_abstention")
+                    }
+                    for rule in runs[0]["selection"]
+                },
+                "final_loss": res["final_loss"].tolist(),
+            }  # fmt: skip
+            if path:
+                _plot_learned(
+                    path / "figures" / f"learned_{label.replace(' ', '_')}_{estimator}.png",
+                    f"{label} {estimator}",
+                    runs,
+                )
+    return rows, rank_rows, results
+
+
+def convergence(config) -> tuple[list[str], dict]:
+    """Retained/below-threshold counts of `config.convergence.configurations` per advection scheme,
+    interface width and resolution (width 0: the task default of one grid spacing)."""
+    cfg = config.convergence
+    rows, out = [], {}
+    for name, frames in cfg.configurations:
+        for width in cfg.interface_widths:
+            for scheme in cfg.schemes:
+                counts = []
+                for n in cfg.resolutions:
+                    overrides = {"scheme": scheme}
+                    if width > 0:
+                        overrides["width"] = width * (n + 1)  # in grid spacings h = 1 / (n + 1)
+                    g, _, _ = analyze_task(build_task(name, frames, n, **overrides), config.tau)
+                    counts.append(g.summary())
+                label = f"{_label(name, frames)} | {f'{width:.4f}' if width > 0 else '1 h'} | {scheme}"
+                out[label] = counts
+                cells = " | ".join(f"{c['retained']}/{c['below_threshold']}" for c in counts)
+                rows.append(f"| {label} | {cells} |")
+    return rows, out
 
 
 def run(config, workdir: str | None = None) -> dict:
@@ -175,6 +333,14 @@ def run(config, workdir: str | None = None) -> dict:
                         f"{label} {est}",
                         sels[0],
                     )
+        learned_geometry = {
+            (name, frames): analyze_task(build_task(name, frames, config.resolution), config.tau)[0]
+            for name, frames in config.learned.configurations
+        }
+        conv_rows, results["convergence"] = (
+            convergence(config) if config.convergence.resolutions else ([], {})
+        )
+    learn_rows, rank_rows, results["learned"] = learned(config, learned_geometry, path)
     res, coarse = config.resolution, config.refine_resolution
     table1 = "\n".join(
         [
@@ -192,10 +358,40 @@ def run(config, workdir: str | None = None) -> dict:
             *ctl_rows,
         ]
     )
+    table3 = "\n".join(
+        [
+            "| configuration | estimator | coeff. NRMSE | dir. NRMSE retained (median) | "
+            "dir. NRMSE below (median) | hits / retained | sCRS none | sCRS validation | sCRS oracle | "
+            "final train loss |",
+            "|" + "---|" * 10,
+            *learn_rows,
+        ]
+    )
+    table4 = "\n".join(
+        [
+            "| configuration | estimator | confidence | CRC-AUC | geometric AUROC | D |",
+            "|" + "---|" * 6,
+            *rank_rows,
+        ]
+    )
     text = (
         f"## Observation geometry (tau = {config.tau})\n\n{table1}\n\n"
-        f"## Controlled local inverse problems\n\n{table2}\n"
+        f"## Controlled local inverse problems\n\n{table2}\n\n"
+        f"## Learned estimators ({config.learned.num_seeds} seeds x {config.learned.num_members} members, "
+        f"{config.learned.num_train}/{config.learned.num_calibration}/{config.learned.num_test})\n\n"
+        f"{table3}\n\n### Confidence rankings\n\n{table4}\n"
     )
+    if conv_rows:
+        table5 = "\n".join(
+            [
+                "| configuration | interface width | scheme | "
+                + " | ".join(f"{n}²" for n in config.convergence.resolutions)
+                + " |",
+                "|" + "---|" * (3 + len(config.convergence.resolutions)),
+                *conv_rows,
+            ]
+        )
+        text += f"\n## Transport partition vs resolution (retained/below)\n\n{table5}\n"
     print(text)
     if path:
         (path / "summary.md").write_text(text)

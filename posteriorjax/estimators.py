@@ -1,0 +1,494 @@
+"""Learned estimators of a finite unknown (e.g. the 17 interface coefficients) from observations.
+
+An estimator maps one standardized observation vector ``y (p,)`` to standardized
+coefficients ``(m,)``; each family sees the observation through its own view of
+the sensor `Layout` (``frames`` blocks of ``count`` sensor values, then ``totals``
+auxiliary channels):
+
+* ``"mlp"``: the flat vector.
+* ``"gru"``: the observation history, a sequence of `frames` per-frame sensor
+  vectors (the totals appended to every step), read by a GRU; a linear head on the
+  last hidden state.
+* ``"fno"`` / ``"deeponet"``: rasterized sensors, one channel per frame with the
+  sensor values scattered onto the grid (zero elsewhere, i.e. the standardized
+  mean), one constant channel per total and a mask channel; `posteriorjax.nn.FNO`
+  / `DeepONet` to m output channels, mean-pooled over the grid.
+
+Deep ensembles (Lakshminarayanan et al. 2017): `fit` trains one member per key
+(`vmap` over the keys: members and seeds are one program); member k of a
+vmapped fit equals `fit` on key k alone. Training is minibatch AdamW on the
+mean squared error in standardized units, a cosine learning-rate decay, all
+steps in one `lax.scan`.
+
+Direction-wise confidences (`confidences`, larger = claimed first) come only
+from the calibration split, never from test errors: ensemble spread of the
+projected predictions, split-conformal interval width of the absolute projected
+residual (`metrics.calibration.conformal_quantile`), calibration (validation)
+NRMSE and the geometric reference (oracle), each scale-free (divided by the
+calibration std of that direction's coordinate). `evaluate` scores test
+predictions: directional NRMSE, hits, sCRS under no abstention / validation
+gating / oracle gating, and the ranking scores of every confidence rule
+(`metrics.geometry.selection`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+
+from posteriorjax import nn
+from posteriorjax.metrics import calibration
+from posteriorjax.metrics import geometry as geo
+
+ESTIMATORS = ("mlp", "gru", "fno", "deeponet")
+CONFIDENCES = ("validation", "spread", "conformal", "oracle")
+
+
+# ----------------------------------------------------------------------------
+# Observation layout and views
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Arrangement of an observation vector `(frames * count + totals,)` (static, hashable).
+
+    Attributes:
+      frames: sensor blocks (observation history length, >= 1), frame-major.
+      count: sensors per frame.
+      totals: auxiliary scalar channels after the sensor blocks.
+      shape: `(H, W)` grid of the sensors.
+      indices: flat row-major grid cell of each sensor, in observation order `(count,)`.
+    """
+
+    frames: int
+    count: int
+    totals: int
+    shape: tuple[int, int]
+    indices: tuple[int, ...]
+
+    def __post_init__(self):
+        if self.frames < 1 or self.count < 1 or self.totals < 0:
+            raise ValueError(
+                f"Layout: expected frames >= 1, count >= 1, totals >= 0, got "
+                f"{self.frames}, {self.count}, {self.totals}"
+            )
+        if len(self.indices) != self.count:
+            raise ValueError(f"indices: expected {self.count} sensor cells, got {len(self.indices)}")
+
+    @property
+    def size(self) -> int:
+        return self.frames * self.count + self.totals
+
+    @property
+    def raster_channels(self) -> int:
+        return self.frames + self.totals + 1
+
+    def _check(self, y):
+        if jnp.shape(y) != (self.size,):
+            raise ValueError(
+                f"y: expected one observation vector of shape ({self.size},), got {jnp.shape(y)}"
+            )
+
+    def history(self, y: jax.Array) -> jax.Array:
+        """`(frames, count + totals)`: per-frame sensor vectors, the totals appended to each."""
+        self._check(y)
+        frames = y[: self.frames * self.count].reshape(self.frames, self.count)
+        totals = jnp.broadcast_to(y[self.frames * self.count :], (self.frames, self.totals))
+        return jnp.concatenate([frames, totals], axis=1)
+
+    def raster(self, y: jax.Array) -> jax.Array:
+        """`(frames + totals + 1, H, W)`: scattered sensor frames, constant totals, the sensor mask."""
+        self._check(y)
+        h, w = self.shape
+        idx = np.asarray(self.indices)
+        frames = y[: self.frames * self.count].reshape(self.frames, self.count)
+        grid = jnp.zeros((self.frames, h * w), y.dtype).at[:, idx].set(frames).reshape(self.frames, h, w)
+        totals = jnp.broadcast_to(y[self.frames * self.count :, None, None], (self.totals, h, w))
+        mask = jnp.zeros(h * w, y.dtype).at[idx].set(1.0).reshape(1, h, w)
+        return jnp.concatenate([grid, totals, mask])
+
+
+def layout(task) -> Layout:
+    """`Layout` of a task whose observation has `sensors`, `sensor_channels` and `total_channels`
+    (the interface tasks); checked against `task.num_observations`."""
+    obs = task.observation
+    mask = np.asarray(obs.mask)
+    out = Layout(
+        frames=len(obs.sensor_channels),
+        count=int(mask.sum()),
+        totals=len(obs.total_channels),
+        shape=tuple(int(s) for s in mask.shape),
+        indices=tuple(int(i) for i in np.flatnonzero(mask)),
+    )
+    if out.size != task.num_observations:
+        raise ValueError(f"task: layout size {out.size} != num_observations {task.num_observations}")
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Estimator families: (p,) standardized observation -> (m,) standardized coefficients
+
+
+class MLPEstimator(eqx.Module):
+    mlp: eqx.nn.MLP
+
+    def __init__(self, layout: Layout, num_outputs: int, *, width: int = 128, depth: int = 3, key):
+        self.mlp = eqx.nn.MLP(layout.size, num_outputs, width, depth, activation=jax.nn.gelu, key=key)
+
+    def __call__(self, y: jax.Array) -> jax.Array:
+        return self.mlp(y)
+
+
+class GRUEstimator(eqx.Module):
+    cell: eqx.nn.GRUCell
+    head: eqx.nn.Linear
+    layout: Layout = eqx.field(static=True)
+
+    def __init__(self, layout: Layout, num_outputs: int, *, hidden: int = 64, key):
+        k1, k2 = jr.split(key)
+        self.cell = eqx.nn.GRUCell(layout.count + layout.totals, hidden, key=k1)
+        self.head = eqx.nn.Linear(hidden, num_outputs, key=k2)
+        self.layout = layout
+
+    def __call__(self, y: jax.Array) -> jax.Array:
+        def step(h, x):
+            return self.cell(x, h), None
+
+        h0 = jnp.zeros(self.cell.hidden_size, y.dtype)
+        h, _ = jax.lax.scan(step, h0, self.layout.history(y))
+        return self.head(h)
+
+
+class RasterEstimator(eqx.Module):
+    """A field network `(C, H, W) -> (m, H, W)` on rasterized sensors, mean-pooled to `(m,)`."""
+
+    net: eqx.Module
+    layout: Layout = eqx.field(static=True)
+
+    def __call__(self, y: jax.Array) -> jax.Array:
+        return jnp.mean(self.net(self.layout.raster(y)), axis=(-2, -1))
+
+
+def _fno(layout, num_outputs, *, key, **options):
+    return RasterEstimator(nn.FNO(layout.raster_channels, num_outputs, key=key, **options), layout)
+
+
+def _deeponet(layout, num_outputs, *, key, **options):
+    return RasterEstimator(nn.DeepONet(layout.raster_channels, num_outputs, key=key, **options), layout)
+
+
+_BUILDERS = {"mlp": MLPEstimator, "gru": GRUEstimator, "fno": _fno, "deeponet": _deeponet}
+
+
+def build(name: str, key, layout: Layout, num_outputs: int, **options) -> eqx.Module:
+    """Estimator `name` (one of `ESTIMATORS`) with `options` for its constructor / network."""
+    if name not in _BUILDERS:
+        raise ValueError(f"name: unknown estimator {name!r}; available: {list(ESTIMATORS)}")
+    try:
+        return _BUILDERS[name](layout, num_outputs, key=key, **options)
+    except TypeError as err:
+        raise ValueError(f"options: invalid options {sorted(options)} for estimator {name!r}: {err}") from err
+
+
+# ----------------------------------------------------------------------------
+# Standardization and training
+
+
+@dataclasses.dataclass(frozen=True)
+class Standardizer:
+    """Per-feature affine map fitted on training data: z = (x - mean) / std (std of a constant = 1)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, x) -> Standardizer:
+        x = np.asarray(x, np.float64)
+        if x.ndim != 2 or x.shape[0] < 2 or not np.all(np.isfinite(x)):
+            raise ValueError(f"x: expected finite training data (N >= 2, d), got shape {x.shape}")
+        std = x.std(axis=0)
+        return cls(x.mean(axis=0), np.where(std > 0, std, 1.0))
+
+    def forward(self, x) -> np.ndarray:
+        x = np.asarray(x)
+        return ((x - self.mean) / self.std).astype(x.dtype)
+
+    def inverse(self, z) -> np.ndarray:
+        z = np.asarray(z)
+        return (z * self.std + self.mean).astype(z.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Minibatch AdamW, cosine decay; `num_steps` steps of `batch_size` examples drawn with replacement."""
+
+    num_steps: int = 2000
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+
+
+def _train(key, model, y, c, config: TrainConfig):
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    schedule = optax.cosine_decay_schedule(config.learning_rate, config.num_steps)
+    opt = optax.adamw(schedule, weight_decay=config.weight_decay)
+
+    def loss(p, yb, cb):
+        pred = jax.vmap(eqx.combine(p, static))(yb)
+        return jnp.mean((pred - cb) ** 2)
+
+    def step(carry, k):
+        p, state = carry
+        idx = jr.randint(k, (config.batch_size,), 0, y.shape[0])
+        value, grads = jax.value_and_grad(loss)(p, y[idx], c[idx])
+        updates, state = opt.update(grads, state, p)
+        return (optax.apply_updates(p, updates), state), value
+
+    keys = jr.split(key, config.num_steps)
+    (params, _), losses = jax.lax.scan(step, (params, opt.init(params)), keys)
+    return eqx.combine(params, static), losses
+
+
+def fit_member(key, y, c, *, name: str, layout: Layout, options: dict | None = None, config=TrainConfig()):
+    """Initialize and train one estimator on standardized `y (N, p)`, `c (N, m)`; returns (model, losses)."""
+    k_init, k_train = jr.split(key)
+    model = build(name, k_init, layout, c.shape[-1], **(options or {}))
+    return _train(k_train, model, y, c, config)
+
+
+@eqx.filter_jit
+def _fit(keys, y, c, name, layout, options, config):
+    return eqx.filter_vmap(
+        lambda k: fit_member(k, y, c, name=name, layout=layout, options=dict(options), config=config)
+    )(keys)
+
+
+def fit(keys, y, c, *, name: str, layout: Layout, options: dict | None = None, config=TrainConfig()):
+    """Train one member per key of `keys (K,)` in one vmapped program -> (stacked model, losses (K, steps)).
+
+    `y (N, p)` and `c (N, m)` are standardized training data.
+    """
+    y, c = jnp.asarray(y), jnp.asarray(c)
+    if y.ndim != 2 or y.shape[1] != layout.size:
+        raise ValueError(f"y: expected shape (N, {layout.size}), got {y.shape}")
+    if c.ndim != 2 or c.shape[0] != y.shape[0]:
+        raise ValueError(f"c: expected shape ({y.shape[0]}, m), got {c.shape}")
+    if name not in _BUILDERS:
+        raise ValueError(f"name: unknown estimator {name!r}; available: {list(ESTIMATORS)}")
+    return _fit(keys, y, c, name, layout, tuple(sorted((options or {}).items())), config)
+
+
+@eqx.filter_jit
+def predict(models, y, *, batch_size: int = 128) -> jax.Array:
+    """Predictions `(K, N, m)` of stacked members `models` on `y (N, p)` (standardized units).
+
+    Cases run in chunks of `batch_size` (all members at once), which bounds the
+    activations of field networks (K x batch_size fields, not K x N).
+    """
+
+    def chunk(yi):
+        return eqx.filter_vmap(lambda mdl: mdl(yi))(models)
+
+    out = jax.lax.map(chunk, jnp.asarray(y), batch_size=min(batch_size, y.shape[0]))  # (N, K, m)
+    return jnp.swapaxes(out, 0, 1)
+
+
+# ----------------------------------------------------------------------------
+# Data
+
+
+def simulate(key, task, num: int, *, batch_size: int = 64) -> tuple[jax.Array, jax.Array]:
+    """`num` prior draws and noisy observations of `task`: `(c (num, m), y (num, p))`.
+
+    Sample i uses `fold_in(key, i)` (so the split into chunks never changes it).
+    """
+    if not (isinstance(num, int) and num >= 1):
+        raise ValueError(f"num: expected a positive integer, got {num!r}")
+
+    def one(i):
+        k_prior, k_noise = jr.split(jr.fold_in(key, i))
+        x = task.prior.sample(k_prior)
+        return x.reshape(-1), task.simulate(k_noise, x)
+
+    return jax.lax.map(one, jnp.arange(num), batch_size=min(batch_size, num))
+
+
+# ----------------------------------------------------------------------------
+# Direction-wise confidences and scores
+
+
+def _projected(geometry, pred, truth):
+    d_pred = geo.project(geometry, np.asarray(pred, np.float64))
+    d_true = geo.project(geometry, np.asarray(truth, np.float64))
+    if d_pred.ndim != 3 or d_pred.shape[1:] != d_true.shape:
+        raise ValueError(f"pred: expected (K, N, m) for truth {d_true.shape}, got {np.shape(pred)}")
+    return d_pred, d_true
+
+
+def conformal_halfwidths(residuals, level: float) -> np.ndarray:
+    """Split-conformal half-widths `(m,)` from calibration residuals `(n, m)`, one threshold per column.
+
+    The interval ``pred_i +- q_i`` covers a new exchangeable residual with
+    probability in [level, level + 1/(n + 1)) (no ties).
+    """
+    r = jnp.abs(jnp.asarray(residuals))
+    if r.ndim != 2:
+        raise ValueError(f"residuals: expected (n, m), got shape {r.shape}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: expected a coverage level in (0, 1), got {level!r}")
+    return np.asarray(jax.vmap(lambda col: calibration.conformal_quantile(col, level), in_axes=1)(r))
+
+
+def confidences(geometry: geo.Geometry, cal_pred, cal_truth, *, level: float = 0.9) -> dict[str, np.ndarray]:
+    """Confidence `(m,)` per rule from calibration data only (larger = claimed first).
+
+    Args:
+      geometry: the observation geometry (directions V, retained partition).
+      cal_pred: ensemble predictions `(K, N, m)` of the coefficients on the calibration split.
+      cal_truth: calibration coefficients `(N, m)`.
+      level: conformal coverage level.
+
+    Rules (s_i = calibration std of direction i's coordinate): ``validation`` =
+    -NRMSE_i of the ensemble mean; ``spread`` = -(mean over cases of the member
+    std) / s_i; ``conformal`` = -(conformal interval width) / s_i; ``oracle`` =
+    1 on retained directions, 0 below threshold.
+    """
+    d_pred, d_true = _projected(geometry, cal_pred, cal_truth)
+    if d_pred.shape[0] < 2:
+        raise ValueError(f"cal_pred: ensemble spread needs K >= 2 members, got K = {d_pred.shape[0]}")
+    mean = d_pred.mean(axis=0)
+    scale = np.std(d_true, axis=0)
+    if np.any(scale <= 0):
+        raise ValueError("cal_truth: a direction has zero calibration spread; its confidences are undefined")
+    spread = d_pred.std(axis=0).mean(axis=0)
+    width = 2.0 * conformal_halfwidths(mean - d_true, level)
+    out = {
+        "validation": -geo.directional_nrmse(mean, d_true),
+        "spread": -spread / scale,
+        "conformal": -width / scale,
+        "oracle": geometry.retained.astype(np.float64),
+    }
+    return out
+
+
+def evaluate(
+    geometry: geo.Geometry, test_pred, test_truth, confidence: dict, *, delta: float = geo.DEFAULT_DELTA
+) -> dict:
+    """Scores of ensemble predictions `(K, N, m)` on the test split against `test_truth (N, m)`.
+
+    Returns coefficient NRMSE (ensemble mean; RMS error over the test set divided
+    by the test std, averaged over coefficients), directional NRMSE `(m,)`, hits,
+    sCRS under no abstention / validation gating (claim directions whose
+    calibration NRMSE <= delta) / oracle gating, and one
+    `metrics.geometry.Selection` per confidence rule in `confidence`.
+    """
+    d_pred, d_true = _projected(geometry, test_pred, test_truth)
+    e = geo.directional_nrmse(d_pred.mean(axis=0), d_true)
+    hit = geo.hits(geometry, e, delta)
+    m = e.size
+    val = np.asarray(confidence["validation"], np.float64)
+    if val.shape != (m,) or not np.all(np.isfinite(val)):
+        raise ValueError(f"confidence['validation']: expected finite values of shape ({m},), got {val}")
+    c_mean = np.asarray(test_pred, np.float64).mean(axis=0)
+    c_true = np.asarray(test_truth, np.float64)
+    return {
+        "nrmse": float(np.mean(geo.directional_nrmse(c_mean, c_true))),
+        "directional_nrmse": e,
+        "hits": int(hit.sum()),
+        "scrs_none": geo.scrs(np.ones(m, bool), geometry.retained, hit),
+        "scrs_validation": geo.scrs(-val <= delta, geometry.retained, hit),
+        "scrs_oracle": geo.scrs(geometry.retained, geometry.retained, hit),
+        "selection": {rule: geo.selection(u, geometry.retained, hit) for rule, u in confidence.items()},
+    }
+
+
+def run_configuration(
+    key,
+    task,
+    geometry: geo.Geometry,
+    *,
+    estimators=ESTIMATORS,
+    sizes: tuple[int, int, int],
+    num_seeds: int,
+    num_members: int,
+    options: dict | None = None,
+    config: TrainConfig = TrainConfig(),
+    level: float = 0.9,
+    delta: float = geo.DEFAULT_DELTA,
+) -> dict:
+    """Simulate, train and score every estimator family on one task configuration.
+
+    Data: `sizes = (train, calibration, test)` prior draws with noisy observations
+    (`simulate`, key `fold_in(key, 0)`), standardized on the training split. Each
+    family trains `num_seeds x num_members` members in one `fit` (member k of seed
+    s from `fold_in(fold_in(fold_in(key, 1 + family), s), k)`); per seed, the
+    ensemble's `confidences` on the calibration split and `evaluate` on the test
+    split. Returns ``{family: {"runs": [per-seed evaluate dict + "confidence"],
+    "final_loss": (num_seeds, num_members)}}``.
+    """
+    options = options or {}
+    c, y = simulate(jr.fold_in(key, 0), task, sum(sizes))
+    c, y = np.asarray(c, np.float64), np.asarray(y, np.float32)
+    c_tr, c_ca, c_te = np.split(c, np.cumsum(sizes)[:-1])
+    y_tr, y_ca, y_te = np.split(y, np.cumsum(sizes)[:-1])
+    y_std, c_std = Standardizer.fit(y_tr), Standardizer.fit(c_tr)
+    lay = layout(task)
+    out = {}
+    for i, name in enumerate(estimators):
+        k_family = jr.fold_in(key, 1 + i)
+        keys = jnp.stack(
+            [jr.fold_in(jr.fold_in(k_family, s), k) for s in range(num_seeds) for k in range(num_members)]
+        )
+        c_train = c_std.forward(c_tr).astype(np.float32)
+        models, losses = fit(
+            keys,
+            y_std.forward(y_tr),
+            c_train,
+            name=name,
+            layout=lay,
+            options=options.get(name),
+            config=config,
+        )
+
+        def ensemble(y_split, models=models):
+            pred = c_std.inverse(np.asarray(predict(models, y_std.forward(y_split)), np.float64))
+            return pred.reshape(num_seeds, num_members, *pred.shape[1:])
+
+        pred_ca, pred_te = ensemble(y_ca), ensemble(y_te)
+        runs = []
+        for s in range(num_seeds):
+            conf = confidences(geometry, pred_ca[s], c_ca, level=level)
+            runs.append(evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf})
+        out[name] = {
+            "runs": runs,
+            "final_loss": np.asarray(losses)[:, -1].reshape(num_seeds, num_members),
+        }
+    return out
+
+
+__all__ = [
+    "CONFIDENCES",
+    "ESTIMATORS",
+    "GRUEstimator",
+    "Layout",
+    "MLPEstimator",
+    "RasterEstimator",
+    "Standardizer",
+    "TrainConfig",
+    "build",
+    "confidences",
+    "conformal_halfwidths",
+    "evaluate",
+    "fit",
+    "fit_member",
+    "layout",
+    "predict",
+    "run_configuration",
+    "simulate",
+]

@@ -1,0 +1,182 @@
+"""Learned estimators: training beats the mean on retained directions, vmapped ensembles equal
+separately trained members, conformal widths cover at the nominal level, confidences are checked."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax import estimators as est
+from posteriorjax import tasks
+from posteriorjax.metrics import geometry as geo
+
+M, N_TRAIN, N_CAL, N_TEST = 6, 300, 200, 200
+CONFIG = est.TrainConfig(num_steps=200, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
+OPTIONS = {
+    "mlp": dict(width=32, depth=2),
+    "gru": dict(hidden=32),
+    "fno": dict(modes=3, width=8, layers=2, projection=16),
+    "deeponet": dict(width=8, conv_layers=2, basis=16, trunk_depth=2),
+}
+FAST = ("mlp", "gru")  # the raster families train in the slow tier (compilation dominates)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """Linear observations y = A c + noise of 2 frames x 8 sensors + 1 total on an 8 x 8 grid.
+
+    A has 4 observed and 2 unobserved (zero) directions, so the geometry retains 4 of 6.
+    """
+    rng = np.random.default_rng(0)
+    idx = tuple(int(i) for i in np.sort(rng.choice(64, 8, replace=False)))
+    layout = est.Layout(frames=2, count=8, totals=1, shape=(8, 8), indices=idx)
+    a = rng.standard_normal((layout.size, M)) * np.array([3.0, 2.0, 1.0, 0.7, 0.0, 0.0])
+    n = N_TRAIN + N_CAL + N_TEST
+    c = rng.standard_normal((n, M))
+    y = c @ a.T + 0.1 * rng.standard_normal((n, layout.size))
+    g = geo.from_jacobian(a, noise_cov=0.01)
+    assert g.num_retained == 4
+    y_std, c_std = est.Standardizer.fit(y[:N_TRAIN]), est.Standardizer.fit(c[:N_TRAIN])
+    return dict(layout=layout, geometry=g, c=c, y=y_std.forward(y).astype(np.float32), c_std=c_std)
+
+
+@pytest.fixture(scope="module")
+def trained(problem):
+    return {name: _train(problem, name, CONFIG) for name in FAST}
+
+
+def _train(problem, name, config):
+    y, c = problem["y"], problem["c_std"].forward(problem["c"]).astype(np.float32)
+    keys = jr.split(jr.key(0), 2)
+    models, losses = est.fit(
+        keys, y[:N_TRAIN], c[:N_TRAIN], name=name, layout=problem["layout"], options=OPTIONS[name],
+        config=config,
+    )  # fmt: skip
+    pred = problem["c_std"].inverse(np.asarray(est.predict(models, y[N_TRAIN:]), np.float64))
+    return models, losses, pred
+
+
+def _check_beats_the_mean(problem, losses, pred):
+    g = problem["geometry"]
+    assert np.all(np.isfinite(losses)) and np.all(losses[:, -20:].mean(1) < losses[:, :20].mean(1))
+    truth = problem["c"][N_TRAIN + N_CAL :]
+    e = geo.directional_nrmse(geo.project(g, pred[:, N_CAL:].mean(0)), geo.project(g, truth))
+    # predicting the training mean has NRMSE ~1 in every direction
+    assert np.all(e[g.retained] < 0.9) and np.mean(e[g.retained]) < 0.6, e
+    # the unobserved directions cannot be recovered
+    assert np.all(e[~g.retained] > 0.8), e
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_estimator_beats_the_mean_on_retained_directions(problem, trained, name):
+    _check_beats_the_mean(problem, *trained[name][1:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fno", "deeponet"])
+def test_raster_estimator_beats_the_mean_on_retained_directions(problem, name):
+    config = est.TrainConfig(num_steps=600, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
+    _check_beats_the_mean(problem, *_train(problem, name, config)[1:])
+
+
+@pytest.mark.parametrize("name", ["fno", "deeponet"])
+def test_raster_estimators_map_observations_to_coefficients(problem, name):
+    layout = problem["layout"]
+    model = est.build(name, jr.key(1), layout, M, **OPTIONS[name])
+    out = jax.vmap(model)(jnp.asarray(problem["y"][:3]))
+    assert out.shape == (3, M) and bool(jnp.all(jnp.isfinite(out)))
+    # the output depends on the sensor values (through the raster), not only on the mask
+    assert float(jnp.max(jnp.abs(out[0] - out[1]))) > 0
+
+
+def test_vmapped_ensemble_equals_separately_trained_members(problem, trained):
+    y, c = problem["y"], problem["c_std"].forward(problem["c"]).astype(np.float32)
+    models, losses, _ = trained["mlp"]
+    keys = jr.split(jr.key(0), 2)
+    single = eqx.filter_jit(est.fit_member)
+    for i in range(2):
+        model, loss = single(
+            keys[i], jnp.asarray(y[:N_TRAIN]), jnp.asarray(c[:N_TRAIN]), name="mlp",
+            layout=problem["layout"], options=OPTIONS["mlp"], config=CONFIG,
+        )  # fmt: skip
+        member = jax.tree.map(lambda x, i=i: x[i] if eqx.is_array(x) else x, models)
+        np.testing.assert_allclose(loss, losses[i], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(
+            jax.vmap(model)(y[N_TRAIN:]), jax.vmap(member)(y[N_TRAIN:]), rtol=1e-4, atol=1e-5
+        )
+
+
+def test_conformal_halfwidths_cover_at_the_nominal_level():
+    """4000 independent calibration sets of 50 heavy-tailed residuals, one exchangeable new residual each:
+    split-conformal coverage lies in [level, level + 1/(n + 1)) up to Monte Carlo error."""
+    rng = np.random.default_rng(1)
+    reps, n, level = 4000, 50, 0.9
+    draws = rng.standard_t(3, size=(n + 1, reps)) * rng.uniform(0.1, 10.0, size=reps)
+    q = est.conformal_halfwidths(draws[:n], level)
+    cover = np.mean(np.abs(draws[n]) <= q)
+    mc = np.sqrt(level * (1 - level) / reps)
+    assert level - 3 * mc <= cover <= level + 1 / (n + 1) + 3 * mc, cover
+    with pytest.raises(ValueError, match="level"):
+        est.conformal_halfwidths(draws[:n], 1.0)
+
+
+def test_confidences_cover_held_out_data_and_have_the_right_length(problem, trained):
+    g = problem["geometry"]
+    pred = trained["mlp"][2]
+    cal_truth, test_truth = problem["c"][N_TRAIN : N_TRAIN + N_CAL], problem["c"][N_TRAIN + N_CAL :]
+    conf = est.confidences(g, pred[:, :N_CAL], cal_truth, level=0.9)
+    assert set(conf) == set(est.CONFIDENCES)
+    for rule, u in conf.items():
+        assert u.shape == (M,) and np.all(np.isfinite(u)), rule
+    # conformal half-widths from calibration residuals cover test residuals at ~90%
+    d_cal = geo.project(g, pred[:, :N_CAL].mean(0)) - geo.project(g, cal_truth)
+    d_test = geo.project(g, pred[:, N_CAL:].mean(0)) - geo.project(g, test_truth)
+    q = est.conformal_halfwidths(d_cal, 0.9)
+    scale = np.std(geo.project(g, cal_truth), axis=0)
+    np.testing.assert_allclose(-conf["conformal"], 2 * q / scale, rtol=1e-10)
+    cover = np.mean(np.abs(d_test) <= q)
+    # per-direction thresholds vary with their calibration sets (sd ~ 0.02) and the test draws (~0.02)
+    assert abs(cover - 0.9) < 0.06, cover
+    # the calibration error ranks the observed directions first
+    assert geo.auroc(conf["validation"], g.retained).value == 1.0
+    ev = est.evaluate(g, pred[:, N_CAL:], test_truth, conf)
+    assert ev["scrs_oracle"].value == 1.0 and ev["hits"] == 4
+    assert ev["selection"]["oracle"].geometric_auroc.value == 1.0
+
+
+def test_bad_confidences_are_rejected(problem, trained):
+    g = problem["geometry"]
+    pred = trained["mlp"][2]
+    test_truth = problem["c"][N_TRAIN + N_CAL :]
+    conf = est.confidences(g, pred[:, :N_CAL], problem["c"][N_TRAIN : N_TRAIN + N_CAL])
+    hit = g.retained.copy()
+    with pytest.raises(ValueError, match="confidence: expected shape"):
+        geo.selection(conf["spread"][:-1], g.retained, hit)
+    with pytest.raises(ValueError, match="confidence: expected finite"):
+        geo.selection(np.where(np.arange(M) == 2, np.nan, conf["spread"]), g.retained, hit)
+    with pytest.raises(ValueError, match="claimed"):
+        geo.scrs(np.full(M - 1, 1.0), g.retained, hit)
+    with pytest.raises(ValueError, match="validation"):
+        est.evaluate(g, pred[:, N_CAL:], test_truth, {"validation": conf["validation"][:-1]})
+    with pytest.raises(ValueError, match="K >= 2"):
+        est.confidences(g, pred[:1, :N_CAL], problem["c"][N_TRAIN : N_TRAIN + N_CAL])
+    with pytest.raises(ValueError, match="name"):
+        est.build("transformer", jr.key(0), problem["layout"], M)
+    with pytest.raises(ValueError, match="y: expected"):
+        problem["layout"].history(jnp.zeros(5))
+
+
+def test_layout_views_follow_the_task_observation():
+    task = tasks.get("interface_transport", resolution=8, frames=1)
+    layout = est.layout(task)
+    assert (layout.frames, layout.count, layout.totals) == (2, task.observation.count, 0)
+    x = task.prior.mean.reshape(task.unknown_shape)
+    u, y = task.solve(x), task.forward(x)
+    raster = layout.raster(y)
+    mask = np.asarray(task.observation.mask)
+    assert raster.shape == (3, 8, 8) and np.array_equal(np.asarray(raster[-1]) > 0, mask)
+    for f in range(2):
+        np.testing.assert_allclose(raster[f][mask], u[f][mask], rtol=1e-6)
+        np.testing.assert_allclose(layout.history(y)[f], u[f][mask], rtol=1e-6)
