@@ -1,0 +1,125 @@
+"""Transfer-experiment models: published defaults, vmapped nine-view training, PINO residual."""
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax.tasks import fields
+from posteriorjax.transfer import data, models
+
+RES = 16
+TINY_FNO = dict(scale="tiny", steps=3, batch_size=4, model=dict(width=4, modes=3, layers=1, projection=8))
+
+
+def synthetic_dataset(family, n_train=8, n_test=4, c_out=1, seed=0):
+    """A `data.Dataset` of random fields (no solver): enough for training mechanics."""
+    n = n_train + n_test
+    rng = np.random.default_rng(seed)
+    target = rng.standard_normal((n, c_out, RES, RES)).astype(np.float32)
+    return data.Dataset(
+        family,
+        RES,
+        0,
+        np.arange(n, dtype=np.int64),
+        np.arange(n, dtype=np.int64) % 3,
+        (np.arange(n) >= n_train).astype(np.int64),
+        rng.standard_normal((n, 1, RES, RES)).astype(np.float32),
+        target,
+        target[:, :1],
+        target,
+    )
+
+
+def view_stack(dataset, num_views):
+    rng = np.random.default_rng(1)
+    masks = rng.random((num_views, dataset.num_records, RES, RES)) < 0.5
+    return np.stack([data.masked_inputs(dataset.observed, m) for m in masks])
+
+
+def test_defaults_follow_the_published_settings():
+    fno = models.fit_config("fno")
+    assert dict(fno.model) == dict(width=32, modes=12, layers=4)
+    assert (fno.optimizer, fno.weight_decay, fno.batch_size, fno.schedule, fno.clip) == (
+        "adam",
+        1e-4,
+        8,
+        "step",
+        1.0,
+    )
+    assert fno.steps == 500 * (1800 // 8)
+    pino = models.fit_config("pino")
+    assert dict(pino.model) == dict(width=64, modes=20, layers=5) and pino.pino_weight == pytest.approx(0.2)
+    ts = models.fit_config("transolver"), models.fit_config("transolver", forecast=True)
+    assert (dict(ts[0].model)["hidden"], ts[0].batch_size, ts[0].clip) == (128, 4, 0.1)
+    assert (dict(ts[1].model)["hidden"], ts[1].batch_size, ts[1].clip) == (256, 2, 0.0)
+    assert models.fit_config("gnot").schedule == "onecycle" and models.fit_config("cno").optimizer == "adamw"
+    tiny = models.fit_config("deeponet", {"scale": "tiny", "steps": 7, "model": {"basis": 4}})
+    assert tiny.steps == 7 and dict(tiny.model)["basis"] == 4 and dict(tiny.model)["branch"] == "conv"
+    assert set(models.MODELS) == set(models.DEFAULTS["full"]) == set(models.DEFAULTS["tiny"])
+    with pytest.raises(ValueError, match="config: unknown keys"):
+        models.fit_config("fno", {"epochs": 3})
+    with pytest.raises(ValueError, match="model_name"):
+        models.fit_config("unet")
+    with pytest.raises(ValueError, match="schedule"):
+        models.fit_config("fno", {"schedule": "cosine"})
+
+
+def test_vmapped_nine_view_training_equals_nine_separate_trainings(key):
+    dataset = synthetic_dataset("darcy_field")
+    train = dataset.train
+    inputs = view_stack(train, len(data.VIEWS))
+    test_inputs = data.masked_inputs(dataset.test.observed, np.ones((4, RES, RES), bool))
+    stacked, losses = models.fit_views(
+        key, "fno", inputs, train.target, config=TINY_FNO, dataset=dataset, return_losses=True
+    )
+    assert losses.shape == (3, 9) and bool(jnp.all(jnp.isfinite(losses)))
+    joint = models.predict(stacked, test_inputs)
+    assert joint.shape == (9, 4, 1, RES, RES)
+    for v in range(9):
+        alone = models.fit_views(
+            key, "fno", inputs[v : v + 1], train.target, config=TINY_FNO, dataset=dataset, views=[v]
+        )
+        np.testing.assert_allclose(models.predict(alone, test_inputs)[0], joint[v], rtol=1e-4, atol=1e-5)
+    # the nine models really differ (own init key and own view)
+    assert not jnp.allclose(joint[0], joint[1], atol=1e-4)
+    with pytest.raises(ValueError, match="dataset: expected 4 training records"):
+        models.fit_views(key, "fno", inputs[:, :4], train.target[:4], config=TINY_FNO, dataset=dataset)
+    with pytest.raises(ValueError, match="inputs: expected finite"):
+        models.fit_views(key, "fno", inputs * np.nan, train.target, config=TINY_FNO, dataset=dataset)
+    with pytest.raises(ValueError, match="inputs: expected \\(N, 2, H, W\\)"):
+        models.predict(stacked, test_inputs[:, :1])
+
+
+def _recovery_record(family, regime, key):
+    task = fields.build(family, resolution=RES, regime=fields.REGIMES[regime])
+    b = task.prior.sample(key)
+    return b, task.physics(b)
+
+
+def test_pino_residual_recovery_vanishes_on_the_solver_solution(key):
+    residual = models.PinoResidual("darcy_field", RES)
+    b, u = _recovery_record("darcy_field", 2, key)
+    preds = jnp.stack([u, jr.normal(jr.fold_in(key, 1), u.shape), u])
+    regimes = jnp.array([2, 2, 0])  # the last with contrast 2 instead of 32
+    exact, noise, wrong_regime = jax.jit(jax.vmap(residual, (0, None, 0)))(preds, b, regimes)
+    assert exact < 1e-8 and noise > 0.1 and wrong_regime > 1e3 * exact
+
+
+@pytest.mark.parametrize("family", ["heat_field", "burgers_field"])
+def test_pino_residual_forecast_small_on_solver_frames(family, key):
+    regime = 1
+    task = fields.build(family, resolution=RES, regime=fields.REGIMES[regime])
+    frames = task.physics(task.prior.sample(key))[1:]  # predicted frames 1..3
+    residual = models.PinoResidual(family, RES)
+    preds = jnp.stack([frames, jr.normal(jr.fold_in(key, 1), frames.shape)])
+
+    @jax.jit
+    def values_and_grad(p):
+        values = jax.vmap(lambda f: residual(f, f[:1], jnp.asarray(regime)))(p)
+        return values, jax.grad(lambda f: residual(f, f[:1], jnp.asarray(regime)))(p[0] + 0.1)
+
+    (exact, noisy), grad = values_and_grad(preds)
+    assert exact < 1e-3 and noisy > 0.1
+    assert bool(jnp.all(jnp.isfinite(grad)))
