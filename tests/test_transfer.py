@@ -10,6 +10,7 @@ import pytest
 from posteriorjax.transfer import baselines, data, pipeline, protocol
 
 N = 32
+M = 16  # grid of the baseline tests
 # realized counts at 32 x 32: random 0.5/0.65/0.8/0.2/0.35 of 1024 (half up); H, V: 16 lines;
 # BL: a 22 x 22 hole; LI: 10 rows + 9 columns (overlaps once); BD: band of width 5
 COUNTS = {
@@ -180,20 +181,25 @@ def test_invalid_blocks_are_rejected(defect, reason):
 
 
 def test_rbf_is_exact_when_everything_is_observed(ids):
-    ds = synthetic(ids, split=np.zeros(len(ids)))
-    full = data.masked_inputs(ds.observed, np.ones((len(ids), N, N), bool))
+    ds = synthetic(ids, n=M, split=np.zeros(len(ids)))
+    full = data.masked_inputs(ds.observed, np.ones((len(ids), M, M), bool))
     models = baselines.fit_views(
-        jr.key(0), "rbf", np.stack([full, full]), ds.target, config={"fit_records": 2}, dataset=ds
+        jr.key(0),
+        "rbf",
+        np.stack([full, full]),
+        ds.target,
+        config={"fit_records": 2, "length_scales": (0.1,)},
+        dataset=ds,
     )
     pred = np.asarray(baselines.predict(models, full))
-    assert pred.shape == (2, len(ids), 1, N, N)
+    assert pred.shape == (2, len(ids), 1, M, M)
     np.testing.assert_array_equal(pred[0], ds.target)
 
 
 def test_rbf_interpolates_a_smooth_field():
-    y, x = np.meshgrid(np.arange(N), np.arange(N), indexing="ij")
-    field = np.sin(2 * np.pi * x / N) * np.cos(2 * np.pi * y / N)
-    mask = np.zeros((N, N), bool)
+    y, x = np.meshgrid(np.arange(M), np.arange(M), indexing="ij")
+    field = np.sin(2 * np.pi * x / M) * np.cos(2 * np.pi * y / M)
+    mask = np.zeros((M, M), bool)
     mask[::2, ::2] = True
     rec = np.stack([field * mask, mask]).astype(np.float32)
     out = np.asarray(baselines.rbf_interpolate(rec, 2.0, ridge=1e-4, periodic=True, rtol=1e-6, max_steps=500))
@@ -205,12 +211,12 @@ def test_gappy_pod_recovers_a_low_rank_field(family):
     rng = np.random.default_rng(0)
     forecast = family in data.FORECAST
     c = 4 if forecast else 1
-    modes = rng.standard_normal((3, c * N * N))
+    modes = rng.standard_normal((3, c * M * M))
     coeff = rng.standard_normal((41, 3))
-    state = (coeff @ modes).reshape(41, c, N, N).astype(np.float32)
-    ds = synthetic(np.arange(41), family=family, channels=c)
+    state = (coeff @ modes).reshape(41, c, M, M).astype(np.float32)
+    ds = synthetic(np.arange(41), family=family, n=M, channels=c)
     ds = data.Dataset(
-        family, N, ds.mask_seed, ds.record, ds.regime, np.r_[np.zeros(40), 1].astype(np.int64),
+        family, M, ds.mask_seed, ds.record, ds.regime, np.r_[np.zeros(40), 1].astype(np.int64),
         ds.condition, state, state[:, :1], state[:, 1:] if forecast else state,
     )  # fmt: skip
     train, test = ds.train, ds.test
@@ -219,7 +225,7 @@ def test_gappy_pod_recovers_a_low_rank_field(family):
     models = baselines.fit_views(jr.key(0), "gappy_pod", inputs, train.target, config=config, dataset=ds)
     pred = np.asarray(baselines.predict(models, data.view_inputs(test, "BD")))
     err = protocol.relative_l2(pred[1], test.target)
-    assert pred.shape == (2, 1, c - 1 if forecast else 1, N, N) and err[0] < 1e-3
+    assert pred.shape == (2, 1, c - 1 if forecast else 1, M, M) and err[0] < 1e-3
 
 
 def test_baselines_reject_bad_input(ids):
@@ -257,6 +263,7 @@ def heat_run(tmp_path_factory):
     return config, workdir, pipeline.run(config, workdir)
 
 
+@pytest.mark.slow
 def test_make_dataset_records_splits_and_cache(heat_run):
     config, workdir, _ = heat_run
     assert len(list((workdir / "data").glob("heat_field_*.npz"))) == 1
@@ -272,6 +279,7 @@ def test_make_dataset_records_splits_and_cache(heat_run):
         data.make_dataset("wave_field", 16, 4, 3, 0)
 
 
+@pytest.mark.slow
 def test_pipeline_runs_and_resumes(heat_run):
     config, workdir, out = heat_run
     res = out["analysis"][("heat_field", "gappy_pod")]
@@ -286,3 +294,66 @@ def test_pipeline_runs_and_resumes(heat_run):
     assert block_file.stat().st_mtime_ns == stamp  # finished block skipped
     stored = json.loads(block_file.read_text())
     assert len(stored["blocks"]) == 81 + 2 + 9 and len(stored["expected"]) == 6
+
+
+def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
+    """The whole protocol on a synthetic low-rank family (the solver-generated data: slow tier)."""
+    rng = np.random.default_rng(1)
+    records = np.r_[
+        data.record_ids(0, np.repeat([0, 1, 2], 6), np.tile(np.arange(6), 3)),
+        data.record_ids(1, [0, 1, 2], [0, 0, 0]),
+    ]
+    state = (rng.standard_normal((21, 4)) @ rng.standard_normal((4, 16 * 16))).reshape(21, 1, 16, 16)
+    ds = synthetic(records, family="poisson_field", n=16, split=np.r_[np.zeros(18), np.ones(3)])
+    ds = data.Dataset(
+        "poisson_field",
+        16,
+        ds.mask_seed,
+        ds.record,
+        ds.regime,
+        ds.split,
+        ds.condition,
+        state.astype(np.float32),
+        state.astype(np.float32),
+        state.astype(np.float32),
+    )
+    calls = []
+
+    def make_dataset(family, resolution, num_train, num_test, seed, **kwargs):
+        calls.append(family)
+        return ds
+
+    monkeypatch.setattr(data, "make_dataset", make_dataset)
+    config = ml_collections.ConfigDict(
+        dict(
+            families=("poisson_field",),
+            models=("gappy_pod",),
+            mixed_models=("gappy_pod",),
+            resolution=16,
+            num_train=18,
+            num_test=3,
+            seed=0,
+            mask_seed=20260804,
+            model_config={"gappy_pod": {"ranks": (4,), "noises": (1e-6,), "fit_records": 4}},
+        )
+    )
+    out = pipeline.run(config, tmp_path)
+    res = out["analysis"][("poisson_field", "gappy_pod")]
+    assert res["matrix"].shape == (9, 9) and not res["invalid"]
+    assert res["matrix"].max() < 1e-3  # rank-4 records, rank-4 basis: every view recovers them
+    assert "density" in res and "mixed" in res and np.isfinite(res["summary"].ratio)
+    for name in (
+        "summary.md",
+        "results.json",
+        "figures/heatmaps.png",
+        "figures/density.png",
+        "figures/mixed.png",
+    ):
+        assert (tmp_path / name).exists(), name
+    assert "| poisson_field |" in (tmp_path / "summary.md").read_text()
+    block_file = tmp_path / "blocks" / "poisson_field__gappy_pod.json"
+    stamp = block_file.stat().st_mtime_ns
+    pipeline.run(config, tmp_path)
+    assert calls == ["poisson_field"] and block_file.stat().st_mtime_ns == stamp  # resumed: nothing redone
+    stored = json.loads(block_file.read_text())
+    assert len(stored["blocks"]) == 81 + 2 + 9 and stored["expected"] == records[18:].tolist()
