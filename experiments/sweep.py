@@ -1,7 +1,11 @@
 """Run a sweep: `python -m experiments.sweep --config=configs/<name>.py --workdir=DIR [--config.x=y]`.
 
-Writes DIR/results.jsonl, results.csv, summary.md, config.json and provenance.json;
-rerunning with the same config resumes and skips finished configurations.
+Writes DIR/results.jsonl, results.csv, summary.md (main table and calibration over
+cases), calibration.json, references.json, references/, samples/, networks/,
+figures/, config.json and provenance.json; rerunning with the same config resumes
+and skips finished configurations, trained networks and cached references.
+With `--distributed` (multi-host: one process per host, a workdir shared by all)
+each process writes results.p<k>.jsonl and process 0 assembles results.jsonl.
 """
 
 import jax

@@ -1,4 +1,4 @@
-"""Sweep records -> tables (CSV, the Markdown main table) and provenance.
+"""Sweep records -> tables (CSV, the Markdown main table, calibration over cases) and provenance.
 
 A record is one configuration of a sweep (see `sweep.run_pair`): task,
 sampler, case, seed, hyperparameters and a dict of metrics. The main table has
@@ -6,6 +6,11 @@ one row per (task, sampler, hyperparameter setting) and, per metric, the mean
 ± std (ddof 1) over cases and seeds; the best and second-best rows of every
 lower-is-better column are marked in bold and italics, the published layout.
 Rows with any non-finite sample show their metrics as NaN, never averaged.
+
+The calibration table aggregates the per-case statistics every record carries
+(`mira_statistic`, `tarp_credibility`) over the cases and seeds of a row into
+the MIRA score with its calibrated band and the TARP expected-coverage curve
+(`calibration_rows`, `calibration_table`). `write_tables` writes both.
 """
 
 from __future__ import annotations
@@ -181,6 +186,19 @@ def calibration_table(rows: Sequence[dict]) -> str:
             )
         out.append("")
     return "\n".join(out)
+
+
+def write_tables(workdir, records: Sequence[dict]) -> str:
+    """Write `results.csv`, `calibration.json` and `summary.md` (both tables) to `workdir`; return summary."""
+    from posteriorjax.reference import store
+
+    workdir = Path(workdir)
+    (workdir / "results.csv").write_text(to_csv(records))
+    calib = calibration_rows(records)
+    store.atomic_write_json(workdir / "calibration.json", calib)
+    summary = main_table(records) + "\n## Calibration over cases\n\n" + calibration_table(calib)
+    (workdir / "summary.md").write_text(summary + "\n")
+    return summary
 
 
 def to_csv(records: Sequence[dict]) -> str:

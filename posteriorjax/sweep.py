@@ -1204,15 +1204,9 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
     from posteriorjax.reference import store as artifact_store
 
     artifact_store.atomic_write_json(workdir / "references.json", references_report)
-    (workdir / "results.csv").write_text(results_lib.to_csv(store.records))
-    calib = results_lib.calibration_rows(store.records)
-    artifact_store.atomic_write_json(workdir / "calibration.json", calib)
-    table = results_lib.main_table(store.records)
-    calib_table = results_lib.calibration_table(calib)
-    (workdir / "summary.md").write_text(table + "\n## Calibration over cases\n\n" + calib_table + "\n")
+    summary = results_lib.write_tables(workdir, store.records)
     if progress:
-        print(table)
-        print("## Calibration over cases\n\n" + calib_table)
+        print(summary)
     if s.figures:
         _render_figures(workdir, progress)
     return store.records
