@@ -70,6 +70,20 @@ def test_misfit_spectrum_matches_dense(problem, x64):
     assert whitened == pytest.approx(rank - np.sum(lam / (1 + lam)), rel=1e-6)
 
 
+def test_kl_from_prior_matches_dense(problem, x64):
+    task, y, _, _ = problem
+    e = jnp.eye(N * N).reshape(N * N, 1, N, N)
+    a = np.asarray(jax.vmap(task.forward)(e)).T
+    vals, vecs = np.linalg.eigh(np.asarray(jax.vmap(task.prior.cov_apply)(e)).reshape(N * N, N * N))
+    half = vecs @ np.diag(np.sqrt(np.maximum(vals, 0.0))) @ vecs.T  # C^(1/2), no inverse of C needed
+    g = a @ half / 1e-3  # whitened latent -> noise-whitened data
+    post_prec = np.eye(N * N) + g.T @ g  # information form, independent of the M x M route
+    w = np.linalg.solve(post_prec, g.T @ (np.asarray(y) / 1e-3))  # whitened posterior mean
+    p = np.linalg.inv(post_prec)
+    dense = 0.5 * (np.trace(p) - N * N - np.linalg.slogdet(p)[1] + w @ w)
+    assert exact.condition(task, y).kl_from_prior() == pytest.approx(dense, rel=1e-6)
+
+
 def test_hierarchical_degenerate_ranges_equal_fixed(problem, x64):
     task, y, _, _ = problem
     fixed_mean, fixed_std = exact.posterior(task, y)
