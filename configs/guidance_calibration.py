@@ -33,7 +33,7 @@ TINY_GUIDANCE = (0.0, 50.0, 200.0, 500.0, 1000.0)
 
 def thresholds(tiny: bool) -> tuple[float, ...]:
     """The noise thresholds eps of the study (sigma = eps / 3)."""
-    return tuple(10 * e for e in PUBLISHED_THRESHOLDS) if tiny else PUBLISHED_THRESHOLDS
+    return tuple(round(10 * e, 12) for e in PUBLISHED_THRESHOLDS) if tiny else PUBLISHED_THRESHOLDS
 
 
 def poisson_at_threshold(tiny: bool, threshold: ml_collections.FieldReference):

@@ -34,7 +34,7 @@ SAMPLERS = ("esmda", "mc_dropout", *GUIDANCE_AXES)
 
 def noise_levels(tiny: bool) -> tuple[float, ...]:
     """The observation noise std sigma of each sweep of the study."""
-    return tuple(10 * s for s in PUBLISHED_NOISE) if tiny else PUBLISHED_NOISE
+    return tuple(round(10 * s, 12) for s in PUBLISHED_NOISE) if tiny else PUBLISHED_NOISE
 
 
 def get_config(arg: str | None = None):
