@@ -28,7 +28,8 @@ NRMSE and the geometric reference (oracle), each scale-free (divided by the
 calibration std of that direction's coordinate). `evaluate` scores test
 predictions: directional NRMSE, hits, sCRS under no abstention / validation
 gating / oracle gating, and the ranking scores of every confidence rule
-(`metrics.geometry.selection`).
+(`metrics.geometry.selection`). `run_configuration` does all of it for one task:
+simulate the splits, fit every family, score every seed.
 """
 
 from __future__ import annotations

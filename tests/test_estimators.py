@@ -180,3 +180,23 @@ def test_layout_views_follow_the_task_observation():
     for f in range(2):
         np.testing.assert_allclose(raster[f][mask], u[f][mask], rtol=1e-6)
         np.testing.assert_allclose(layout.history(y)[f], u[f][mask], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_geometry_experiment_runs_end_to_end_at_tiny_scale(tmp_path):
+    from configs.geometry import get_config
+    from experiments import geometry as experiment
+
+    config = get_config("tiny")
+    config.learned.estimators = ("mlp", "gru")
+    config.convergence.configurations = (("interface_transport", 0),)
+    config.convergence.schemes = ("muscl",)
+    config.convergence.resolutions = (12, 16)
+    results = experiment.run(config, str(tmp_path))
+    text = (tmp_path / "summary.md").read_text()
+    for heading in ("Learned estimators", "Confidence rankings", "Transport partition vs resolution"):
+        assert heading in text
+    label = "interface_transport F2"
+    assert set(results["learned"][label]) == {"mlp", "gru"}
+    assert len(results["learned"][label]["mlp"]["nrmse"]) == config.learned.num_seeds
+    assert (tmp_path / "figures" / "learned_interface_transport_F2_gru.png").exists()
