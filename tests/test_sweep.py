@@ -292,7 +292,8 @@ def test_same_numbers_on_four_devices(full):
         print(json.dumps({{"devices": jax.device_count(), "mmd": [r["metrics"]["mmd"] for r in recs]}}))
         """
     )
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    flags = "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0"  # as conftest
+    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
