@@ -282,11 +282,14 @@ def run(config: Mapping) -> dict:
         raise ValueError(f"config: missing key(s) {missing}; expected every key of bimodal.default_config()")
     problem = Problem(int(c["dim"]), float(c["mean"]), float(c["prior_std"]), float(c["noise_std"]))
     key = jr.key(int(c["seed"]))
-    k_train, k_cal, k_test, k_point, k_mix, k_fit_p, k_fit_m, k_s_mix, k_s_gen = jr.split(key, 9)
-    z_train, x_train = problem.simulate(k_train, int(c["num_train"]))
+    k_data, k_point, k_mix, k_fit_p, k_fit_m, k_s_mix, k_s_gen = jr.split(key, 7)
+    # one joint draw split into training, calibration and test cases (one compiled simulation)
+    sizes = np.cumsum([int(c["num_train"]), int(c["num_calibration"]), int(c["num_test"])])
+    z_all, x_all = problem.simulate(k_data, int(sizes[-1]))
+    z_train, x_train = z_all[: sizes[0]], x_all[: sizes[0]]
     splits = {
-        "cal": problem.simulate(k_cal, int(c["num_calibration"])),
-        "test": problem.simulate(k_test, int(c["num_test"])),
+        "cal": (z_all[sizes[0] : sizes[1]], x_all[sizes[0] : sizes[1]]),
+        "test": (z_all[sizes[1] :], x_all[sizes[1] :]),
     }
     opts = dict(
         num_steps=int(c["num_steps"]),

@@ -20,10 +20,10 @@ def result():
 def test_posterior_moments_match_exact_draws(key):
     problem = bimodal.Problem(dim=3, mean=0.5, prior_std=1.0, noise_std=0.1)
     z, x = problem.simulate(key, 4)
-    draws = problem.sample_posterior(jr.fold_in(key, 1), x, 20000)
+    draws = problem.sample_posterior(jr.fold_in(key, 1), x, 8000)
     mean, var = problem.posterior_moments(x)
-    np.testing.assert_allclose(draws.mean(0), mean, atol=4 * jnp.sqrt(var.max() / 20000))
-    np.testing.assert_allclose(draws.var(0), var, rtol=0.05, atol=1e-4)
+    np.testing.assert_allclose(draws.mean(0), mean, atol=4 * jnp.sqrt(var.max() / 8000))
+    np.testing.assert_allclose(draws.var(0), var, rtol=0.08, atol=1e-4)
     # bimodal: for |x| >> noise the draws sit near +-x, never near the mean between the modes
     far = np.asarray(x) > 0.5
     near_mode = jnp.minimum(jnp.abs(draws - x), jnp.abs(draws + x)) < 5 * problem.noise_std
