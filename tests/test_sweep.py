@@ -229,6 +229,46 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
                                   stored["samples"])  # fmt: skip
 
 
+def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
+    """`tasks` restricts a sampler's pairs; `task_options` change the sampler's task, not the cases."""
+    calls = []
+
+    def fake_run_pair(task, sampler, cases, reference, grid, **kwargs):
+        calls.append((kwargs["labels"]["sampler"], task.config_dict(), sampler.task.config_dict()))
+        return []
+
+    def fake_reference(task, cases, rc, **kwargs):
+        return np.zeros((2, 8, 1, RES, RES)), np.full((2, 8), 1 / 8), {"task": task.config_dict()}
+
+    monkeypatch.setattr(sweep, "run_pair", fake_run_pair)
+    monkeypatch.setattr(sweep, "load_or_build_reference", fake_reference)
+    config = _tiny_config(
+        tasks={
+            "poisson_fixed": {"resolution": RES, "num_sensors": 6},
+            "poisson_fixed_lowres": {"resolution": RES},
+        },
+        samplers={
+            "prior": {},
+            "noisy": {"sampler": "prior", "task_options": {"noise_std": 0.1}, "tasks": ("poisson_fixed",)},
+        },
+        save_samples=0,
+        figures=False,
+    )
+    sweep.run(config, tmp_path, progress=False)
+    assert sorted((label, true["task"]) for label, true, _ in calls) == [
+        ("noisy", "poisson_fixed"),
+        ("prior", "poisson_fixed"),
+        ("prior", "poisson_fixed_lowres"),
+    ]
+    for label, true, model in calls:
+        assert true["noise_std"] == 1e-4
+        assert model == ({**true, "noise_std": 0.1} if label == "noisy" else true)
+    assert set(json.loads((tmp_path / "references.json").read_text())) == {
+        "poisson_fixed",
+        "poisson_fixed_lowres",
+    }
+
+
 def test_stored_samples_are_the_scored_ones(setup, full, tmp_path):
     """`save_samples` recomputes exactly the samples the program scored (same keys), without duplicates."""
     task, sampler, cases, reference = setup
