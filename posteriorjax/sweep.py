@@ -1140,6 +1140,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
     from posteriorjax import samplers, tasks
 
     s = settings(config)
+    prebuilt = _build_samplers(s)
     workdir = Path(workdir)
     lead = jax.process_index() == 0
     multi = jax.process_count() > 1
@@ -1165,6 +1166,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
         for entry in s.samplers:
             if task_name not in entry.tasks:
                 continue
+            pair = (task_name, entry.label)
             sampler_options = {**task_options, **entry.task_options}
             sampler_task = tasks.get(task_name, **sampler_options)
             options = dict(entry.options)
@@ -1178,9 +1180,15 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
                         progress=progress,
                     )  # fmt: skip
                 options[option] = trained[net_key]
-            sampler = samplers.get(entry.sampler, sampler_task, **options)
-            grid = expand(s.num_cases, entry.axes, s.seeds, sampler.defaults)
-            pair = (task_name, entry.label)
+            if pair in prebuilt:
+                sampler = prebuilt[pair]
+            else:
+                sampler = _checked(
+                    pair, lambda e=entry, t=sampler_task, o=options: samplers.get(e.sampler, t, **o)
+                )
+            grid = _checked(
+                pair, lambda e=entry, sm=sampler: expand(s.num_cases, e.axes, s.seeds, sm.defaults)
+            )
 
             def report_progress(done, total, _pair=pair):
                 if progress and lead:
@@ -1212,6 +1220,31 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
     if s.figures:
         _render_figures(workdir, progress)
     return store.records
+
+
+def _checked(pair: tuple[str, str], build: Callable):
+    """`build()`, with a ValueError naming the sampler entry and task it was for."""
+    try:
+        return build()
+    except ValueError as e:
+        raise ValueError(f"config.samplers.{pair[1]} (task {pair[0]!r}): {e}") from e
+
+
+def _build_samplers(s: Settings) -> dict[tuple[str, str], AbstractSampler]:
+    """Every sampler that needs no trained network, built and its axes checked before any sweep compute."""
+    from posteriorjax import samplers, tasks
+
+    built = {}
+    for task_name, task_options in s.tasks.items():
+        for entry in s.samplers:
+            if task_name not in entry.tasks or entry.networks:
+                continue
+            pair = (task_name, entry.label)
+            task = tasks.get(task_name, **{**task_options, **entry.task_options})
+            sampler = _checked(pair, lambda e=entry, t=task: samplers.get(e.sampler, t, **e.options))
+            _checked(pair, lambda e=entry, sm=sampler: expand(s.num_cases, e.axes, s.seeds, sm.defaults))
+            built[pair] = sampler
+    return built
 
 
 def _done_everywhere(workdir: Path, pair: tuple[str, str]) -> set[str]:

@@ -164,6 +164,14 @@ def test_bad_configs_fail_before_compute(tmp_path):
         2,
         True,
     )
+    # sampler-level errors (unknown axis, a builder refusing the task) come before the workdir is touched
+    for samplers, match in (
+        ({"prior": {"axes": {"guidance": (1.0,)}}}, r"samplers.prior \(task 'poisson_fixed'\): axes"),
+        ({"eci": {"options": {"prior": "oracle"}}}, r"samplers.eci \(task 'poisson_fixed'\): prior"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            sweep.run(_tiny_config(samplers=samplers), tmp_path / "never", progress=False)
+    assert not (tmp_path / "never").exists()
     config = _tiny_config()
     sweep.prepare_workdir(tmp_path, config)
     other = _tiny_config(num_samples=5)
