@@ -683,11 +683,11 @@ def settings(config) -> Settings:
                  task_options [{}], tasks [all tasks]}}; a network spec is a kind
                  (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None]};
       training: {scale ["tiny"] | "full", num_steps [None]};
-    A network is trained for the sampler's task (the sweep task's options updated by
-    the sampler's `task_options`), updated by the spec's `task_options`.
       diagnostics [()]: subset of ("pde_residual", "alpha");
       save_samples [2]: store samples of configurations with case < save_samples;
       figures [True]: render figures at the end.
+    A network is trained for the sampler's task (the sweep task's options updated by
+    the sampler's `task_options`), updated by the spec's `task_options`.
     """
     from posteriorjax import samplers
 
