@@ -30,6 +30,7 @@ def _setup(n: int):
         "prior": build("prior", embed_dim=32),
         "surrogate": build("surrogate"),
         "inverse": build("inverse", dropout=0.1),
+        "fundiff": build("fundiff", embed_dim=32),
     }
     steps = 4
     configs = {
@@ -43,6 +44,7 @@ def _setup(n: int):
         "diffusionpde": dict(model=m["joint"], num_steps=steps),
         "eci": dict(model=m["joint"], num_steps=steps),
         "mc_dropout": dict(model=m["inverse"]),
+        "fundiff": dict(model=m["fundiff"], num_steps=steps),
     }
     published = {
         k: {kk: v for kk, v in c.items() if kk in ("model", "surrogate")} for k, c in configs.items()
