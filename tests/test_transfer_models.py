@@ -1,5 +1,6 @@
 """Transfer-experiment models: published defaults, vmapped nine-view training, PINO residual."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -76,12 +77,14 @@ def test_vmapped_nine_view_training_equals_nine_separate_trainings(key):
     )
     assert losses.shape == (3, 9) and bool(jnp.all(jnp.isfinite(losses)))
     joint = models.predict(stacked, test_inputs)
-    assert joint.shape == (9, 4, 1, RES, RES)
+    assert joint.shape == (9, 4, 1, RES, RES) and bool(jnp.all(jnp.isfinite(joint)))
+    stacked_leaves = jax.tree.leaves(eqx.filter(stacked, eqx.is_array))
     for v in range(9):
         alone = models.fit_views(
             key, "fno", inputs[v : v + 1], train.target, config=TINY_FNO, dataset=dataset, views=[v]
         )
-        np.testing.assert_allclose(models.predict(alone, test_inputs)[0], joint[v], rtol=1e-4, atol=1e-5)
+        for a, b in zip(jax.tree.leaves(eqx.filter(alone, eqx.is_array)), stacked_leaves, strict=True):
+            np.testing.assert_allclose(a[0], b[v], rtol=1e-4, atol=1e-6)
     # the nine models really differ (own init key and own view)
     assert not jnp.allclose(joint[0], joint[1], atol=1e-4)
     with pytest.raises(ValueError, match="dataset: expected 4 training records"):
@@ -99,15 +102,15 @@ def _recovery_record(family, regime, key):
 
 
 def test_pino_residual_recovery_vanishes_on_the_solver_solution(key):
-    residual = models.PinoResidual("darcy_field", RES)
-    b, u = _recovery_record("darcy_field", 2, key)
+    residual = models.PinoResidual("poisson_field", RES)
+    b, u = _recovery_record("poisson_field", 2, key)
     preds = jnp.stack([u, jr.normal(jr.fold_in(key, 1), u.shape), u])
-    regimes = jnp.array([2, 2, 0])  # the last with contrast 2 instead of 32
+    regimes = jnp.array([2, 2, 0])  # the last with source amplitude 0.5 instead of 2
     exact, noise, wrong_regime = jax.jit(jax.vmap(residual, (0, None, 0)))(preds, b, regimes)
     assert exact < 1e-8 and noise > 0.1 and wrong_regime > 1e3 * exact
 
 
-@pytest.mark.parametrize("family", ["heat_field", "burgers_field"])
+@pytest.mark.parametrize("family", ["heat_field", pytest.param("burgers_field", marks=pytest.mark.slow)])
 def test_pino_residual_forecast_small_on_solver_frames(family, key):
     regime = 1
     task = fields.build(family, resolution=RES, regime=fields.REGIMES[regime])
