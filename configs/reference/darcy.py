@@ -9,6 +9,17 @@ Two independent rotation-augmented pools (seeds 0 and 1) of
 and pCN chains are scored against both and `report.json` holds the worst ratio
 per metric and the acceptance rates. Resumable: rerun the same command.
 `:64` runs at 64 x 64. The tiny variant (16 x 16, loose eps) runs in seconds.
+
+Measured (`scripts/reference_study.py`, 2 shared CPU cores): at 32 x 32 the
+published eps accepts a fraction 9e-5 to 4.4e-4 of the candidates (two cases),
+so K = 100 needs 0.25-1.2 million candidates per pool (this config's 1 million
+fills K for most cases); at 64 x 64, 3e-5 or less (2 of 65,536 in the better
+case), i.e. roughly 3e6-1.5e8 candidates per pool (tail extrapolation). Pool
+throughput on 2 idle cores: 1,546 Darcy solves/s at 64 x 64, i.e. about 6,000
+augmented candidates/s (`scripts/benchmark.py --only reference_pool`); on the
+loaded machine of these measurements 818 candidates/s at 32 x 32 and 100 at
+64 x 64. GT1/GT2 ratios at K = 100 came out 1.00-1.16 for the non-spectral
+metrics (Kish ESS of each eps-weighted reference 40-65).
 """
 
 import ml_collections
