@@ -11,7 +11,10 @@ noise level (4x the true std, an over-wide likelihood). MIRA over the cases (the
 calibrated value 2/3 (band +- sqrt(1 / (18 L)) for L cases), the misspecified ones leave
 the band; the five posterior metrics against the exact reference say the same.
 
-Tiny: 16 x 16, 32 cases x 32 samples (MIRA needs many conditions).
+Tiny: 16 x 16, 32 cases x 32 samples (MIRA needs many conditions). Measured (seed 0): exact
+sampler MIRA 0.649 correct (z = -0.19 against 0.657 +- 0.082), 0.608 noise-misspecified
+(z = -1.2), 0.495 prior-misspecified (z = -3.95, outside the band); ES-MDA (an ensemble
+Kalman method on 32 members) sits near 0.50 under all three models.
 """
 
 from configs import base
