@@ -181,7 +181,7 @@ def calibration_statistics(task: Task, samples, truth, low, width, tarp_point, m
     f = calibration.tarp_credibility(xn[None], tn[None], tarp_point[None].astype(x.dtype))[0]
     out = {"tarp_credibility": f}
     if n >= 2:
-        out["mira_statistic"] = mira._condition_statistic(mira_key, x, t, t, jnp.asarray(False), MIRA_REGIONS)
+        out["mira_statistic"] = mira.condition_statistic(mira_key, x, t, num_regions=MIRA_REGIONS)
     return {k: jnp.where(bad, jnp.nan, v) for k, v in out.items()}
 
 

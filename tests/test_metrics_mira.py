@@ -98,3 +98,24 @@ def test_mira_bad_inputs(key):
         M.mira(key, x[0], x[0, 0])
     res = jax.jit(M.mira)(key, x.at[0, 0, 0].set(jnp.inf), x[:, 0])
     assert np.isnan(res.score) and np.isnan(res.z)
+
+
+def test_condition_statistic_is_mira_per_condition(key):
+    k1, k2 = jr.split(key)
+    samples = jnp.asarray(_rng(k1).normal(size=(3, 9, 1, 2, 2)), jnp.float32)
+    truth = jnp.asarray(_rng(k2).normal(size=(3, 1, 2, 2)), jnp.float32)
+    res = M.mira(key, samples, truth, num_regions=30, num_bootstrap=10)
+    region_key = jr.split(key)[0]
+    keys = jax.vmap(lambda i: jr.fold_in(region_key, i))(jnp.arange(3))
+    one = jax.jit(jax.vmap(functools.partial(M.condition_statistic, num_regions=30)))
+    np.testing.assert_allclose(one(keys, samples, truth), res.per_condition, rtol=1e-6)
+    broken = one(keys, samples.at[1, 2].set(jnp.inf), truth)  # the same compiled program
+    assert np.isnan(broken[1]) and np.all(np.isfinite(broken[::2]))
+    with pytest.raises(ValueError, match="N >= 2"):
+        M.condition_statistic(key, samples[0, :1], truth[0])
+    with pytest.raises(ValueError, match="truth: expected 4 elements"):
+        M.condition_statistic(key, samples[0], truth[0, 0, 0])
+    with pytest.raises(ValueError, match=r"samples: expected \(N, d\)"):
+        M.condition_statistic(key, samples[0, 0, 0, 0], truth[0])
+    with pytest.raises(ValueError, match="center_anchor: expected 4 elements"):
+        M.condition_statistic(key, samples[0], truth[0], center_anchor=truth[0, 0, 0])

@@ -19,6 +19,9 @@ flattened):
    (Laplace's rule of succession).
 4. Score = mean of s over regions and conditions.
 
+`mira` scores L conditions at once; `condition_statistic` is step 4 for one
+condition (for programs that handle one condition at a time).
+
 Under a calibrated model y*, y_r and the counted candidates are exchangeable,
 the mass of B under the candidate is U(0, 1), and the exact finite-N' moments
 are E[s] = (2N' + 3) / (3 (N' + 2)) -> 2/3 and
@@ -71,8 +74,47 @@ def expected_moments(num_counted: int):
     return mean, (n + 1) / (2 * (n + 2)) - mean**2
 
 
+def condition_statistic(key, samples, truth, *, num_regions=100, center_anchor=None):
+    """Mean MIRA statistic of one condition over `num_regions` regions -> scalar.
+
+    `samples (N, d)` (or `(N, ...)`, flattened) are the N >= 2 candidates of
+    one condition and `truth (d,)` (or `(...)`) its true sample; regions are
+    drawn from `key` as in the module docstring (uniform centres, or
+    `center_anchor (d,)` + U(-0.05, 0.05) in the normalized space). Pure and
+    jit/vmap-able (shapes are checked when traced, values are not): NaN when
+    any input value is non-finite. With `key = fold_in(split(k)[0], i)` it is
+    `mira(k, ...).per_condition[i]`, so per-condition statistics computed
+    separately (e.g. by a sweep, one condition per configuration) average to
+    the `mira` score; `expected_moments(N - 1)` gives its calibrated mean and
+    the variance of a single-region statistic.
+    """
+    x = jnp.asarray(samples)
+    if x.ndim < 2:
+        raise ValueError(f"samples: expected (N, d) or (N, ...), got shape {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    n = x.shape[0]
+    if n < 2:
+        raise ValueError(f"samples: MIRA needs N >= 2 candidates (one is the reference), got {n}")
+    x = x.reshape(n, -1)
+    t = jnp.asarray(truth, x.dtype)
+    if t.size != x.shape[1]:
+        raise ValueError(f"truth: expected {x.shape[1]} elements (one sample), got shape {t.shape}")
+    t = t.reshape(-1)
+    anchored = center_anchor is not None
+    a = t
+    if anchored:
+        a = jnp.asarray(center_anchor, x.dtype)
+        if a.size != t.size:
+            raise ValueError(f"center_anchor: expected {t.size} elements (one point), got shape {a.shape}")
+        a = a.reshape(-1)
+    stat = _condition_statistic(key, x, t, a, jnp.asarray(anchored), int(num_regions))
+    finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(t)) & jnp.all(jnp.isfinite(a))
+    return jnp.where(finite, stat, jnp.nan)
+
+
 def _condition_statistic(key, samples, truth, anchor, anchored, num_regions):
-    """Mean MIRA statistic of one condition: `samples (N, d)`, `truth (d,)` -> scalar."""
+    """`condition_statistic` on validated `samples (N, d)`, `truth (d,)`, `anchor (d,)` -> scalar."""
     n, d = samples.shape
     low = jnp.minimum(samples.min(axis=0), truth)
     width = jnp.maximum(samples.max(axis=0), truth) - low
