@@ -15,6 +15,9 @@ SMALL = {
     "uno": dict(modes=4, width=8, depth=2, projection=16),
     "unet": dict(channels=(8, 16), blocks=1),
     "deeponet": dict(width=8, conv_layers=2, basis=16),
+    "cno": dict(width=4, depth=1, res_blocks=1),
+    "transolver": dict(hidden=8, layers=1, heads=2, slices=4),
+    "gnot": dict(hidden=8, layers=1, heads=2, experts=2),
 }
 
 
