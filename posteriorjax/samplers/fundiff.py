@@ -114,18 +114,17 @@ class FunDiffSampler(AbstractSampler):
         )
         shape = (self.model.unknown_channels, *self.task.unknown_shape[1:])
         temperature = jnp.asarray(hparams["temperature"], dtype)
-        term = diffrax.ODETerm(lambda t, x, c: self.model.velocity(x, t, c))
+        # the ensemble is one ODE state (fixed steps, so members stay independent): one solver
+        # loop instead of a vmapped one
+        velocity = jax.vmap(self.model.velocity, (0, None, None))
+        term = diffrax.ODETerm(lambda t, x, c: velocity(x, t, c))
         controller = diffrax.StepTo(ts=jnp.linspace(0.0, 1.0, self.num_steps + 1, dtype=dtype))
-
-        def one(k):
-            x0 = temperature * self.model.noise.sample(k, shape).astype(dtype)
-            sol = diffrax.diffeqsolve(
-                term, diffrax.Heun(), 0.0, 1.0, None, x0, args=cond, stepsize_controller=controller,
-                saveat=diffrax.SaveAt(t1=True), max_steps=self.num_steps,
-            )  # fmt: skip
-            return self.model.x_norm.denormalize(sol.ys[0])
-
-        return jax.vmap(one)(jr.split(key, num_samples))
+        eps = jax.vmap(lambda k: self.model.noise.sample(k, shape))(jr.split(key, num_samples))
+        sol = diffrax.diffeqsolve(
+            term, diffrax.Heun(), 0.0, 1.0, None, temperature * eps.astype(dtype), args=cond,
+            stepsize_controller=controller, saveat=diffrax.SaveAt(t1=True), max_steps=self.num_steps,
+        )  # fmt: skip
+        return jax.vmap(self.model.x_norm.denormalize)(sol.ys[0])
 
 
 def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0) -> FunDiffSampler:
