@@ -100,7 +100,7 @@ def test_bad_configs(tmp_path):
     [
         "surrogate",
         "inverse",
-        "fundiff",
+        pytest.param("fundiff", marks=pytest.mark.slow),
         pytest.param("prior", marks=pytest.mark.slow),
         pytest.param("joint", marks=pytest.mark.slow),
     ],
