@@ -7,17 +7,19 @@ denoiser (the `tiny` training config's network, 4 Heun steps) and DPS with the e
 oracle denoiser (no network, 4 Heun steps: little work per configuration). Ours:
 `sweep.run_pair`, all 128 configurations in one compiled, `lax.map`-batched program
 (`batch_size` configurations vmapped at a time).
-Baseline: a Python loop over the configurations, each one `sampler.sample` + `metrics.suite.compute`
-jitted once and called per configuration with the sweep's own key, its metrics fetched to the
-host after each call (as a loop that records results would). The sweep computes strictly more
-(TARP/MIRA calibration statistics on top of the suite), so the ratio is conservative; the
-largest difference of `mean_error` between the two runs checks they computed the same thing.
+Baseline: a Python loop over the configurations, each one `sampler.sample` +
+`metrics.suite.compute` jitted once and called per configuration with the sweep's own key
+(inputs gathered beforehand), its metrics fetched to the host after each call (as a loop
+that records results would). The sweep computes strictly more (TARP/MIRA calibration
+statistics on top of the suite), so the ratio is conservative; the largest difference of
+`mean_error` between the two runs checks they computed the same thing.
 
 Times exclude compilation (`wall_time_s` of the sweep's records, measured around the compiled
 call; the loop after a warm-up call); the sweep's compile time is reported separately. Memory:
 the growth of the process's peak resident set (`resource.getrusage(RUSAGE_SELF).ru_maxrss`)
-during each phase (the loop runs first, so the sweep's figure is what it needs beyond the
-loop's peak), and XLA's temporary-buffer size of the loop's compiled per-configuration program
+during each phase -- a high-water mark, so a phase that stays below an earlier peak reads 0
+(the loop runs first: the sweep's figure is what it needs beyond the loop's peak) -- and
+XLA's temporary-buffer size of the loop's compiled per-configuration program
 (`compiled.memory_analysis()`).
 """
 
@@ -84,8 +86,11 @@ def _loop(task, sampler, cases, reference, grid, seed: int):
         hp = {k: jnp.asarray(v[i]) for k, v in grid.hparams.items()}
         return key, cases.y_obs[c], ref[c], weights[c], cases.x_true[c], hp
 
+    # per-configuration inputs are gathered before timing: the loop times the calls alone
+    inputs = jax.block_until_ready([args(i) for i in range(grid.size)])
+
     def run():
-        return [jax.device_get(one(*args(i))) for i in range(grid.size)]
+        return [jax.device_get(one(*a)) for a in inputs]
 
     return one, args, run
 
