@@ -42,6 +42,15 @@ class AbstractPhysics(eqx.Module):
     def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
         """Discrete PDE residual of the pair (x, u), `(C_u, H, W)`."""
 
+    def valid(self, x: jax.Array) -> jax.Array:
+        """Whether the model is defined at `x (C, H, W)`: a boolean scalar (traceable).
+
+        Default: every value finite. Models with a restricted domain (positive
+        coefficients, fractions in (0, 1]) override it; `__call__` may raise (or
+        `eqx.error_if` under jit) outside it.
+        """
+        return jnp.all(jnp.isfinite(x))
+
 
 OBSERVATION_KINDS = ("sensors", "pooled")
 
@@ -133,6 +142,18 @@ class Task(eqx.Module):
     def forward(self, x: jax.Array) -> jax.Array:
         """Noise-free observations `(M,)` of the unknown `x (C, H, W)`."""
         return self.observation(self.solve(x))
+
+    def valid(self, x: jax.Array) -> jax.Array:
+        """Whether the physics is defined at `x (C, H, W)` (boolean scalar, jit/vmap-able).
+
+        `physics.valid`: every value finite by default; e.g. Darcy also needs a
+        positive permeability. `forward`, `simulate`, `log_likelihood` and
+        `misfit` are only defined where it holds (outside it they raise, under
+        jit through `eqx.error_if`), so code scoring arbitrary sampler output
+        evaluates them on valid members only.
+        """
+        self._check_unknown(x)
+        return self.physics.valid(x)
 
     def simulate(self, key, x: jax.Array) -> jax.Array:
         """Noisy observations `(M,)`."""

@@ -14,6 +14,7 @@ import functools
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from posteriorjax import random_fields
 from posteriorjax.grids import Grid
@@ -34,6 +35,10 @@ class DarcyPhysics(AbstractPhysics):
 
     def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
         return darcy.residual(x[0], u[0], self.grid, self.source)[None]
+
+    def valid(self, x: jax.Array) -> jax.Array:
+        """The solver's domain: every permeability value positive and finite (boolean scalar)."""
+        return jnp.all(jnp.isfinite(x) & (x > 0))
 
 
 def build(
