@@ -5,7 +5,9 @@ sampler, case, seed, hyperparameters and a dict of metrics. The main table has
 one row per (task, sampler, hyperparameter setting) and, per metric, the mean
 ± std (ddof 1) over cases and seeds; the best and second-best rows of every
 lower-is-better column are marked in bold and italics, the published layout.
-Rows with any non-finite sample show their metrics as NaN, never averaged.
+Rows with any non-finite sample show their metrics as NaN, never averaged;
+the last columns count non-finite members and members outside the physics'
+domain (`num_invalid`: their data misfit is NaN, see `sweep.observation_values`).
 
 The calibration table aggregates the per-case statistics every record carries
 (`mira_statistic`, `tarp_credibility`) over the cases and seeds of a row into
@@ -46,7 +48,11 @@ def _row_key(record: dict) -> tuple:
 
 
 def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
-    """Mean, std (ddof 1) and count over cases and seeds per (task, sampler, hparams)."""
+    """Mean, std (ddof 1) and count over cases and seeds per (task, sampler, hparams).
+
+    Also the summed counts of non-finite members (`nonfinite`) and of members
+    outside the physics' domain (`invalid`, `Task.valid`), and the mean wall time.
+    """
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         groups[_row_key(r)].append(r)
@@ -54,6 +60,7 @@ def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
     for (task, sampler, hparams), recs in groups.items():
         row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "count": len(recs)}
         row["nonfinite"] = int(sum(r["metrics"].get("num_nonfinite", 0) or 0 for r in recs))
+        row["invalid"] = int(sum(r["metrics"].get("num_invalid", 0) or 0 for r in recs))
         row["time_s"] = float(np.mean([r["wall_time_s"] for r in recs]))
         for m in metrics:
             vals = [r["metrics"].get(m) for r in recs]
@@ -85,9 +92,11 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
             ranks[k] = finite[:2]
         out.append(f"### {task}\n")
         out.append(
-            "| sampler | hparams | " + " | ".join(h for _, h in metrics) + " | time/config (s) | non-finite |"
+            "| sampler | hparams | "
+            + " | ".join(h for _, h in metrics)
+            + " | time/config (s) | non-finite | invalid |"
         )
-        out.append("|---|---|" + "---|" * len(metrics) + "---|---|")
+        out.append("|---|---|" + "---|" * len(metrics) + "---|---|---|")
         for r in trows:
             cells = []
             for k in keys:
@@ -104,7 +113,7 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
             out.append(
                 f"| {r['sampler']} | {_hparam_label(r['hparams'])} | "
                 + " | ".join(cells)
-                + f" | {r['time_s']:.3g} | {r['nonfinite']} |"
+                + f" | {r['time_s']:.3g} | {r['nonfinite']} | {r['invalid']} |"
             )
         out.append("")
     return "\n".join(out)

@@ -18,12 +18,21 @@ depend on chunking, ordering or the number of devices.
 Besides the per-case metric suite, every record carries two per-case
 statistics that only make sense over many cases (aggregated by `results`):
 `tarp_credibility` (TARP, Lemos et al. 2023) and `mira_statistic` (MIRA,
-Sharief et al.), see `calibration_statistics`.
+Sharief et al.), see `calibration_statistics`. The TARP reference point of a
+case is a prior draw (`tarp_reference_fields`) and TARP's space is a fixed
+per-channel standardization (`tarp_normalization`), both independent of the
+cases, so the statistic is defined for any number of cases.
+
+Sampler output is scored as it is, but the physics is evaluated only where it
+is defined (`Task.valid`, e.g. a positive Darcy permeability): `num_invalid`
+counts the members outside it, whose data misfit (and PDE residual) is NaN
+instead of an error that would abort the whole chunk (`observation_values`).
 
 `run(config, workdir)` drives a whole study: the config schema (documented on
 `settings`) names tasks, samplers with their networks (trained or reused under
-`workdir/networks/`), misspecified sampler tasks, a reference method (cached in
-`workdir/references/`), optional diagnostics and stored samples for figures.
+`workdir/networks/`), misspecified sampler tasks, a reference method per task
+(a default and per-task overrides, cached in `workdir/references/`), optional
+diagnostics and stored samples for figures.
 With several processes (`jax.process_count() > 1`) each process writes the
 records its devices computed to `results.p<k>.jsonl` and process 0 assembles
 `results.jsonl` after every pair (the workdir must be shared by all processes).
@@ -139,45 +148,103 @@ def mira_case_key(mira_stream, case):
     return jr.fold_in(jr.split(mira_stream)[0], case)
 
 
-def tarp_reference_point(tarp_stream, case, dim: int, dtype=jnp.float32):
-    """TARP reference point of a case, uniform in the normalized box [0, 1]^dim."""
-    return jr.uniform(jr.fold_in(tarp_stream, case), (dim,), dtype)
+def tarp_reference_fields(task: Task, seed: int, num_cases: int) -> jax.Array:
+    """TARP reference point of every case, `(num_cases, C', H, W)` (evaluated fields, data units).
 
-
-def program_data(task: Task, cases: Cases, reference: tuple) -> dict[str, np.ndarray]:
-    """Arrays every configuration reads: cases, reference and the TARP normalization box.
-
-    The box is the per-dimension min / (max - min + 1e-10) of the evaluated
-    true fields over all cases: `calibration.tarp(normalize="truth")`'s map.
+    Case c's point is a prior draw, `task.evaluation_field(task.prior.sample(
+    fold_in(tarp_stream, c)))` with `tarp_stream = stream_keys(seed)["tarp"]`.
+    TARP's coverage theorem (Lemos et al. 2023, Thm. 3) holds for any reference
+    distribution that is independent of the truth given the data: the prior
+    qualifies, and unlike a point uniform in the box spanned by the truths of
+    all cases it stays meaningful when there are few cases in many dimensions
+    (the truths then span the box, the samples lie outside it and every
+    credibility collapses to 0, even for the exact posterior).
     """
-    x_true = jnp.asarray(cases.x_true)
-    t = jax.vmap(task.evaluation_field)(x_true).reshape(x_true.shape[0], -1)
-    low = t.min(axis=0)
+    return _prior_fields(task, stream_keys(seed)["tarp"], int(num_cases))
+
+
+@eqx.filter_jit
+def _prior_fields(task: Task, key, num: int) -> jax.Array:
+    """`evaluation_field(prior.sample(fold_in(key, i)))` for i < num, `(num, C', H, W)`."""
+
+    def one(i):
+        return task.evaluation_field(task.prior.sample(jr.fold_in(key, i)))
+
+    return jax.vmap(one)(jnp.arange(num))
+
+
+TARP_STATS_DRAWS = 256
+
+
+def tarp_normalization(task: Task) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel `(shift (C',), scale (C',))` of TARP's space (evaluated fields, data units).
+
+    TARP distances are taken between (field - shift) / scale, per channel, for
+    samples, truth and reference point alike. The map depends on the task only
+    (never on the cases): `task.field_stats` (mean, std; scalars apply to every
+    channel) when present, else the per-channel mean and std of
+    `TARP_STATS_DRAWS` prior draws from the fixed key `jr.key(0)`. A zero std
+    gives scale 1. Only the relative scale of the channels matters: for one
+    channel the credibilities do not depend on the map.
+    """
+    shape = jax.eval_shape(task.evaluation_field, jax.ShapeDtypeStruct(task.unknown_shape, jnp.float32)).shape
+    channels = shape[0]
+    if task.field_stats is not None:
+        shift, scale = (np.asarray(v, np.float64) for v in task.field_stats)
+        for name, v in (("mean", shift), ("std", scale)):
+            if v.ndim > 1 or v.size not in (1, channels):
+                raise ValueError(
+                    f"task.field_stats: expected a scalar or {channels} per-channel values for the {name}, "
+                    f"got shape {v.shape}"
+                )
+        shift, scale = np.broadcast_to(shift, (channels,)), np.broadcast_to(scale, (channels,))
+    else:
+        draws = np.asarray(_prior_fields(task, jr.key(0), TARP_STATS_DRAWS), np.float64)
+        shift, scale = draws.mean(axis=(0, 2, 3)), draws.std(axis=(0, 2, 3))
+    scale = np.where(scale > 0, scale, 1.0)
+    return shift.astype(np.float32), scale.astype(np.float32)
+
+
+def program_data(task: Task, cases: Cases, reference: tuple, *, seed: int) -> dict[str, np.ndarray]:
+    """Arrays every configuration reads: cases, reference and TARP's reference points and map.
+
+    `tarp_shift`, `tarp_scale` `(d,)`: `tarp_normalization` broadcast over the
+    d = C' H W values of an evaluated field; `tarp_points (K, d)`: the
+    `tarp_reference_fields` of the K cases of sweep seed `seed`, normalized.
+    """
+    x_true = np.asarray(cases.x_true)
+    num = x_true.shape[0]
+    points = np.asarray(tarp_reference_fields(task, seed, num))
+    shift, scale = tarp_normalization(task)
+    shift = np.broadcast_to(shift[:, None, None], points.shape[1:]).reshape(-1)
+    scale = np.broadcast_to(scale[:, None, None], points.shape[1:]).reshape(-1)
     ref_samples, ref_weights = reference
     return {
         "y_obs": np.asarray(cases.y_obs),
-        "x_true": np.asarray(x_true),
+        "x_true": x_true,
         "ref_samples": np.asarray(ref_samples),
         "ref_weights": np.asarray(ref_weights),
-        "tarp_low": np.asarray(low),
-        "tarp_width": np.asarray(t.max(axis=0) - low + 1e-10),
+        "tarp_shift": shift,
+        "tarp_scale": scale,
+        "tarp_points": ((points.reshape(num, -1) - shift) / scale).astype(points.dtype),
     }
 
 
-def calibration_statistics(task: Task, samples, truth, low, width, tarp_point, mira_key) -> dict:
+def calibration_statistics(task: Task, samples, truth, shift, scale, tarp_point, mira_key) -> dict:
     """Per-case statistics of the over-case calibration metrics (NaN if any sample is non-finite).
 
     On the evaluated fields flattened to `d` values: `tarp_credibility` =
-    `calibration.tarp_credibility` of the case in the box (`low`, `width`)
-    with reference point `tarp_point (d,)` (normalized space), and
-    `mira_statistic` = MIRA's per-condition statistic (mean over
-    `MIRA_REGIONS` regions drawn from `mira_key`; needs N >= 2).
+    `calibration.tarp_credibility` of the case in TARP's space
+    ((field - `shift (d,)`) / `scale (d,)`) with reference point
+    `tarp_point (d,)` (already in that space), and `mira_statistic` =
+    `mira.condition_statistic` (mean over `MIRA_REGIONS` regions drawn from
+    `mira_key`; needs N >= 2).
     """
     n = samples.shape[0]
     x = jax.vmap(task.evaluation_field)(samples).reshape(n, -1)
     t = task.evaluation_field(truth).reshape(-1).astype(x.dtype)
     bad = ~jnp.all(jnp.isfinite(samples))
-    xn, tn = (x - low) / width, (t - low) / width
+    xn, tn = (x - shift) / scale, (t - shift) / scale
     f = calibration.tarp_credibility(xn[None], tn[None], tarp_point[None].astype(x.dtype))[0]
     out = {"tarp_credibility": f}
     if n >= 2:
@@ -198,6 +265,36 @@ def _grf_alpha_spec(prior) -> tuple[str, float]:
     return bases[basis], tau
 
 
+def _valid_members(task: Task, samples, fallback):
+    """`(valid (N,), safe (N, C, H, W))`: `task.valid` per member; invalid members replaced by `fallback`.
+
+    The physics runs on `safe` only, so an invalid member never reaches a
+    solver's domain check (which under jit aborts the whole program); its
+    values are masked to NaN afterwards.
+    """
+    valid = jax.vmap(task.valid)(samples)
+    mask = valid.reshape((-1,) + (1,) * (samples.ndim - 1))
+    return valid, jnp.where(mask, samples, fallback.astype(samples.dtype))
+
+
+def observation_values(task: Task, samples, truth, y_obs) -> dict:
+    """Data misfit of the members where the physics is defined.
+
+    `num_invalid`: members outside `task.valid` (non-finite ones included);
+    `obs_misfit`: mean over members of the whitened misfit
+    (1/M) ||(forward(x_i) - y_obs) / noise_std||^2 (`diagnostics.observation_misfit`),
+    NaN when any member is invalid (never averaged over the valid ones only).
+    The forward map sees the true field `truth` (valid by construction) in
+    place of an invalid member.
+    """
+    valid, safe = _valid_members(task, samples, truth)
+    misfit = diagnostics.observation_misfit(task.forward, safe, y_obs, task.noise_std)
+    return {
+        "obs_misfit": jnp.mean(jnp.where(valid, misfit, jnp.nan)),
+        "num_invalid": jnp.sum(~valid).astype(jnp.int32),
+    }
+
+
 def diagnostic_values(task: Task, samples, truth, names: Sequence[str], state_model=None) -> dict:
     """Optional per-case diagnostics (NaN if any sample is non-finite).
 
@@ -205,7 +302,9 @@ def diagnostic_values(task: Task, samples, truth, names: Sequence[str], state_mo
     task physics (r(x, 0) is the source term), with u the state of each sample
     from `state_model` (the sampler's learned surrogate when it has one) or the
     task physics: `pde_residual` is its mean over samples, `pde_residual_mean`
-    that of the pair (sample mean of x, sample mean of u).
+    that of the pair (sample mean of x, sample mean of u). Both are NaN when a
+    member (or the sample mean) is outside `task.valid`; the physics is only
+    evaluated inside it.
     ``"alpha"``: GRF smoothness exponent (`diagnostics.estimate_grf_alpha`) of
     every sample and channel: `alpha` (mean), `alpha_std`, and `alpha_truth` of
     the true field, for comparison.
@@ -213,14 +312,18 @@ def diagnostic_values(task: Task, samples, truth, names: Sequence[str], state_mo
     out = {}
     if "pde_residual" in names:
         state = task.physics if state_model is None else state_model
-        u = jax.vmap(state)(samples)
+        valid, safe = _valid_members(task, samples, truth)
+        u = jax.vmap(state)(safe)
 
         def rel(x, v):
             scale = jnp.sqrt(jnp.mean(jnp.square(task.physics.residual(x, jnp.zeros_like(v)))))
             return diagnostics.pde_residual(task.physics.residual, x, v, scale=scale)
 
-        out["pde_residual"] = jnp.mean(jax.vmap(rel)(samples, u))
-        out["pde_residual_mean"] = rel(samples.mean(axis=0), u.mean(axis=0))
+        out["pde_residual"] = jnp.mean(jnp.where(valid, jax.vmap(rel)(safe, u), jnp.nan))
+        mean = samples.mean(axis=0)
+        ok = jnp.all(valid) & task.valid(mean)
+        value = rel(jnp.where(ok, mean, truth.astype(mean.dtype)), u.mean(axis=0))
+        out["pde_residual_mean"] = jnp.where(ok, value, jnp.nan)
     if "alpha" in names:
         basis, tau = _grf_alpha_spec(task.prior)
 
@@ -254,7 +357,9 @@ def case_program(
     """`one(data, config) -> metrics`: sample and score one configuration (pure).
 
     `task` is the true task (cases, reference and scoring); the sampler may be
-    built on a misspecified copy of it. `data` comes from `program_data`.
+    built on a misspecified copy of it. `data` comes from `program_data` (same
+    `seed`). Metrics: `suite.compute`'s, `observation_values`,
+    `calibration_statistics` and the requested `diagnostic_values`.
     """
     options = dict(metric_options or {})
     keys = stream_keys(seed)
@@ -273,21 +378,17 @@ def case_program(
             truth,
             evaluation_field=task.evaluation_field,
             field_stats=task.field_stats,
-            forward=task.forward,
-            y_obs=y_obs,
-            noise_std=task.noise_std,
             **options,
         )
-        dim = data["tarp_low"].shape[0]
-        point = tarp_reference_point(keys["tarp"], case, dim, data["tarp_low"].dtype)
+        out.update(observation_values(task, samples, truth, y_obs))
         out.update(
             calibration_statistics(
                 task,
                 samples,
                 truth,
-                data["tarp_low"],
-                data["tarp_width"],
-                point,
+                data["tarp_shift"],
+                data["tarp_scale"],
+                data["tarp_points"][case],
                 mira_case_key(keys["mira"], case),
             )
         )
@@ -460,7 +561,7 @@ def run_pair(
     if skip is None:
         skip = results.done((labels["task"], labels["sampler"])) if results else set()
     todo = [i for i, cid in enumerate(ids) if cid not in skip]
-    data = parallel.global_tree(program_data(task, cases, reference), parallel.replicated(mesh))
+    data = parallel.global_tree(program_data(task, cases, reference, seed=seed), parallel.replicated(mesh))
     one = case_program(
         task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics
     )
@@ -620,6 +721,7 @@ class Settings:
     overwrite: bool
     tasks: dict[str, dict]
     reference: dict
+    references: dict[str, dict]
     samplers: tuple[SamplerEntry, ...]
     training_scale: str
     training_steps: int | None
@@ -678,7 +780,14 @@ def settings(config) -> Settings:
     Schema (defaults in brackets):
       seed, seeds (sampler seeds), num_cases, num_samples, chunk_size, batch_size, overwrite;
       tasks: {task_name: {task options}};
-      reference: `reference_config(...)` (method exact | pcn | rejection | importance);
+      reference: `reference_config(...)` (method exact | pcn | rejection | importance), the
+                 reference of every task not named in `references`;
+      references [{}]: {task_name: reference_config(...)}, a task's own reference section, in
+                 place of `reference` (a whole section: keys it omits take `reference_config`'s
+                 defaults, not `reference`'s values); e.g. `exact` for a linear-Gaussian task
+                 beside the eps rule for a nonlinear one. `Settings.references` holds the
+                 effective section of every task; the cached reference of a task is checked
+                 against it;
       samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
                  task_options [{}], tasks [all tasks]}}; a network spec is a kind
                  (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None]};
@@ -782,7 +891,19 @@ def settings(config) -> Settings:
                     )
         entries.append(SamplerEntry(label, name, options, axes, networks, overrides, on))
 
-    reference = _reference_section(config.reference)
+    reference = _reference_section(config.reference, "config.reference")
+    overrides = _as_dict(config.references) if "references" in config else {}
+    unknown = sorted(set(overrides) - set(task_map))
+    if unknown:
+        raise ValueError(f"config.references: unknown task(s) {unknown}; the config has {sorted(task_map)}")
+    references = {}
+    for name, task in built.items():
+        if name in overrides:
+            references[name] = _reference_section(overrides[name], f"config.references.{name}")
+        else:
+            references[name] = reference
+        where = f"config.references.{name}" if name in overrides else "config.reference"
+        _check_reference_method(task, references[name]["method"], where)
     return Settings(
         seed=int(config.seed),
         seeds=seeds,
@@ -793,6 +914,7 @@ def settings(config) -> Settings:
         overwrite=bool(config.overwrite),
         tasks=task_map,
         reference=reference,
+        references=references,
         samplers=tuple(entries),
         training_scale=scale,
         training_steps=steps,
@@ -807,29 +929,42 @@ def validate(config) -> None:
     settings(config)
 
 
-def _reference_section(section) -> dict:
+def _reference_section(section, where: str) -> dict:
+    """A reference section filled with `REFERENCE_DEFAULTS` and checked (errors name `where`)."""
     values = _as_dict(section)
     unknown = sorted(set(values) - set(REFERENCE_DEFAULTS))
     if unknown:
-        raise ValueError(f"config.reference: unknown key(s) {unknown}; expected {sorted(REFERENCE_DEFAULTS)}")
+        raise ValueError(f"{where}: unknown key(s) {unknown}; expected {sorted(REFERENCE_DEFAULTS)}")
     rc = {**REFERENCE_DEFAULTS, **values}
     if rc["method"] not in REFERENCE_METHODS:
-        raise ValueError(
-            f"config.reference.method: expected one of {sorted(REFERENCE_METHODS)}, got {rc['method']!r}"
-        )
+        raise ValueError(f"{where}.method: expected one of {sorted(REFERENCE_METHODS)}, got {rc['method']!r}")
     for key in ("num_samples", "num_chains", "thin", "pool_size", "pool_chunk"):
-        _positive_int(f"config.reference.{key}", rc[key])
-    _positive_int("config.reference.burn_in", rc["burn_in"], 0)
+        _positive_int(f"{where}.{key}", rc[key])
+    _positive_int(f"{where}.burn_in", rc["burn_in"], 0)
     if rc["method"] == "pcn" and rc["num_samples"] % rc["num_chains"]:
         raise ValueError(
-            f"config.reference.num_samples: expected a multiple of num_chains={rc['num_chains']}, "
+            f"{where}.num_samples: expected a multiple of num_chains={rc['num_chains']}, "
             f"got {rc['num_samples']}"
         )
     if not (isinstance(rc["eps"], (int, float)) and rc["eps"] > 0):
-        raise ValueError(f"config.reference.eps: expected a number > 0, got {rc['eps']!r}")
+        raise ValueError(f"{where}.eps: expected a number > 0, got {rc['eps']!r}")
     if not (isinstance(rc["sigma"], (int, float)) and rc["sigma"] >= 0):
-        raise ValueError(f"config.reference.sigma: expected a number >= 0 (0 = eps / 3), got {rc['sigma']!r}")
+        raise ValueError(f"{where}.sigma: expected a number >= 0 (0 = eps / 3), got {rc['sigma']!r}")
     return rc
+
+
+def _check_reference_method(task: Task, method: str, where: str) -> None:
+    """The exact posterior needs a Gaussian (or hierarchical Gaussian) prior: refuse others up front."""
+    from posteriorjax import random_fields
+
+    if method == "exact" and not isinstance(
+        task.prior, (random_fields.GaussianRandomField, random_fields.HierarchicalGRF)
+    ):
+        raise ValueError(
+            f"{where}.method: 'exact' needs a linear-Gaussian task (a Gaussian random field prior); "
+            f"task {task.name!r} has a {type(task.prior).__name__} prior; use 'rejection', "
+            "'importance' or 'pcn' for it"
+        )
 
 
 def reference_config(method: str = "exact", num_samples: int = 100, **options):
@@ -1157,11 +1292,12 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
         cases = task.cases(s.seed, s.num_cases)
         path = reference_path(workdir, task_name)
         build = dict(seed=s.seed, workdir=workdir, path=path, overwrite=s.overwrite)
+        rc = s.references[task_name]
         if lead:
-            ref_samples, ref_weights, report = load_or_build_reference(task, cases, s.reference, **build)
+            ref_samples, ref_weights, report = load_or_build_reference(task, cases, rc, **build)
         _sync(f"sweep-reference-{task_name}")
         if not lead:
-            ref_samples, ref_weights, report = load_or_build_reference(task, cases, s.reference, **build)
+            ref_samples, ref_weights, report = load_or_build_reference(task, cases, rc, **build)
         references_report[task_name] = report
         for entry in s.samplers:
             if task_name not in entry.tasks:

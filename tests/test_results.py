@@ -1,4 +1,8 @@
-"""Over-case calibration aggregated from sweep records equals MIRA / TARP computed directly."""
+"""Over-case calibration aggregated from sweep records equals MIRA / TARP computed directly.
+
+One sweep of the exact posterior sampler on `poisson_fixed` (16 x 16, 16 cases) feeds every test;
+its TARP curve must lie near the diagonal.
+"""
 
 import math
 
@@ -8,27 +12,19 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import random_fields, results, sweep, tasks
+from posteriorjax import random_fields, results, samplers, sweep, tasks
 from posteriorjax.metrics import calibration, mira
-from posteriorjax.samplers.base import AbstractSampler
 
-RES = 8
-NUM_CASES = 20
-NUM_SAMPLES = 6
-
-
-class WidePrior(AbstractSampler):
-    """Test sampler: prior draws scaled by (1 + spread), ignoring the data."""
-
-    def _sample(self, key, y_obs, num_samples, hparams):
-        x = jax.vmap(self.task.prior.sample)(jr.split(key, num_samples))
-        return x * (1.0 + hparams["spread"]) + 0.0 * y_obs.sum()
+RES = 16
+NUM_CASES = 16
+NUM_SAMPLES = 16
+SEED = 5
 
 
 @pytest.fixture(scope="module")
 def sweep_records():
-    task = tasks.get("poisson_fixed", resolution=RES, num_sensors=6)
-    sampler = WidePrior(task, {"spread": 0.0})
+    task = tasks.get("poisson_fixed", resolution=RES, num_sensors=8)
+    sampler = samplers.get("exact", task)
     cases = task.cases(0, NUM_CASES)
     ref = jnp.stack([random_fields.sample_batch(task.prior, jr.key(i), 4) for i in range(NUM_CASES)])
     reference = (ref, jnp.full((NUM_CASES, 4), 0.25))
@@ -40,22 +36,23 @@ def sweep_records():
         reference,
         grid,
         num_samples=NUM_SAMPLES,
-        seed=5,
+        seed=SEED,
         chunk_size=NUM_CASES,
-        batch_size=4,
+        batch_size=8,
+        labels={"sampler": "exact"},
     )
-    one = sweep.sample_program(sampler, NUM_SAMPLES, seed=5)
+    one = sweep.sample_program(sampler, NUM_SAMPLES, seed=SEED)
     samples = jax.jit(jax.vmap(one, in_axes=(None, 0)))(
         {"y_obs": cases.y_obs}, grid.take(np.arange(grid.size))
     )
-    return task, cases, reference, records, samples
+    return task, cases, records, samples
 
 
 def test_aggregated_calibration_equals_direct_mira_and_tarp(sweep_records):
-    task, cases, reference, records, samples = sweep_records
+    task, cases, records, samples = sweep_records
     (row,) = results.calibration_rows(records)
     assert row["num_conditions"] == NUM_CASES and row["num_samples"] == NUM_SAMPLES
-    keys = sweep.stream_keys(5)
+    keys = sweep.stream_keys(SEED)
 
     # MIRA: the records' statistics are mira.mira's per-condition values with the sweep's MIRA stream
     direct = mira.mira(keys["mira"], samples, cases.x_true)
@@ -66,11 +63,17 @@ def test_aggregated_calibration_equals_direct_mira_and_tarp(sweep_records):
     np.testing.assert_allclose(row["mira_se"], direct.standard_error, rtol=1e-6)
     np.testing.assert_allclose(row["mira_z"], direct.z, rtol=1e-4)
 
-    # TARP: the sweep's reference point of case c, mapped to the data space, gives calibration.tarp's curve
-    data = sweep.program_data(task, cases, reference)
-    low, width = data["tarp_low"], data["tarp_width"]
-    points = jnp.stack([sweep.tarp_reference_point(keys["tarp"], c, low.shape[0]) for c in range(NUM_CASES)])
-    ecp, alpha = calibration.tarp(jr.key(0), samples, cases.x_true, references=low + points * width)
+    # TARP: reference point of case c = a prior draw from fold_in(tarp stream, c); samples, truths and
+    # points standardized by the task's field statistics; calibration.tarp on them gives the same curve
+    points = jnp.stack([task.prior.sample(jr.fold_in(keys["tarp"], c)) for c in range(NUM_CASES)])
+    mean, std = task.field_stats
+    ecp, alpha = calibration.tarp(
+        jr.key(0),
+        (samples - mean) / std,
+        (cases.x_true - mean) / std,
+        references=(points - mean) / std,
+        normalize=None,
+    )
     np.testing.assert_allclose(row["tarp_ecp"], ecp, atol=1e-7)
     np.testing.assert_allclose(row["tarp_alpha"], alpha, atol=1e-7)
     summary = calibration.tarp_summary(ecp, alpha)
@@ -79,14 +82,35 @@ def test_aggregated_calibration_equals_direct_mira_and_tarp(sweep_records):
     assert len(row["tarp_ecp"]) == NUM_CASES // 10 + 1
 
 
+def test_exact_posterior_tarp_curve_is_near_the_diagonal(sweep_records):
+    """With prior reference points the exact posterior's credibilities are uniform (16 cases, 256 dims).
+
+    Reference points uniform in the box spanned by the truths (the earlier rule, `normalize="truth"`)
+    push the credibilities towards 0: their mean is 0.3 on these 16 cases, and with 4 cases (the
+    `sweep_tiny` study) every credibility is below 0.1 even for the exact posterior.
+    """
+    task, cases, records, samples = sweep_records
+    f = np.asarray([r["metrics"]["tarp_credibility"] for r in sorted(records, key=lambda r: r["case"])])
+    ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), 8)
+    assert float(calibration.tarp_summary(ecp, alpha)["ks"]) < 0.33, f  # 5% KS bound for 16 draws
+    assert abs(f.mean() - 0.5) < 2 * math.sqrt(1 / (12 * NUM_CASES)), f  # 2 standard errors of U(0, 1)
+    key = sweep.stream_keys(SEED)["tarp"]
+    x, t = samples.reshape(NUM_CASES, NUM_SAMPLES, -1), cases.x_true.reshape(NUM_CASES, -1)
+    for n, limit in ((4, 0.1), (NUM_CASES, 0.35)):
+        low, width = t[:n].min(0), t[:n].max(0) - t[:n].min(0) + 1e-10
+        u = jnp.stack([jr.uniform(jr.fold_in(key, c), (t.shape[1],)) for c in range(n)])
+        old = calibration.tarp_credibility((x[:n] - low) / width, (t[:n] - low) / width, u)
+        assert float(old.mean()) < limit, (n, np.asarray(old))
+
+
 def test_calibration_table_marks_band_and_nan(sweep_records):
-    records = sweep_records[3]
+    records = sweep_records[2]
     broken = [dict(r, sampler="diverged", metrics={**r["metrics"], "mira_statistic": None}) for r in records]
     rows = {r["sampler"]: r for r in results.calibration_rows(records + broken)}
     assert math.isnan(rows["diverged"]["mira"]) and math.isfinite(rows["diverged"]["tarp_atc"])
     table = results.calibration_table(list(rows.values()))
-    assert "| diverged | spread=0 | 20 | NaN |" in table
-    ok = rows["WidePrior"]
+    assert f"| diverged | - | {NUM_CASES} | NaN |" in table
+    ok = rows["exact"]
     lo, hi = ok["mira_expected"] - 2 * ok["mira_se"], ok["mira_expected"] + 2 * ok["mira_se"]
     mark = "" if lo <= ok["mira"] <= hi else " †"
-    assert f"| WidePrior | spread=0 | 20 | {ok['mira']:.4f}{mark} |" in table
+    assert f"| exact | - | {NUM_CASES} | {ok['mira']:.4f}{mark} |" in table

@@ -11,28 +11,36 @@ import ml_collections
 import numpy as np
 import pytest
 
-from posteriorjax import random_fields, sweep, tasks
+from posteriorjax import random_fields, results, sweep, tasks
 from posteriorjax.samplers.base import AbstractSampler
 
 RES = 8
 
 
-class ShrunkPrior(AbstractSampler):
-    """Test sampler: prior draws pulled towards zero by a numeric hyperparameter."""
+class FlipPrior(AbstractSampler):
+    """Test sampler: Darcy prior draws, the first `flip` members negated (outside the solver's domain).
+
+    A stand-in for a learned sampler whose raw permeability samples can be non-positive.
+    """
 
     def _sample(self, key, y_obs, num_samples, hparams):
         x = jax.vmap(self.task.prior.sample)(jr.split(key, num_samples))
-        return x / (1.0 + hparams["shrink"]) + 0.0 * y_obs.sum()
+        sign = jnp.where(jnp.arange(num_samples) < hparams["flip"], -1.0, 1.0)
+        return x * sign[:, None, None, None] + 0.0 * y_obs.sum()
 
 
-@pytest.fixture(scope="module")
-def setup():
-    task = tasks.get("poisson_fixed", resolution=RES, num_sensors=6)
-    sampler = ShrunkPrior(task, {"shrink": 0.0})
+def _setup():
+    task = tasks.get("darcy", resolution=RES, num_sensors=6)
+    sampler = FlipPrior(task, {"flip": 0.0})
     cases = task.cases(0, 2)
     ref = jnp.stack([random_fields.sample_batch(task.prior, jr.key(i), 12) for i in range(2)])
     weights = jnp.full((2, 12), 1.0 / 12)
     return task, sampler, cases, (ref, weights)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return _setup()
 
 
 def test_expand_is_the_full_product_and_validates():
@@ -49,16 +57,36 @@ def test_expand_is_the_full_product_and_validates():
         sweep.expand(2, {"guidance": [1.0]}, [0], {"shrink": 0.0})
 
 
-GRID_AXES = {"shrink": [0.0, 2.0]}
+GRID_AXES = {"flip": [0.0, 2.0]}
 SEEDS = [0, 1]
-KWARGS = dict(num_samples=6, seed=0, batch_size=2)
+KWARGS = dict(num_samples=6, seed=0, batch_size=2, diagnostics=("pde_residual",))
+COMPARED = ("mean_error", "mmd", "swd", "crps", "mira_statistic", "tarp_credibility", "obs_misfit")
+
+
+def _full_run(task, sampler, cases, reference):
+    grid = sweep.expand(2, GRID_AXES, SEEDS, sampler.defaults)
+    return grid, sweep.run_pair(task, sampler, cases, reference, grid, chunk_size=4, **KWARGS)
 
 
 @pytest.fixture(scope="module")
 def full(setup):
-    task, sampler, cases, reference = setup
-    grid = sweep.expand(2, GRID_AXES, SEEDS, sampler.defaults)
-    return grid, sweep.run_pair(task, sampler, cases, reference, grid, chunk_size=3, **KWARGS)
+    """The sweep the engine tests check: Darcy, 2 cases x flip {0, 2} x seeds {0, 1}, chunks of 4.
+
+    Chunks (and per-device shares) that are multiples of `batch_size` keep `lax.map` to one
+    compiled body (a remainder batch would compile the whole program a second time).
+    """
+    return _full_run(*setup)
+
+
+def _assert_same(a, b, rtol):
+    for name in COMPARED + ("num_invalid", "pde_residual"):
+        va, vb = a[name], b[name]
+        if va is None or vb is None:  # NaN is stored as None
+            assert va is None and vb is None, name
+        elif name == "pde_residual":  # ~1e-5: the float32 CG tolerance, so compare absolutely
+            np.testing.assert_allclose(va, vb, atol=1e-6, err_msg=name)
+        else:
+            np.testing.assert_allclose(va, vb, rtol=rtol, err_msg=name)
 
 
 def test_one_program_equals_per_configuration_loop(setup, full):
@@ -66,50 +94,50 @@ def test_one_program_equals_per_configuration_loop(setup, full):
     grid, records = full
     assert len(records) == grid.size == 8
     assert len({r["compile_time_s"] for r in records}) == 1  # one compilation for the whole axis
-    one = jax.jit(sweep.case_program(task, sampler, 6, seed=0))
-    data = sweep.program_data(task, cases, reference)
+    one = jax.jit(sweep.case_program(task, sampler, 6, seed=0, diagnostics=("pde_residual",)))
+    data = sweep.program_data(task, cases, reference, seed=0)
     for i, rec in enumerate(records):
-        config = {
-            "case": grid.case[i],
-            "seed": grid.seed[i],
-            "hparams": {"shrink": grid.hparams["shrink"][i]},
-        }
-        expected = one(data, config)
-        for name in ("mean_error", "mmd", "swd", "crps", "mira_statistic", "tarp_credibility"):
-            np.testing.assert_allclose(rec["metrics"][name], expected[name], rtol=2e-5)
-    # the hyperparameter acts: shrinking the prior moves the ensemble spread away from the reference
-    by_shrink = {
-        s: np.mean([r["metrics"]["std_error"] for r in records if r["hparams"]["shrink"] == s])
-        for s in (0, 2)
-    }
-    assert by_shrink[2.0] > by_shrink[0.0]
+        config = {"case": grid.case[i], "seed": grid.seed[i], "hparams": {"flip": grid.hparams["flip"][i]}}
+        expected = {k: sweep._jsonable(v) for k, v in one(data, config).items()}
+        _assert_same(rec["metrics"], expected, rtol=2e-5)
 
 
-def test_chunk_size_does_not_change_results(setup, full):
-    task, sampler, cases, reference = setup
+def test_invalid_members_are_counted_not_fatal(full):
+    """Negative Darcy permeabilities: NaN misfit and PDE residual, the right count, other metrics kept."""
     grid, records = full
-    other = sweep.run_pair(task, sampler, cases, reference, grid, chunk_size=8, **KWARGS)
-    for ra, rb in zip(records, other, strict=True):
-        assert ra["config_id"] == rb["config_id"]
-        np.testing.assert_allclose(ra["metrics"]["mmd"], rb["metrics"]["mmd"], rtol=1e-6)
+    for r in records:
+        m, flipped = r["metrics"], r["hparams"]["flip"] == 2.0
+        assert m["num_invalid"] == (2 if flipped else 0) and m["num_nonfinite"] == 0
+        for name in ("obs_misfit", "pde_residual", "pde_residual_mean"):
+            assert (m[name] is None) == flipped, (name, r["config_id"])
+        for name in COMPARED[:-1] + ("std_error", "spectral_error", "rel_l2_mean", "coverage_error"):
+            assert m[name] is not None and np.isfinite(m[name]), (name, r["config_id"])
+    assert all(r["metrics"]["obs_misfit"] > 0 for r in records if r["hparams"]["flip"] == 0.0)
+    rows = {
+        line.split("|")[2].strip(): line
+        for line in results.main_table(records).splitlines()
+        if "flip=" in line
+    }
+    assert rows["flip=2"].endswith("| 0 | 8 |") and rows["flip=0"].endswith("| 0 | 0 |")  # 2 cases x 2 seeds
 
 
-def test_resume_after_interruption_completes_without_duplicates(setup, full, tmp_path):
+def test_resume_with_another_chunk_size_completes_without_duplicates(setup, full, tmp_path):
+    """Kill mid-sweep, resume with chunks of 2 instead of 4: exactly the uninterrupted records."""
     task, sampler, cases, reference = setup
     grid, records = full
     path = tmp_path / "results.jsonl"
-    sweep.ResultsFile(path).append(records[:3])  # the first chunk finished before the kill ...
+    sweep.ResultsFile(path).append(records[:4])  # the first chunk finished before the kill ...
     with open(path, "a") as f:
-        f.write(json.dumps(records[3])[:40])  # ... and the second was torn mid-write
+        f.write(json.dumps(records[4])[:40])  # ... and the second was torn mid-write
     resumed = sweep.ResultsFile(path)
-    assert len(resumed.records) == 3
-    new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=3, **KWARGS)
-    assert len(new) == grid.size - 3
+    assert len(resumed.records) == 4
+    new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=2, **KWARGS)
+    assert len(new) == grid.size - 4 and len({r["compile_time_s"] for r in new}) == 1
     stored = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(r["config_id"] for r in stored) == sorted(r["config_id"] for r in records)
     by_id = {r["config_id"]: r for r in records}
-    for r in stored:
-        np.testing.assert_allclose(r["metrics"]["mmd"], by_id[r["config_id"]]["metrics"]["mmd"], rtol=1e-6)
+    for r in stored:  # the chunk size changes nothing
+        _assert_same(r["metrics"], by_id[r["config_id"]]["metrics"], rtol=1e-6)
 
 
 def _tiny_config(**overrides):
@@ -147,6 +175,16 @@ def test_bad_configs_fail_before_compute(tmp_path):
         (dict(tasks={"darcy": {"resolution": RES, "num_sensors": 6}}, diagnostics=("alpha",)), "needs a GRF"),
         (dict(training={"scale": "huge"}), "training.scale"),
         (dict(save_samples=-1), "save_samples"),
+        (dict(references={"darcy": sweep.reference_config("pcn")}), r"config.references: unknown task"),
+        (
+            dict(references={"poisson_fixed": {"method": "pcn", "eps": 1.0, "nope": 1}}),
+            "references.poisson_fixed",
+        ),
+        (dict(references={"poisson_fixed": sweep.reference_config("pcn", num_samples=10)}), "num_chains"),
+        (
+            dict(tasks={"darcy": {"resolution": RES, "num_sensors": 6}}),
+            r"config.reference.method: 'exact' needs",
+        ),
     ]
     for overrides, match in cases:
         with pytest.raises(ValueError, match=match):
@@ -246,7 +284,10 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
         return []
 
     def fake_reference(task, cases, rc, **kwargs):
+        methods[task.name] = (rc["method"], rc["num_samples"], rc["eps"], kwargs["path"].name)
         return np.zeros((2, 8, 1, RES, RES)), np.full((2, 8), 1 / 8), {"task": task.config_dict()}
+
+    methods = {}
 
     monkeypatch.setattr(sweep, "run_pair", fake_run_pair)
     monkeypatch.setattr(sweep, "load_or_build_reference", fake_reference)
@@ -254,7 +295,10 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
         tasks={
             "poisson_fixed": {"resolution": RES, "num_sensors": 6},
             "poisson_fixed_lowres": {"resolution": RES},
+            "darcy": {"resolution": RES, "num_sensors": 6},
         },
+        # a task's own reference section replaces config.reference (exact) for that task only
+        references={"darcy": sweep.reference_config("rejection", num_samples=16, eps=1e-3)},
         samplers={
             "prior": {},
             "noisy": {"sampler": "prior", "task_options": {"noise_std": 0.1}, "tasks": ("poisson_fixed",)},
@@ -265,6 +309,7 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
     sweep.run(config, tmp_path, progress=False)
     assert sorted((label, true["task"]) for label, true, _ in calls) == [
         ("noisy", "poisson_fixed"),
+        ("prior", "darcy"),
         ("prior", "poisson_fixed"),
         ("prior", "poisson_fixed_lowres"),
     ]
@@ -274,7 +319,21 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
     assert set(json.loads((tmp_path / "references.json").read_text())) == {
         "poisson_fixed",
         "poisson_fixed_lowres",
+        "darcy",
     }
+    assert methods == {
+        "poisson_fixed": ("exact", 8, 3e-4, "poisson_fixed.npz"),
+        "poisson_fixed_lowres": ("exact", 8, 3e-4, "poisson_fixed_lowres.npz"),
+        "darcy": ("rejection", 16, 1e-3, "darcy.npz"),
+    }
+    s = sweep.settings(config)
+    assert s.references["darcy"] == {
+        **sweep.REFERENCE_DEFAULTS,
+        "method": "rejection",
+        "num_samples": 16,
+        "eps": 1e-3,
+    }
+    assert s.references["poisson_fixed"] == s.reference
 
 
 def test_stored_samples_are_the_scored_ones(setup, full, tmp_path):
@@ -288,11 +347,13 @@ def test_stored_samples_are_the_scored_ones(setup, full, tmp_path):
     stored = np.load(path)
     assert stored["samples"].shape == (4, 6, 1, RES, RES)
     assert stored["case"].tolist() == [0, 0, 0, 0]
-    assert sorted(stored["hparam_shrink"].tolist()) == [0.0, 0.0, 2.0, 2.0]
+    assert sorted(stored["hparam_flip"].tolist()) == [0.0, 0.0, 2.0, 2.0]
     by_id = {r["config_id"]: r for r in records}
     for j, cid in enumerate(stored["config_id"]):
         x = jnp.asarray(stored["samples"][j])
-        expected = sweep.suite.compute(x, reference[0][0], reference[1][0], cases.x_true[0])
+        expected = sweep.suite.compute(
+            x, reference[0][0], reference[1][0], cases.x_true[0], evaluation_field=task.evaluation_field
+        )
         np.testing.assert_allclose(by_id[str(cid)]["metrics"]["mmd"], expected["mmd"], rtol=1e-4)
     # a second call keeps the file as it is (nothing recomputed, nothing duplicated)
     sweep.save_samples(path, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
@@ -326,18 +387,11 @@ def test_same_numbers_on_four_devices(full):
     script = textwrap.dedent(
         f"""
         import json, sys
-        import jax, jax.random as jr, jax.numpy as jnp
-        from posteriorjax import random_fields, sweep, tasks
+        import jax
         sys.path.insert(0, {os.path.dirname(__file__)!r})
-        from test_sweep import GRID_AXES, KWARGS, SEEDS, ShrunkPrior
-        task = tasks.get("poisson_fixed", resolution={RES}, num_sensors=6)
-        sampler = ShrunkPrior(task, {{"shrink": 0.0}})
-        cases = task.cases(0, 2)
-        ref = jnp.stack([random_fields.sample_batch(task.prior, jr.key(i), 12) for i in range(2)])
-        w = jnp.full((2, 12), 1.0 / 12)
-        grid = sweep.expand(2, GRID_AXES, SEEDS, sampler.defaults)
-        recs = sweep.run_pair(task, sampler, cases, (ref, w), grid, chunk_size=3, **KWARGS)
-        print(json.dumps({{"devices": jax.device_count(), "mmd": [r["metrics"]["mmd"] for r in recs]}}))
+        from test_sweep import _full_run, _setup
+        _, recs = _full_run(*_setup())
+        print(json.dumps({{"devices": jax.device_count(), "records": [r["metrics"] for r in recs]}}))
         """
     )
     flags = "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0"  # as conftest
@@ -346,7 +400,8 @@ def test_same_numbers_on_four_devices(full):
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["devices"] == 4
-    np.testing.assert_allclose(out["mmd"], [r["metrics"]["mmd"] for r in records], rtol=1e-5)
+    for a, b in zip(out["records"], records, strict=True):
+        _assert_same(a, b["metrics"], rtol=1e-5)
 
 
 def test_network_config_follows_the_spec():
