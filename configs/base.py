@@ -38,6 +38,7 @@ def sweep(tiny: bool, **fields) -> ml_collections.ConfigDict:
     c.overwrite = False
     c.save_samples = 2
     c.figures = True
+    c.references = {}
     c.diagnostics = ()
     c.training = ml_collections.ConfigDict({"scale": "tiny" if tiny else "full", "num_steps": None})
     for name, value in fields.items():

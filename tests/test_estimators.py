@@ -81,6 +81,7 @@ def test_raster_estimator_beats_the_mean_on_retained_directions(problem, name):
     _check_beats_the_mean(problem, *_train(problem, name, config)[1:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fno", "deeponet"])
 def test_raster_estimators_map_observations_to_coefficients(problem, name):
     layout = problem["layout"]

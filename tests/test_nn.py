@@ -42,6 +42,7 @@ def test_spectral_resample_is_exact_for_trigonometric_polynomials(key):
     np.testing.assert_allclose(nn.spectral_resample(f64, (32, 32)), f32, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_fno_trained_at_32_evaluates_at_64(key):
     """Fit a band-limited periodic smoothing operator at 32 x 32, then evaluate at 64 x 64."""
     k_model, k_data = jr.split(key)
@@ -92,7 +93,10 @@ def test_uno_is_resolution_independent(key):
     assert jnp.linalg.norm(fine[:, ::2, ::2] - coarse) / jnp.linalg.norm(coarse) < 2e-2
 
 
-@pytest.mark.parametrize("name", nn.names())
+# CNO's compile alone is ~30 s; its shapes, jit, vmap and grad are also covered by test_nn_operators
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "cno" else n for n in nn.names()]
+)
 def test_registry_networks_shapes_jit_vmap(name, key):
     k_model, k_x = jr.split(key)
     net = nn.get(name, k_model, in_channels=2, out_channels=3, **SMALL[name])

@@ -11,6 +11,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+import posteriorjax
 from posteriorjax import random_fields, results, sweep, tasks
 from posteriorjax.samplers.base import AbstractSampler
 
@@ -228,6 +229,8 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
     fake = types.ModuleType("posteriorjax.figures")
     fake.render = lambda workdir: rendered.append(workdir) or []
     monkeypatch.setitem(sys.modules, "posteriorjax.figures", fake)
+    # `from posteriorjax import figures` reads the package attribute once the real module is imported
+    monkeypatch.setattr(posteriorjax, "figures", fake, raising=False)
     config = _tiny_config(
         samplers={
             "prior": {},
