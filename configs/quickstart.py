@@ -2,12 +2,18 @@
 
     python -m experiments.sweep --config=configs/quickstart.py --workdir=/tmp/quickstart
 
-Two tasks at 32 x 32: `poisson_fixed` (GRF source, linear-Gaussian, so the `exact`
-posterior sampler is available) and `darcy` (binary permeability). Observations have
-noise eps / 3 and the reference of every case is the published eps rule (MAE <= eps,
-K = 32 kept, weights exp(-MAE^2 / (2 (eps/3)^2))) on a rotation-augmented prior pool of
-4 x 4096 candidates built in the workdir. Samplers, each scored by the five posterior
-metrics, CRPS and the pointwise error over 3 cases x 32 samples:
+Two tasks at 32 x 32, each with the reference it deserves:
+
+* `poisson_fixed` (GRF source, linear-Gaussian; the published noise 1e-4): the exact
+  posterior (pathwise samples), so every row is scored against the true answer;
+* `darcy` (binary permeability): the published eps rule (MAE <= eps, K = 32 kept,
+  weights exp(-MAE^2 / (2 (eps/3)^2)), noise std eps / 3) on a rotation-augmented prior
+  pool of 16,384 candidates (4,096 draws x 4 rotations) built in the workdir. The
+  published eps = 3e-4 needs a pool of about 1e6 at this size (README, "Reference
+  posteriors"); eps = 1e-3 fills K from this pool.
+
+Samplers, each scored by the five posterior metrics, CRPS and the pointwise error over
+3 cases x 32 samples:
 
 * both tasks: the prior (the uninformed baseline) and ES-MDA;
 * `poisson_fixed`: the exact posterior; DPS, FunDPS and DDIS with the exact GRF prior
@@ -26,7 +32,8 @@ import ml_collections
 from configs import base
 from posteriorjax import sweep
 
-EPS = 3e-3  # MAE threshold of the reference; noise std = EPS / 3
+DARCY_EPS = 1e-3  # MAE threshold of the Darcy reference; its noise std is DARCY_EPS / 3
+POISSON_NOISE = 1e-4
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -69,16 +76,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
             tasks=("darcy",),
         ),
     }
-    noise = EPS / 3.0
     config = base.sweep(
         True,
         tasks={
-            "poisson_fixed": {"resolution": res, "noise_std": noise},
-            "darcy": {"resolution": res, "noise_std": noise},
+            "poisson_fixed": {"resolution": res, "noise_std": POISSON_NOISE},
+            "darcy": {"resolution": res, "noise_std": DARCY_EPS / 3.0},
         },
-        reference=sweep.reference_config(
-            "rejection", num_samples=32, pool_size=4096, pool_chunk=1024, augment=True, eps=EPS
-        ),
+        reference=sweep.reference_config("exact", num_samples=64),
+        references={
+            "darcy": sweep.reference_config(
+                "rejection", num_samples=32, pool_size=16384, pool_chunk=2048, augment=True, eps=DARCY_EPS
+            )
+        },
         samplers=samplers,
     )
     config.num_cases = 2 if tiny else 3

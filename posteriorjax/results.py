@@ -153,6 +153,7 @@ def calibration_rows(records: Sequence[dict]) -> list[dict]:
         row.update(mira=score, mira_expected=mean, mira_se=se, mira_z=(score - mean) / se)
         f = [r["metrics"].get("tarp_credibility") for r in recs]
         bins = max(len(recs) // 10, 1)
+        row["tarp_bins"] = bins
         if all(v is not None and math.isfinite(v) for v in f):
             ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), bins)
             summary = calibration.tarp_summary(ecp, alpha)
@@ -172,6 +173,8 @@ def calibration_table(rows: Sequence[dict]) -> str:
     The MIRA band is expected mean ± 2 standard errors of a calibrated sampler;
     the column marks scores outside it with a dagger. ATC > 0 is under-confident,
     < 0 over-confident or biased; KS is the largest distance of the ECP curve to the diagonal.
+    With fewer than 20 cases the ECP curve has one bin (only its end points), so ATC and KS
+    carry no information and are shown as "-".
     """
     out = []
     for task in sorted({r["task"] for r in rows}):
@@ -189,6 +192,8 @@ def calibration_table(rows: Sequence[dict]) -> str:
             z = f"{r['mira_z']:.2f}" if math.isfinite(r["mira_z"]) else "NaN"
             atc = f"{r['tarp_atc']:.3f}" if math.isfinite(r["tarp_atc"]) else "NaN"
             ks = f"{r['tarp_ks']:.3f}" if math.isfinite(r["tarp_ks"]) else "NaN"
+            if r.get("tarp_bins", 2) < 2:
+                atc = ks = "-"
             out.append(
                 f"| {r['sampler']} | {_hparam_label(r['hparams'])} | {r['num_conditions']} | {score} | "
                 f"{r['mira_expected']:.4f} ± {2 * r['mira_se']:.3f} | {z} | {atc} | {ks} |"

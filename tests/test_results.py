@@ -114,3 +114,5 @@ def test_calibration_table_marks_band_and_nan(sweep_records):
     lo, hi = ok["mira_expected"] - 2 * ok["mira_se"], ok["mira_expected"] + 2 * ok["mira_se"]
     mark = "" if lo <= ok["mira"] <= hi else " †"
     assert f"| exact | - | {NUM_CASES} | {ok['mira']:.4f}{mark} |" in table
+    # fewer than 20 cases: a one-bin ECP curve, whose ATC and KS say nothing, is shown as "-"
+    assert ok["tarp_bins"] == 1 and table.count("| - | - |") == len(rows)
