@@ -80,6 +80,10 @@ NETWORKS = {
     "mc_dropout": {"model": "inverse"},
 }
 
+# Learned samplers whose builders default to white noise get the noise their networks are trained
+# with (`configs/train/common.py`: GRF noise).
+LEARNED_OPTIONS = {"dps": {"noise": "grf"}, "diffusionpde": {"noise": "grf"}}
+
 # Step counts that keep the tiny studies to minutes on one CPU core (the full scale uses the
 # samplers' published defaults).
 TINY_OPTIONS = {
@@ -102,7 +106,7 @@ def catalog(tiny: bool, names, *, tasks: dict | None = None, axes: dict | None =
     return {
         n: sampler(
             n,
-            options=TINY_OPTIONS.get(n, {}) if tiny else {},
+            options={**LEARNED_OPTIONS.get(n, {}), **(TINY_OPTIONS.get(n, {}) if tiny else {})},
             axes=axes.get(n),
             networks=NETWORKS.get(n),
             tasks=tasks.get(n),

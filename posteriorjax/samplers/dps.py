@@ -87,10 +87,14 @@ def build_fundps(
 
 def build_dps(
     task, prior: str = "learned", model=None, num_steps: int = 500, sigma_min: float = 0.002,
-    sigma_max: float = 80.0, guidance_weight: float | None = None,
+    sigma_max: float = 80.0, guidance_weight: float | None = None, noise: str = "white",
 ) -> GuidedDiffusion:  # fmt: skip
-    """DPS: unknown-only EDM prior with white noise, exact forward map in the loss."""
+    """DPS: unknown-only EDM prior, exact forward map in the loss.
+
+    `noise` must be the noise the prior was trained with: ``"white"`` (the published DPS) or
+    ``"grf"`` (the networks of `configs/train/common.py`, trained with GRF noise).
+    """
     return _build(
-        task, joint=False, noise="white", forward="exact", prior=prior, model=model, surrogate=None,
+        task, joint=False, noise=noise, forward="exact", prior=prior, model=model, surrogate=None,
         num_steps=num_steps, sigma_min=sigma_min, sigma_max=sigma_max, weight=guidance_weight,
     )  # fmt: skip
