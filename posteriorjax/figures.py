@@ -346,19 +346,21 @@ def _set_axis(ax, which: str, scale: str, zero: float | None, values: np.ndarray
     setter = ax.set_xscale if which == "x" else ax.set_yscale
     axis = ax.xaxis if which == "x" else ax.yaxis
     setter(scale)
-    if zero is None:
+    if scale != "log":
         return
-    pos = np.asarray(values)[np.asarray(values) > zero]
+    values = np.asarray(values)
+    pos = values[values > (0 if zero is None else zero)]
     decades = 10.0 ** np.arange(math.floor(math.log10(pos.min())), math.ceil(math.log10(pos.max())) + 1)
     ticks = [d for d in decades if pos.min() / 1.0001 <= d <= pos.max() * 1.0001]
-    if len(ticks) < 2:  # less than a decade: label the values themselves
+    if len(ticks) < 2:  # less than a decade: label the values themselves (default minor labels collide)
         ticks = np.unique(pos).tolist() if np.unique(pos).size <= 8 else np.geomspace(pos.min(), pos.max(), 5)
-    ticks = [zero, *ticks]
+    ticks = ticks if zero is None else [zero, *ticks]
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())
     axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: "0" if x == zero else f"{x:g}"))
-    line = ax.axvline if which == "x" else ax.axhline
-    line(math.sqrt(zero * pos.min()), color="0.8", lw=0.8, ls=":")
+    if zero is not None:
+        line = ax.axvline if which == "x" else ax.axhline
+        line(math.sqrt(zero * pos.min()), color="0.8", lw=0.8, ls=":")
 
 
 def _cmap(name: str):
