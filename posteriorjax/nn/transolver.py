@@ -176,6 +176,14 @@ class _GNOTBlock(eqx.Module):
 class _TokenOperator(eqx.Module):
     """Shared shell: token lifting, noise FiLM, blocks, head; subclasses set `blocks`."""
 
+    lift: tuple[eqx.nn.Linear, ...]
+    norm: eqx.nn.LayerNorm
+    head: eqx.nn.Linear
+    embed: NoiseEmbedding | None
+    films: tuple[eqx.nn.Linear, ...] | None
+    in_channels: int = eqx.field(static=True)
+    out_channels: int = eqx.field(static=True)
+
     def _setup(self, in_channels, out_channels, hidden, layers, embed_dim, key):
         k1, k2, k3, k4 = jr.split(key, 4)
         self.lift = _mlp((in_channels + 2, 2 * hidden, hidden), k1)
@@ -221,14 +229,7 @@ class Transolver(_TokenOperator):
     Attributes: hidden (token width), layers, heads, slices (G), mlp_ratio, embed_dim.
     """
 
-    lift: tuple[eqx.nn.Linear, ...]
     blocks: tuple[_TransolverBlock, ...]
-    norm: eqx.nn.LayerNorm
-    head: eqx.nn.Linear
-    embed: NoiseEmbedding | None
-    films: tuple[eqx.nn.Linear, ...] | None
-    in_channels: int = eqx.field(static=True)
-    out_channels: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -264,14 +265,7 @@ class GNOT(_TokenOperator):
     Attributes: hidden, layers, heads, experts (geometric-gated FFN experts), mlp_ratio, embed_dim.
     """
 
-    lift: tuple[eqx.nn.Linear, ...]
     blocks: tuple[_GNOTBlock, ...]
-    norm: eqx.nn.LayerNorm
-    head: eqx.nn.Linear
-    embed: NoiseEmbedding | None
-    films: tuple[eqx.nn.Linear, ...] | None
-    in_channels: int = eqx.field(static=True)
-    out_channels: int = eqx.field(static=True)
 
     def __init__(
         self,
