@@ -63,7 +63,7 @@ def build_pools(task, workdir: Path, *, num_chunks: int, chunk_size: int, second
             before = pool.Pool.open(directory).size if (directory / store.MANIFEST).exists() else 0
             pools[name] = pool.build(
                 task, workdir / f"pool_{name}", seed=offset, num_chunks=num_chunks, chunk_size=chunk_size,
-                augment=True, store_state=False, progress=False, max_new_chunks=step,
+                augment=True, store_state=False, store_unknown=False, progress=False, max_new_chunks=step,
             )  # fmt: skip
             made += pools[name].size - before
         elapsed = time.perf_counter() - start
@@ -98,7 +98,7 @@ def cmd_pools(args) -> None:
 # -- eps-rule acceptance ---------------------------------------------------------------------------
 
 
-def tail_extrapolation(mae, eps: float, *, counts=(10, 30, 100, 300, 1000)) -> dict:
+def tail_extrapolation(mae, eps: float, *, num: int = K, counts=(10, 30, 100, 300, 1000)) -> dict:
     """Lower-tail power law of the MAE distribution, F(e) = P(MAE <= e) ~ c e^d, fitted on log-log
 
     at the order statistics e_(k), k in `counts`, and evaluated at `eps`: the acceptance rate the
@@ -110,10 +110,11 @@ def tail_extrapolation(mae, eps: float, *, counts=(10, 30, 100, 300, 1000)) -> d
     e = mae[ks - 1]
     slope, intercept = np.polyfit(np.log(e), np.log(ks / mae.size), 1)
     rate = float(np.exp(intercept + slope * np.log(eps)))
-    return {"tail_exponent": float(slope), "rate_at_eps": rate, "pool_for_K": K / rate}
+    return {"tail_exponent": float(slope), "rate_at_eps": rate, "pool_for_K": num / rate}
 
 
-def acceptance(mae, eps: float = PUBLISHED_EPS) -> dict:
+def acceptance(mae, eps: float = PUBLISHED_EPS, num: int = K) -> dict:
+    """Acceptance at `eps` and the pool a reference of `num` members needs there."""
     mae = np.asarray(mae, np.float64)
     accepted = int(np.sum(mae <= eps))
     out = {
@@ -121,17 +122,17 @@ def acceptance(mae, eps: float = PUBLISHED_EPS) -> dict:
         "accepted": accepted,
         "rate": accepted / mae.size,
         "min_mae": float(mae.min()),
-        "eps_fill_K": float(np.sort(mae)[K - 1]),
+        "eps_fill_K": float(np.sort(mae)[min(num, mae.size) - 1]),
     }
     if accepted >= 1:
-        out["pool_for_K"] = K * mae.size / accepted
-    out["extrapolated"] = tail_extrapolation(mae, eps)
+        out["pool_for_K"] = num * mae.size / accepted
+    out["extrapolated"] = tail_extrapolation(mae, eps, num=num)
     return out
 
 
-def eps_reference(p, mae, *, eps: float, seed: int) -> store.Reference:
+def eps_reference(p, mae, *, eps: float, seed: int, num: int = K) -> store.Reference:
     """`rejection.eps_select` on precomputed MAE (no second pass over the pool), then the gather."""
-    idx, w, rate = rejection.eps_select(np.random.default_rng(seed), mae, eps=eps, num=K)
+    idx, w, rate = rejection.eps_select(np.random.default_rng(seed), mae, eps=eps, num=num)
     info = {"eps": eps, "pool_size": int(np.size(mae)), "acceptance_rate": rate}
     return store.Reference(p.gather(idx), w, "eps_rule", seed, info)
 
@@ -169,17 +170,18 @@ def cmd_darcy(args) -> None:
         entry = {"case": i, "scan_seconds": time.perf_counter() - start}
         entry["published"] = {k: acceptance(m) for k, m in mae.items()}
         ens = sampler_ensembles(jr.fold_in(jr.key(args.seed), i), task, y, pcn_steps=args.pcn_steps)
-        levels = (
-            {"published": PUBLISHED_EPS} if min(np.sum(m <= PUBLISHED_EPS) for m in mae.values()) >= K else {}
-        )
-        levels["fill_K"] = max(float(np.sort(m)[K - 1]) for m in mae.values())
-        for label, eps in levels.items():
-            refs = [eps_reference(pools[k], mae[k], eps=eps, seed=1000 * i + j) for j, k in enumerate("ab")]
-            ratios = validate.two_ensemble_ratios(ens, *refs, task=task)
-            entry[f"ratios_{label}"] = {"eps": eps, "ess": [r.ess() for r in refs], **ratios}
+        for num in args.k:
+            accepted = min(int(np.sum(m <= PUBLISHED_EPS)) for m in mae.values())
+            levels = {"published": PUBLISHED_EPS} if accepted >= num else {}
+            levels["fill_K"] = max(float(np.sort(m)[num - 1]) for m in mae.values())
+            for label, eps in levels.items():
+                refs = [eps_reference(pools[k], mae[k], eps=eps, seed=1000 * i + j, num=num)
+                        for j, k in enumerate("ab")]  # fmt: skip
+                ratios = validate.two_ensemble_ratios(ens, *refs, task=task)
+                entry[f"ratios_K{num}_{label}"] = {"K": num, "eps": eps, "ess": [r.ess() for r in refs], **ratios}
         result["cases"].append(entry)
         print(json.dumps(entry, indent=1, default=str), flush=True)
-    labels = [k for k in result["cases"][0] if k.startswith("ratios_")]
+    labels = sorted({k for c in result["cases"] for k in c if k.startswith("ratios_")})
     result["worst"] = {
         label: {m: max(c[label]["ratios"][m] for c in result["cases"] if label in c)
                 for m in validate.RATIO_METRICS}
@@ -365,6 +367,7 @@ def main(argv=None) -> None:
     p.add_argument("--case-seed", type=int, default=1234)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pcn-steps", type=int, default=2000)
+    p.add_argument("--k", type=int, nargs="+", default=[K], help="reference sizes (published: 100)")
     p.set_defaults(fn=cmd_darcy)
     p = sub.add_parser("poisson", help="eps-rule and importance references against the exact posterior")
     p.add_argument("--resolution", type=int, default=32)

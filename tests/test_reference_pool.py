@@ -124,3 +124,16 @@ def test_field_reads_verify_only_what_they_read(task, full, tmp_path):
         p.read_chunk(1)
     with pytest.raises(ValueError, match="fields"):
         p.read_chunk(0, ("v",))
+
+
+def test_observation_only_pool_redraws_the_stored_draws(task, full, tmp_path):
+    slim = pool.build(task, tmp_path, **ARGS, store_state=False, store_unknown=False)
+    assert sorted(np.load(tmp_path / "chunk_000000.npz").files) == ["y"]
+    np.testing.assert_array_equal(slim.load("y"), full.load("y"))
+    np.testing.assert_allclose(slim.load("x"), full.load("x"), rtol=1e-6, atol=1e-6)
+    picks = [0, 7, 30, 95]  # across chunks and rotation blocks
+    np.testing.assert_allclose(slim.gather(picks, "x"), full.load("x")[picks], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="Pool.open"):
+        pool.Pool.open(tmp_path).gather([0], "x")
+    with pytest.raises(ValueError, match="other settings"):
+        pool.build(task, tmp_path, **ARGS, store_state=False)

@@ -6,11 +6,16 @@ Chunk `c` of a pool with seed `s` draws member `i` from the prior with key
 any number of devices, and a build that is killed resumes by computing exactly
 the missing chunks. Each chunk is one vmapped, jitted program sharded over the
 1-D data mesh of `posteriorjax.parallel`; it is written atomically as
-``chunk_XXXXXX.npz`` (arrays ``x`` `(B, C, H, W)`, ``u`` `(B, C_u, H, W)` when
-`store_state`, and ``y`` `(B, M)` = noise-free observations) followed by a
-``chunk_XXXXXX.json`` sidecar holding its SHA-256 and one per array, so a
-rejection scan reads and verifies only ``y``. A chunk counts as done only
-when its sidecar exists.
+``chunk_XXXXXX.npz`` (arrays ``x`` `(B, C, H, W)` when `store_unknown`, ``u``
+`(B, C_u, H, W)` when `store_state`, and ``y`` `(B, M)` = noise-free
+observations) followed by a ``chunk_XXXXXX.json`` sidecar holding its SHA-256
+and one per array, so a rejection scan reads and verifies only ``y``. A chunk
+counts as done only when its sidecar exists.
+
+Since every draw is a pure function of its key, a pool may store only ``y``
+(`store_unknown=False`, `M` numbers per candidate instead of `C H W`): reading
+``x`` then redraws the requested candidates from their keys (prior sampling only,
+no solve). That is what makes pools of 1e7 candidates fit on a disk.
 
 Augmentation (`augment=True`, for isotropic tasks on a square domain: Darcy and
 Poisson; never for CCS/LTMI) appends the 90/180/270-degree rotations of each
@@ -89,12 +94,26 @@ def check_equivariance(task, key, *, rtol: float = 1e-3) -> None:
         )
 
 
+@eqx.filter_jit
+def _redraw(prior, chunk_key, members, rotations):
+    """Prior draws `members (n,)` of one chunk, each rotated by `rotations (n,)` quarter turns."""
+
+    def one(i, k):
+        return _rotations(prior.sample(jr.fold_in(chunk_key, i)))[k]
+
+    return jax.vmap(one)(members, rotations)
+
+
 @dataclasses.dataclass(frozen=True)
 class Pool:
-    """A prior pool on disk (read side). `size` counts finished candidates."""
+    """A prior pool on disk (read side). `size` counts finished candidates.
+
+    `task` (optional) is needed only to read ``x`` from a pool built with `store_unknown=False`.
+    """
 
     directory: Path
     manifest: dict
+    task: object = None
 
     @classmethod
     def open(cls, directory, task=None) -> Pool:
@@ -104,7 +123,11 @@ class Pool:
             raise ValueError(f"directory: {directory} holds a {manifest.get('kind')!r}, expected a pool")
         if task is not None:
             store.check_task(manifest, task, "pool")
-        return cls(Path(directory), manifest)
+        return cls(Path(directory), manifest, task)
+
+    @property
+    def stores_unknown(self) -> bool:
+        return self.manifest.get("store_unknown", True)
 
     @property
     def per_chunk(self) -> int:
@@ -125,11 +148,28 @@ class Pool:
     def size(self) -> int:
         return len(self.done_chunks()) * self.per_chunk
 
+    def redraw(self, index: int, positions) -> np.ndarray:
+        """`x` of the candidates at `positions` within chunk `index`, redrawn from their keys."""
+        if self.task is None:
+            raise ValueError(
+                f"task: pool {self.directory} stores no x (store_unknown=False); open it with "
+                "Pool.open(directory, task) to redraw candidates"
+            )
+        positions = jnp.asarray(positions, jnp.int32)
+        size = self.manifest["chunk_size"]
+        key = jr.fold_in(jr.key(self.manifest["seed"]), index)
+        return np.asarray(_redraw(self.task.prior, key, positions % size, positions // size))
+
     def read_chunk(self, index: int, fields: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
         """Arrays of chunk `index` (checksum-verified); with `fields`, only those are read from disk
 
-        (chunks written before per-field checksums existed are read whole, then subset).
+        (chunks written before per-field checksums existed are read whole, then subset). A pool
+        that does not store ``x`` redraws it (`redraw`).
         """
+        if not self.stores_unknown and (fields is None or "x" in fields):
+            stored = tuple(f for f in (fields or ("y", "u")) if f != "x")
+            arrays = self.read_chunk(index, stored) if stored else {}
+            return {"x": self.redraw(index, np.arange(self.per_chunk))} | arrays
         name = _chunk_name(index)
         meta = json.loads((self.directory / f"{name}.json").read_text())
         path = self.directory / f"{name}.npz"
@@ -164,10 +204,16 @@ class Pool:
         done = self.done_chunks()
         out = None
         for pos in np.unique(indices // self.per_chunk):
+            sel = indices // self.per_chunk == pos
+            if field == "x" and not self.stores_unknown:
+                arrays = self.redraw(done[pos], indices[sel] - pos * self.per_chunk)
+                if out is None:
+                    out = np.empty((indices.size,) + arrays.shape[1:], arrays.dtype)
+                out[sel] = arrays
+                continue
             arrays = self.read_chunk(done[pos], (field,))[field]
             if out is None:
                 out = np.empty((indices.size,) + arrays.shape[1:], arrays.dtype)
-            sel = indices // self.per_chunk == pos
             out[sel] = arrays[indices[sel] - pos * self.per_chunk]
         return out
 
@@ -181,12 +227,14 @@ def build(
     chunk_size: int,
     augment: bool = False,
     store_state: bool = True,
+    store_unknown: bool = True,
     progress: bool = True,
     max_new_chunks: int | None = None,
     mesh=None,
 ) -> Pool:
     """Build (or resume) a pool of `num_chunks * chunk_size` prior draws (x4 with `augment`).
 
+    `store_state=False` drops u, `store_unknown=False` drops x (redrawn from its key on read).
     Resumes from `directory` when it already holds a pool of the same task,
     seed, chunk size, augmentation and storage; `num_chunks` may grow between
     runs (the first chunks are unchanged). `max_new_chunks` stops after that
@@ -206,21 +254,28 @@ def build(
         "chunk_size": chunk_size,
         "augment": bool(augment),
         "store_state": bool(store_state),
+        "store_unknown": bool(store_unknown),
     }
+    defaults = {"store_unknown": True}  # manifests older than the setting
     if (directory / store.MANIFEST).exists():
         old = store.read_manifest(directory)
         store.check_task(old, task, "pool")
-        diff = {k: (old.get(k), v) for k, v in spec.items() if k != "task_config" and old.get(k) != v}
+        diff = {
+            k: (old.get(k, defaults.get(k)), v)
+            for k, v in spec.items()
+            if k != "task_config" and old.get(k, defaults.get(k)) != v
+        }
         if diff:
             raise ValueError(f"directory: {directory} holds a pool with other settings (old, new): {diff}")
     elif augment:
         check_equivariance(task, jr.split(jr.key(seed))[0])
     store.atomic_write_json(directory / store.MANIFEST, {**spec, "num_chunks": num_chunks})
-    pool = Pool.open(directory)
+    pool = Pool.open(directory, task)
 
     mesh = parallel.data_mesh() if mesh is None else mesh
     sharding = parallel.batch_sharding(mesh)
-    todo = [i for i in range(num_chunks) if i not in set(pool.done_chunks())]
+    done = set(pool.done_chunks())
+    todo = [i for i in range(num_chunks) if i not in done]
     if max_new_chunks is not None:
         todo = todo[:max_new_chunks]
     bar = None
@@ -238,7 +293,7 @@ def build(
             )
         else:
             x, u, y = x[:size], u[:size], y[:size]
-        arrays = {"x": x, "y": y} | ({"u": u} if store_state else {})
+        arrays = {"y": y} | ({"x": x} if store_unknown else {}) | ({"u": u} if store_state else {})
         name = _chunk_name(index)
         checksum = store.write_arrays(directory / f"{name}.npz", arrays)
         fields = {k: store.array_checksum(a) for k, a in arrays.items()}
