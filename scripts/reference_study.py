@@ -178,7 +178,8 @@ def cmd_darcy(args) -> None:
                 refs = [eps_reference(pools[k], mae[k], eps=eps, seed=1000 * i + j, num=num)
                         for j, k in enumerate("ab")]  # fmt: skip
                 ratios = validate.two_ensemble_ratios(ens, *refs, task=task)
-                entry[f"ratios_K{num}_{label}"] = {"K": num, "eps": eps, "ess": [r.ess() for r in refs], **ratios}
+                ess = [r.ess() for r in refs]
+                entry[f"ratios_K{num}_{label}"] = {"K": num, "eps": eps, "ess": ess, **ratios}
         result["cases"].append(entry)
         print(json.dumps(entry, indent=1, default=str), flush=True)
     labels = sorted({k for c in result["cases"] for k in c if k.startswith("ratios_")})
