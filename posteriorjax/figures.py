@@ -11,30 +11,27 @@ draws every figure whose inputs exist into `<workdir>/figures/`:
   least two values (the guidance weight of a calibration study);
 - `optimum_<base>_<sampler>_<axis>.png` when task entries of one base task
   (in this workdir, or in `noise_workdirs`, one sweep per noise level as the
-  study configs run them) differ in their noise level (see `noise_level`);
+  study configs run them) differ in their noise level (see `records.noise_level`);
 - `vshape_<task>.png`, `coverage_<task>.png`, `tarp_<task>.png`, `mira_<task>.png`
   when the records hold the metrics they need.
 
 `report(workdir)` also rewrites the tables (`results.csv`, `calibration.json`,
 `summary.md`) from `results.jsonl`; `python -m experiments.report` calls it.
 
-Records with non-finite samples carry null metrics; they make their
-(task, sampler, hparams) row NaN (as in `results.aggregate`), and NaN rows are
-left out of every curve, optimum and score instead of being averaged.
+The numbers drawn (grouping, optima, coverage, TARP and MIRA per row) come
+from `records`, which leaves NaN rows (records with non-finite samples) out of
+every curve, optimum and score instead of averaging them.
 Sizes: every figure is saved at `DPI` dots per inch with the size its
 docstring states (inches), so an image is `round(inches * DPI)` pixels.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import jax.numpy as jnp
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -42,7 +39,24 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from posteriorjax import results
-from posteriorjax.metrics import calibration, mira
+from posteriorjax.metrics import calibration
+from posteriorjax.records import (
+    LOWER_IS_BETTER,
+    TARP_BINS,
+    axis_split,
+    coverage_curves,
+    group,
+    hparams_key,
+    load_records,
+    mira_scores,
+    noise_optima,
+    optimal_hparams,
+    read_workdir,
+    row_groups,
+    scalar_metrics,
+    tarp_curves,
+    varying_axes,
+)
 
 DPI = 100
 PANEL = (3.2, 2.6)  # inches per metric panel (curves, V-shape)
@@ -52,14 +66,6 @@ COLORBAR = 1.0  # inches of colorbar column beside image tiles
 TITLE = 0.5  # inches of suptitle band
 PAD = 0.08  # inches of padding around an image tile
 MAX_COLUMNS = 4
-
-# lower-is-better metrics of the curves and optima: the main table's columns and the other scores
-LOWER_IS_BETTER: tuple[str, ...] = tuple(k for k, _ in results.TABLE_METRICS) + (
-    "crps_fair",
-    "energy_score",
-    "rel_l2_samples",
-    "coverage_error",
-)
 POSTERIOR_METRICS: tuple[str, ...] = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
 HEADERS = dict(results.TABLE_METRICS) | {
     "crps_fair": "CRPS (fair)",
@@ -67,219 +73,14 @@ HEADERS = dict(results.TABLE_METRICS) | {
     "rel_l2_samples": "RelL2(samples)",
     "coverage_error": "Coverage error",
 }
-TARP_BINS = 20
-_NOISE_LABEL = re.compile(r"^(?P<base>[^@]+)@noise=(?P<value>[^@]+)$")
-
-
-# ----------------------------------------------------------------------------
-# Record helpers
-
-
-def load_records(path: str | Path) -> list[dict]:
-    """The records of a `results.jsonl` file (one JSON object per line)."""
-    path = Path(path)
-    out = []
-    for i, line in enumerate(path.read_text().splitlines()):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"{path}: line {i + 1} is not a JSON record ({err.msg}); "
-                "rerun the sweep to repair a torn file"
-            ) from err
-    return out
-
-
-def _hkey(hparams: Mapping[str, float]) -> tuple:
-    # float32 rounding: records and .npz files store the same float32 value as float64 and float32
-    return tuple(sorted((k, float(np.float32(v))) for k, v in hparams.items()))
-
-
-def _hlabel(hparams: Mapping[str, float]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items())) or "-"
-
-
-def _group(records: Sequence[dict], *fields: str) -> dict[tuple, list[dict]]:
-    out: dict[tuple, list[dict]] = defaultdict(list)
-    for r in records:
-        out[tuple(r[f] for f in fields)].append(r)
-    return dict(out)
-
-
-def _rows(records: Sequence[dict]) -> dict[tuple, list[dict]]:
-    """Records per (sampler, hparams key), in first-seen order."""
-    out: dict[tuple, list[dict]] = {}
-    for r in records:
-        out.setdefault((r["sampler"], _hkey(r["hparams"])), []).append(r)
-    return out
-
-
-def _scalar_metrics(records: Sequence[dict], candidates: Sequence[str]) -> list[str]:
-    present = {k for r in records for k, v in r["metrics"].items() if not isinstance(v, list)}
-    return [m for m in candidates if m in present]
-
-
-def _axis_split(records: Sequence[dict], axis: str) -> dict[tuple, list[dict]]:
-    """Records split by the values of every hyperparameter except `axis`."""
-    out: dict[tuple, list[dict]] = {}
-    for r in records:
-        if axis not in r["hparams"]:
-            raise ValueError(
-                f"records: expected hyperparameter {axis!r} in every record, got {sorted(r['hparams'])}"
-            )
-        out.setdefault(tuple(kv for kv in _hkey(r["hparams"]) if kv[0] != axis), []).append(r)
-    return out
-
-
-def varying_axes(records: Sequence[dict]) -> list[str]:
-    """Hyperparameters that take at least two values among `records`."""
-    values: dict[str, set] = defaultdict(set)
-    for r in records:
-        for k, v in r["hparams"].items():
-            values[k].add(float(np.float32(v)))
-    return sorted(k for k, v in values.items() if len(v) > 1)
-
-
-def optimal_hparams(records: Sequence[dict], axis: str, metrics: Sequence[str] | None = None) -> dict:
-    """Metric-specific optimum of hyperparameter `axis`: `{metric: value}`.
-
-    `records` are one (task, sampler) pair with only `axis` varying. For every
-    value of `axis` the metric is averaged over its records (cases and seeds);
-    a value with any non-finite record is NaN and ignored, as in
-    `results.aggregate`. The optimum is the value of smallest mean (every metric
-    here is lower-is-better); ties go to the smallest value; a metric with no
-    finite mean maps to NaN. `metrics` defaults to the `LOWER_IS_BETTER`
-    metrics present in the records.
-    """
-    if not records:
-        raise ValueError("records: expected at least one record, got none")
-    pairs = {(r["task"], r["sampler"]) for r in records}
-    if len(pairs) > 1:
-        raise ValueError(f"records: expected one (task, sampler) pair, got {sorted(pairs)}")
-    split = _axis_split(records, axis)
-    if len(split) > 1:
-        raise ValueError(
-            f"records: expected only {axis!r} to vary, but other hyperparameters take {len(split)} "
-            f"settings: {[dict(k) for k in split]}; select one setting first"
-        )
-    metrics = _scalar_metrics(records, LOWER_IS_BETTER) if metrics is None else list(metrics)
-    rows = results.aggregate(records, metrics)
-    out = {}
-    for m in metrics:
-        finite = [(row[m][0], float(row["hparams"][axis])) for row in rows if math.isfinite(row[m][0])]
-        out[m] = min(finite)[1] if finite else math.nan
-    return out
-
-
-def noise_level(label: str, config: Mapping | None = None) -> float | None:
-    """Observation noise std of the task entry `label`, or None when the workdir does not say.
-
-    Rule: `config["tasks"][label]["noise_std"]` when the sweep config sets it for
-    that entry; otherwise the value of a label of the form `<task>@noise=<value>`;
-    otherwise None (the registry default, not recorded).
-    """
-    entry = ((config or {}).get("tasks") or {}).get(label) or {}
-    if "noise_std" in entry:
-        return float(entry["noise_std"])
-    match = _NOISE_LABEL.match(label)
-    if match is None:
-        return None
-    try:
-        return float(match["value"])
-    except ValueError as err:
-        raise ValueError(
-            f"task label {label!r}: expected <task>@noise=<float>, got {match['value']!r}"
-        ) from err
-
-
-def base_task(label: str) -> str:
-    """The task a label names: the part before `@` (`poisson@noise=1e-3` -> `poisson`)."""
-    return label.split("@", 1)[0]
-
-
-def tarp_curve(credibilities, num_alpha_bins: int = TARP_BINS) -> tuple[np.ndarray, np.ndarray]:
-    """TARP expected coverage `(ecp, alpha)`, each `(num_alpha_bins + 1,)`, from credibilities `(L,)`.
-
-    `calibration.expected_coverage` on a fixed [0, 1] grid: ecp_k is the
-    fraction of credibilities f < alpha_k, and 1 at alpha = 1.
-    """
-    f = np.asarray(credibilities, np.float64).ravel()
-    if f.size == 0 or not np.all(np.isfinite(f)) or np.any((f < 0) | (f > 1)):
-        raise ValueError(f"credibilities: expected finite values in [0, 1], got {f}")
-    if int(num_alpha_bins) < 1:
-        raise ValueError(f"num_alpha_bins: expected >= 1, got {num_alpha_bins}")
-    ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), int(num_alpha_bins))
-    return np.asarray(ecp, np.float64), np.asarray(alpha, np.float64)
-
-
-def _finite_list(records: Sequence[dict], metric: str) -> np.ndarray | None:
-    vals = [r["metrics"].get(metric) for r in records]
-    if any(v is None for v in vals):
-        return None
-    arr = np.asarray(vals, np.float64)
-    return arr if np.all(np.isfinite(arr)) else None
-
-
-def coverage_curves(records: Sequence[dict], levels: Sequence[float] = calibration.DEFAULT_LEVELS) -> dict:
-    """Mean empirical coverage `(K,)` over the records of each (sampler, hparams) row.
-
-    Returns `{(sampler, hparams key): (K,)}`; rows with a null or non-finite
-    coverage in any record are left out.
-    """
-    out = {}
-    for key, recs in _rows(records).items():
-        cov = _finite_list(recs, "coverage")
-        if cov is None:
-            continue
-        if cov.shape[1] != len(levels):
-            raise ValueError(
-                f"records: coverage of {key[0]} has {cov.shape[1]} levels, expected {len(levels)} (levels)"
-            )
-        out[key] = cov.mean(axis=0)
-    return out
-
-
-def tarp_curves(records: Sequence[dict], num_alpha_bins: int = TARP_BINS) -> dict:
-    """`{(sampler, hparams key): (ecp, alpha)}` from the rows' per-case `tarp_credibility`."""
-    out = {}
-    for key, recs in _rows(records).items():
-        f = _finite_list(recs, "tarp_credibility")
-        if f is not None:
-            out[key] = tarp_curve(f, num_alpha_bins)
-    return out
-
-
-def mira_scores(records: Sequence[dict]) -> dict:
-    """`{(sampler, hparams key): dict}` of MIRA scores and their calibrated band per row.
-
-    score: mean of the per-case `mira_statistic` over the row's L records;
-    expected: calibrated mean of `mira.expected_moments(N - 1)` (N the
-    ensemble size); low/high: expected -+ 2 sqrt(var / L).
-    """
-    out = {}
-    for key, recs in _rows(records).items():
-        s = _finite_list(recs, "mira_statistic")
-        if s is None:
-            continue
-        sizes = {int(r["num_samples"]) for r in recs}
-        if len(sizes) > 1:
-            raise ValueError(f"records: one row of {key[0]} mixes ensemble sizes {sorted(sizes)}")
-        mean, var = mira.expected_moments(sizes.pop() - 1)
-        half = 2.0 * math.sqrt(var / s.size)
-        out[key] = {
-            "score": float(s.mean()),
-            "expected": mean,
-            "low": mean - half,
-            "high": mean + half,
-            "count": s.size,
-        }
-    return out
 
 
 # ----------------------------------------------------------------------------
 # Drawing helpers
+
+
+def _hlabel(hparams: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items())) or "-"
 
 
 def _new(width: float, height: float) -> Figure:
@@ -539,10 +340,10 @@ def curves_figure(
     Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel per metric,
     at most MAX_COLUMNS columns.
     """
-    metrics = _scalar_metrics(records, LOWER_IS_BETTER) if metrics is None else list(metrics)
+    metrics = scalar_metrics(records, LOWER_IS_BETTER) if metrics is None else list(metrics)
     if not metrics:
         raise ValueError("metrics: expected at least one metric present in the records, got none")
-    split = _axis_split(records, axis)
+    split = axis_split(records, axis)
     nrows, ncols = _grid_shape(len(metrics))
     fig = _new(ncols * PANEL[0], nrows * PANEL[1] + TITLE)
     axes = _panels(fig, nrows, ncols).ravel()
@@ -628,7 +429,7 @@ def vshape_figure(
     the order of its hyperparameter values. Size: (ncols PANEL[0]) x
     (nrows PANEL[1] + TITLE) inches, one panel per metric present.
     """
-    metrics = _scalar_metrics(records, metrics)
+    metrics = scalar_metrics(records, metrics)
     if not metrics:
         raise ValueError("metrics: none of the posterior metrics is present in the records")
     rows = results.aggregate(records, [pointwise, *metrics])
@@ -638,7 +439,9 @@ def vshape_figure(
     axes = _panels(fig, nrows, ncols).ravel()
     for ax, m in zip(axes, metrics, strict=False):
         for i, s in enumerate(samplers):
-            mine = sorted((row for row in rows if row["sampler"] == s), key=lambda row: _hkey(row["hparams"]))
+            mine = sorted(
+                (row for row in rows if row["sampler"] == s), key=lambda row: hparams_key(row["hparams"])
+            )
             px = np.asarray([row[pointwise][0] for row in mine])
             py = np.asarray([row[m][0] for row in mine])
             ok = np.isfinite(px) & np.isfinite(py)
@@ -741,7 +544,8 @@ def _slug(text: str) -> str:
 def _chosen_setting(stored: list[tuple], records: Sequence[dict]) -> tuple:
     """The stored hyperparameter setting of smallest over-case `mean_error` (else the first stored)."""
     means = {
-        _hkey(row["hparams"]): row["mean_error"][0] for row in results.aggregate(records, ["mean_error"])
+        hparams_key(row["hparams"]): row["mean_error"][0]
+        for row in results.aggregate(records, ["mean_error"])
     }
     finite = [(means[k], i) for i, k in enumerate(stored) if k in means and math.isfinite(means[k])]
     return stored[min(finite)[1]] if finite else stored[0]
@@ -766,7 +570,7 @@ def _render_fields(workdir: Path, records: Sequence[dict], out: Path) -> list[Pa
                 hp = {k[len("hparam_") :]: np.asarray(data[k]) for k in data.files if k.startswith("hparam_")}
             if samples.shape[0] == 0:
                 continue
-            stored = [_hkey({n: v[i] for n, v in hp.items()}) for i in range(samples.shape[0])]
+            stored = [hparams_key({n: v[i] for n, v in hp.items()}) for i in range(samples.shape[0])]
             chosen = _chosen_setting(
                 stored, [r for r in records if (r["task"], r["sampler"]) == (task, label)]
             )
@@ -799,44 +603,6 @@ def _render_fields(workdir: Path, records: Sequence[dict], out: Path) -> list[Pa
     return paths
 
 
-def _read(workdir: Path) -> tuple[list[dict], dict]:
-    """(records, config) of a workdir; either may be missing (empty)."""
-    config_path, results_path = workdir / "config.json", workdir / "results.jsonl"
-    config = json.loads(config_path.read_text()) if config_path.exists() else {}
-    return (load_records(results_path) if results_path.exists() else []), config
-
-
-def _noise_optima(sources: Sequence[tuple[str, list[dict], Mapping]]) -> dict[tuple, dict[float, dict]]:
-    """`{(base, sampler, axis, others): {sigma: optima}}` from `(name, records, config)` sources.
-
-    Only keys with at least two noise levels are kept.
-    """
-    by_base: dict[str, dict[float, tuple[str, list[dict]]]] = defaultdict(dict)
-    for name, records, config in sources:
-        for (label,), recs in sorted(_group(records, "task").items()):
-            sigma = noise_level(label, config)
-            if sigma is None:
-                continue
-            base = base_task(label)
-            if sigma in by_base[base]:
-                raise ValueError(
-                    f"task {by_base[base][sigma][0]} and task {label!r} in {name}: "
-                    f"same base task {base!r} and noise level {sigma}"
-                )
-            by_base[base][sigma] = (f"{label!r} in {name}", recs)
-    table: dict[tuple, dict[float, dict]] = defaultdict(dict)
-    for base, levels in sorted(by_base.items()):
-        if len(levels) < 2:
-            continue
-        for sigma, (_, recs) in levels.items():
-            for (sampler,), srecs in _group(recs, "sampler").items():
-                for axis in varying_axes(srecs):
-                    for others, sub in _axis_split(srecs, axis).items():
-                        if axis in varying_axes(sub):
-                            table[(base, sampler, axis, others)][sigma] = optimal_hparams(sub, axis)
-    return {k: v for k, v in sorted(table.items()) if len(v) >= 2}
-
-
 def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> list[Path]:
     """Draw every figure whose inputs exist in `workdir` into `<workdir>/figures/`; return their paths.
 
@@ -847,31 +613,32 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
     setting when no record is finite). The optimum-vs-noise figures pool the
     task entries of `workdir` and of `noise_workdirs` (sweeps of the same study
     run at other noise levels, one workdir per level), each entry's noise
-    level read with `noise_level` from its own workdir's config.
+    level read with `records.noise_level` from its own workdir's config
+    (`records.noise_optima`).
     """
     workdir = Path(workdir)
     out = workdir / "figures"
-    records, config = _read(workdir)
+    records, config = read_workdir(workdir)
     sources = [(str(workdir), records, config)]
     for extra in noise_workdirs:
         extra = Path(extra)
         if not (extra / "results.jsonl").is_file():
             raise FileNotFoundError(f"noise_workdirs: {extra} holds no results.jsonl")
-        sources.append((str(extra), *_read(extra)))
-    noise = _noise_optima(sources)  # validated before anything is drawn
+        sources.append((str(extra), *read_workdir(extra)))
+    noise = noise_optima(sources)  # validated before anything is drawn
     paths = _render_fields(workdir, records, out)
-    for (task,), trecs in sorted(_group(records, "task").items()):
+    for (task,), trecs in sorted(group(records, "task").items()):
         t = _slug(task)
-        for (sampler,), srecs in sorted(_group(trecs, "sampler").items()):
-            if not _scalar_metrics(srecs, LOWER_IS_BETTER):
+        for (sampler,), srecs in sorted(group(trecs, "sampler").items()):
+            if not scalar_metrics(srecs, LOWER_IS_BETTER):
                 continue
             for axis in varying_axes(srecs):
                 name = f"curves_{t}_{_slug(sampler)}_{_slug(axis)}.png"
                 paths.append(curves_figure(out / name, srecs, axis, title=f"{task} / {sampler}"))
         if (
-            len(_rows(trecs)) >= 2
-            and _scalar_metrics(trecs, ["rel_l2_mean"])
-            and _scalar_metrics(trecs, POSTERIOR_METRICS)
+            len(row_groups(trecs)) >= 2
+            and scalar_metrics(trecs, ["rel_l2_mean"])
+            and scalar_metrics(trecs, POSTERIOR_METRICS)
         ):
             paths.append(
                 vshape_figure(out / f"vshape_{t}.png", trecs, title=f"{task}: pointwise vs posterior")
@@ -895,11 +662,10 @@ def report(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
     """Re-render the tables and every figure of `workdir` from its `results.jsonl`.
 
     Writes `results.csv`, `calibration.json` and `summary.md` (the main table and
-    the "Calibration over cases" table, as `sweep.run` does), then `render`.
-    Returns (the Markdown summary, the figure paths). A workdir without records is an error.
+    the "Calibration over cases" table: `results.write_tables`, as `sweep.run`
+    does), then `render`. Returns (the Markdown summary, the figure paths). A
+    workdir without records is an error.
     """
-    from posteriorjax.reference import store
-
     workdir = Path(workdir)
     path = workdir / "results.jsonl"
     if not path.is_file():
@@ -910,11 +676,5 @@ def report(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
     records = load_records(path)
     if not records:
         raise ValueError(f"workdir: {path} holds no records")
-    (workdir / "results.csv").write_text(results.to_csv(records))
-    calib = results.calibration_rows(records)
-    store.atomic_write_json(workdir / "calibration.json", calib)
-    summary = (
-        results.main_table(records) + "\n## Calibration over cases\n\n" + results.calibration_table(calib)
-    )
-    (workdir / "summary.md").write_text(summary + "\n")
+    summary = results.write_tables(workdir, records)
     return summary, render(workdir, noise_workdirs=noise_workdirs)

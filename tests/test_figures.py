@@ -9,7 +9,7 @@ import pytest
 from absl import flags
 
 from posteriorjax import figures
-from posteriorjax.metrics import calibration, mira
+from posteriorjax.metrics import calibration
 
 LEVELS = calibration.DEFAULT_LEVELS
 GUIDANCE = (0.0, 1.0, 10.0, 100.0)
@@ -215,106 +215,6 @@ def test_noise_levels_from_several_workdirs(tmp_path):
     assert not list((workdirs[0] / "figures").glob("*.png"))  # errors come before any drawing
     names = [p.name for p in figures.render(workdirs[0], noise_workdirs=workdirs[1:])]
     assert names == ["curves_toy_good_guidance.png", "optimum_toy_good_guidance.png"]
-
-
-def hand_records():
-    # mean_error: optimum at 10; at 100 one case is NaN (diverged) and the other would be the smallest
-    table = {
-        0.0: ([3.0, 3.2], [2.0, 2.0]),
-        1.0: ([2.0, 2.2], [1.0, 1.0]),
-        10.0: ([1.0, 1.2], [1.0, 1.0]),
-        100.0: ([None, 0.1], [0.5, None]),
-    }
-    recs = []
-    for g, (me, crps) in table.items():
-        for case in range(2):
-            recs.append(
-                record(
-                    "t",
-                    "s",
-                    case,
-                    {"guidance": g, "other": 2.0},
-                    {"mean_error": me[case], "crps": crps[case], "mmd": None},
-                )
-            )
-    return recs
-
-
-def test_optimal_hparams_ignores_nan_rows_and_breaks_ties_low():
-    opt = figures.optimal_hparams(hand_records(), "guidance", ["mean_error", "crps", "mmd"])
-    assert opt["mean_error"] == 10.0  # not 100, whose row is NaN
-    assert opt["crps"] == 1.0  # tie between 1 and 10, and 100 is NaN
-    assert math.isnan(opt["mmd"])  # no finite row
-    # default metrics: the lower-is-better metrics present
-    assert set(figures.optimal_hparams(hand_records(), "guidance")) == {"mean_error", "crps", "mmd"}
-
-
-def test_optimal_hparams_rejects_ambiguous_records():
-    recs = hand_records()
-    with pytest.raises(ValueError, match="one \\(task, sampler\\)"):
-        figures.optimal_hparams(recs + [dict(recs[0], sampler="other")], "guidance")
-    with pytest.raises(ValueError, match="only 'guidance' to vary"):
-        figures.optimal_hparams(recs + [dict(recs[0], hparams={"guidance": 1.0, "other": 3.0})], "guidance")
-    with pytest.raises(ValueError, match="'weight'"):
-        figures.optimal_hparams(recs, "weight")
-    with pytest.raises(ValueError, match="at least one record"):
-        figures.optimal_hparams([], "guidance")
-
-
-def test_noise_level_rule():
-    config = {"tasks": {"a": {"noise_std": 0.3}, "b@noise=0.1": {"noise_std": 0.2}}}
-    assert figures.noise_level("a", config) == 0.3
-    assert figures.noise_level("b@noise=0.1", config) == 0.2  # the config wins over the label
-    assert figures.noise_level("c@noise=1e-3") == 1e-3
-    assert figures.noise_level("c") is None
-    assert figures.base_task("c@noise=1e-3") == "c"
-    with pytest.raises(ValueError, match="<task>@noise=<float>"):
-        figures.noise_level("c@noise=high")
-
-
-def test_tarp_curve_equals_direct_computation():
-    rng = np.random.default_rng(1)
-    f = rng.uniform(size=37)
-    f[:3] = [0.0, 0.5, 1.0]  # edges: f = alpha_k is not below alpha_k
-    ecp, alpha = figures.tarp_curve(f, 10)
-    direct_alpha = np.linspace(0, 1, 11)
-    direct = np.asarray([np.mean(f < a) for a in direct_alpha])
-    direct[-1] = 1.0
-    np.testing.assert_allclose(alpha, direct_alpha, atol=1e-6)
-    np.testing.assert_allclose(ecp, direct, atol=1e-6)
-    # per row from records: the same curve; rows with a null credibility are left out
-    recs = [record("t", "s", i, {"g": 1.0}, {"tarp_credibility": float(v)}) for i, v in enumerate(f)]
-    recs.append(record("t", "s", 0, {"g": 2.0}, {"tarp_credibility": None}))
-    curves = figures.tarp_curves(recs, 10)
-    assert list(curves) == [("s", (("g", 1.0),))]
-    np.testing.assert_allclose(curves["s", (("g", 1.0),)][0], direct, atol=1e-6)
-    with pytest.raises(ValueError, match="credibilities"):
-        figures.tarp_curve([0.2, 1.5])
-
-
-def test_mira_scores_and_band():
-    stats = [0.6, 0.7, 0.65, 0.62]
-    recs = [record("t", "s", i, {}, {"mira_statistic": v}, num_samples=9) for i, v in enumerate(stats)]
-    (row,) = figures.mira_scores(recs).values()
-    mean, var = mira.expected_moments(8)
-    assert row["score"] == pytest.approx(np.mean(stats))
-    assert row["expected"] == pytest.approx(mean)
-    assert row["high"] - row["expected"] == pytest.approx(2 * math.sqrt(var / 4))
-    assert row["expected"] - row["low"] == pytest.approx(2 * math.sqrt(var / 4))
-
-
-def test_coverage_curves_average_finite_rows():
-    a, b = np.linspace(0, 1, len(LEVELS)), np.asarray(LEVELS)
-    recs = [
-        record("t", "s", 0, {}, {"coverage": a.tolist()}),
-        record("t", "s", 1, {}, {"coverage": b.tolist()}),
-        record("t", "bad", 0, {}, {"coverage": [None] * len(LEVELS)}),
-    ]
-    curves = figures.coverage_curves(recs)
-    assert list(curves) == [("s", ())]
-    np.testing.assert_allclose(curves["s", ()], (a + b) / 2)
-    with pytest.raises(ValueError, match="levels"):
-        figures.coverage_curves(recs, LEVELS[:3])
 
 
 def test_field_figures_on_non_finite_samples(tmp_path):
