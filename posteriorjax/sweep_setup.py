@@ -64,7 +64,8 @@ NETWORK_KINDS = ("prior", "joint", "surrogate", "inverse")
 REFERENCE_DEFAULTS = {
     "method": "exact",
     "num_samples": 100,
-    # pcn
+    # pcn: chains of `mcmc_method` (pcn | gpcn | mala, `reference.mcmc`)
+    "mcmc_method": "pcn",
     "num_chains": 16,
     "burn_in": 2000,
     "thin": 10,
@@ -330,6 +331,8 @@ def _reference_section(section, where: str) -> dict:
     rc = {**REFERENCE_DEFAULTS, **values}
     if rc["method"] not in REFERENCE_METHODS:
         raise ValueError(f"{where}.method: expected one of {sorted(REFERENCE_METHODS)}, got {rc['method']!r}")
+    if rc["mcmc_method"] not in ("pcn", "gpcn", "mala"):
+        raise ValueError(f"{where}.mcmc_method: expected 'pcn', 'gpcn' or 'mala', got {rc['mcmc_method']!r}")
     for key in ("num_samples", "num_chains", "thin", "pool_size", "pool_chunk"):
         _positive_int(f"{where}.{key}", rc[key])
     _positive_int(f"{where}.burn_in", rc["burn_in"], 0)
@@ -366,7 +369,8 @@ def reference_config(method: str = "exact", num_samples: int = 100, **options):
     ``"rejection"``: the published eps rule on a prior pool; ``"importance"``:
     Bayesian importance weights on a prior pool, resampled), `num_samples`
     (members per case: K of the eps rule, the resample size of importance),
-    pCN `num_chains`, `burn_in`, `thin`; pool `pool_size` (candidates),
+    pCN `mcmc_method` (``"pcn"``, ``"gpcn"``: Laplace-preconditioned, for differentiable
+    tasks with Gaussian noise; ``"mala"``), `num_chains`, `burn_in`, `thin`; pool `pool_size` (candidates),
     `pool_chunk` (draws per pool chunk), `augment` (rotations, x4 per chunk);
     eps rule `eps` (MAE threshold, observation units) and `sigma` (weight
     width, 0 = eps / 3); importance `per_point` (CCS-style normalized likelihood).
@@ -402,7 +406,7 @@ def _exact_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
 
 
 def _pcn_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
-    """pCN chains on the prior latent (any task); `num_samples` thinned draws over `num_chains` chains."""
+    """MCMC chains (`mcmc_method`) on the prior latent; `num_samples` draws over `num_chains` chains."""
     from posteriorjax.reference import mcmc
 
     chains = int(rc["num_chains"])
@@ -416,6 +420,7 @@ def _pcn_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
             num_draws=int(rc["num_samples"]) // chains,
             burn_in=int(rc["burn_in"]),
             thin=int(rc["thin"]),
+            method=str(rc["mcmc_method"]),
         )
         samples.append(np.asarray(result.samples).reshape(-1, *task.unknown_shape))
         info.append({"acceptance": float(np.mean(np.asarray(result.acceptance)))})

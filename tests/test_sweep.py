@@ -166,6 +166,7 @@ def test_bad_configs_fail_before_compute(tmp_path):
         (dict(samplers={"nope": {}}), "unknown sampler"),
         (dict(reference=ml_collections.ConfigDict({"method": "oracle"})), "reference.method"),
         (dict(reference=sweep.reference_config("rejection", eps=-1.0)), "reference.eps"),
+        (dict(reference=sweep.reference_config("pcn", mcmc_method="hmc")), "reference.mcmc_method"),
         (dict(samplers={"prior": {"axis": {}}}), r"samplers.prior: unknown key"),
         (dict(samplers={"dps": {"networks": {"model": "posterior"}}}), r"networks.model.kind"),
         (dict(samplers={"dps": {"networks": {"denoiser": "prior"}}}), "no option 'denoiser'"),

@@ -94,7 +94,7 @@ def run(config, workdir) -> dict:
             )  # fmt: skip
             samples = np.asarray(res.samples).reshape((-1,) + task.unknown_shape)
             refs["mcmc"] = store.Reference(
-                samples, np.full(len(samples), 1.0 / len(samples)), "pcn", config.seed
+                samples, np.full(len(samples), 1.0 / len(samples)), config.mcmc.method, config.seed
             )
             store.save_reference(case_dir / "mcmc", refs["mcmc"], task)
             entry["mcmc"] = vars(mcmc.diagnose(res))
