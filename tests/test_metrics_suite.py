@@ -62,9 +62,10 @@ def test_nonfinite_samples_give_count_and_nan_record(key):
     bad = ref.at[2, 0, 3, 3].set(jnp.nan)
     # binarizing alone would hide the NaN
     rec = suite.evaluate(bad, ref, task=TASK, truth=ref[0], y_obs=TASK.forward(ref[0]))
-    assert rec["num_nonfinite"] == 1
+    assert rec["num_nonfinite"] == 1 and rec["num_invalid"] == 1  # the default domain: finite values
+    counts = ("num_samples", "num_nonfinite", "num_invalid", "spectral_dc_excluded")
     for k, v in rec.items():
-        if k not in ("num_samples", "num_nonfinite", "spectral_dc_excluded") and not isinstance(v, str):
+        if k not in counts and not isinstance(v, str):
             assert np.all(np.isnan(v)), k
     # inside a vmapped sweep: one NaN case does not contaminate the others
     cases = jnp.stack([ref, bad])

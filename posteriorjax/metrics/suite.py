@@ -10,6 +10,13 @@ Non-finite generated samples are never an error here: `num_nonfinite` counts
 the members with any NaN/inf (before the evaluation transform, which could map
 NaN to a finite value) and every metric of the record is NaN, so nothing is
 averaged over NaN downstream.
+
+Members outside the physics' domain (`Task.valid`, e.g. a non-positive Darcy
+permeability) are not an error either. The distributional metrics compare
+fields, not solves, so they use every member; only the data misfit runs the
+forward model, and `observation_values` (shared with the sweep) evaluates it
+on the valid members alone: `num_invalid` counts the others, which never reach
+a solver (whose domain check would abort a jitted program).
 """
 
 from __future__ import annotations
@@ -22,6 +29,55 @@ import numpy as np
 from posteriorjax.metrics import _checks, calibration, diagnostics, posterior, scoring
 
 DEFAULT_SPECTRAL_DC = "auto"
+INVALID_POLICIES = ("skip", "nan")
+
+
+def finite_member(x: jax.Array) -> jax.Array:
+    """The default validity of one member: every value finite (boolean scalar)."""
+    return jnp.all(jnp.isfinite(x))
+
+
+def valid_members(valid, samples, fallback=None):
+    """`(ok (N,), safe (N, ...))`: `valid` of each member, and the ensemble with invalid members replaced.
+
+    `valid` maps one member to a boolean scalar (a task's `valid`). An invalid
+    member is replaced by `fallback` (one member's shape, e.g. the true field)
+    or, when None, by the first valid member, so a forward model run on `safe`
+    only ever sees valid inputs -- unless no member is valid and no fallback is
+    given. Mask what is computed from replaced members afterwards.
+    """
+    ok = jax.vmap(valid)(samples)
+    if fallback is None:
+        fallback = samples[jnp.argmax(ok)]
+    mask = ok.reshape((-1,) + (1,) * (samples.ndim - 1))
+    return ok, jnp.where(mask, samples, jnp.asarray(fallback, samples.dtype))
+
+
+def observation_values(forward, samples, y_obs, noise_std, *, valid=None, fallback=None, invalid="skip"):
+    """Data misfit of the members where the physics is defined (pure; jit/vmap-able).
+
+    Args:
+      forward: one member `(C, H, W)` -> predicted observations `(M,)` (a task's `forward`).
+      samples: ensemble `(N, C, H, W)`. y_obs: `(M,)`. noise_std: scalar or `(M,)`.
+      valid: one member -> boolean scalar (a task's `valid`); None = every value finite.
+      fallback: a valid field `(C, H, W)` the forward model sees in place of an
+        invalid member (see `valid_members`; None = the first valid member).
+      invalid: ``"skip"``: `obs_misfit` is the mean over the valid members, NaN
+        when none is valid; ``"nan"``: NaN as soon as any member is invalid.
+
+    Returns `{"obs_misfit": scalar, "num_invalid": int32 scalar}`, with the
+    whitened misfit (1/M) ||(forward(x_i) - y_obs) / noise_std||^2 of each member
+    (`diagnostics.observation_misfit`).
+    """
+    if invalid not in INVALID_POLICIES:
+        raise ValueError(f"invalid: expected one of {INVALID_POLICIES}, got {invalid!r}")
+    ok, safe = valid_members(finite_member if valid is None else valid, samples, fallback)
+    misfit = diagnostics.observation_misfit(forward, safe, y_obs, noise_std)
+    if invalid == "nan":
+        value = jnp.mean(jnp.where(ok, misfit, jnp.nan))
+    else:  # 0 / 0 = NaN when no member is valid
+        value = jnp.sum(jnp.where(ok, misfit, 0.0)) / jnp.sum(ok)
+    return {"obs_misfit": value, "num_invalid": jnp.sum(~ok).astype(jnp.int32)}
 
 
 def _compute(
@@ -37,6 +93,9 @@ def _compute(
     forward=None,
     y_obs=None,
     noise_std=None,
+    valid=None,
+    fallback=None,
+    invalid="skip",
     levels=calibration.DEFAULT_LEVELS,
 ):
     """All applicable metrics of one case -> dict of JAX arrays (pure; jit/vmap-able).
@@ -58,7 +117,12 @@ def _compute(
         always keeps it (the published definition), and
         `spectral_dc_excluded` (0/1) records the choice.
       forward, y_obs, noise_std: with all three, `obs_misfit` (mean whitened
-        misfit of the raw samples, `diagnostics.observation_misfit`).
+        misfit of the raw valid samples, `observation_values`).
+      valid: one raw member -> boolean scalar, whether the physics is defined
+        there (a task's `valid`); given, `num_invalid` counts the members
+        outside it. The forward model only runs on valid members.
+      fallback, invalid: as in `observation_values` (with no valid member and
+        no `fallback`, the forward model sees an invalid member).
       levels: nominal levels of the coverage curve.
 
     Returns keys (those that apply): `num_samples`, `num_nonfinite`,
@@ -67,7 +131,9 @@ def _compute(
     `rel_l2_mean` (ensemble mean), `rel_l2_samples` (mean over members),
     `rel_l2_best`, `crps` (standard estimator, mean over elements),
     `crps_fair` (N >= 2), `energy_score`, `coverage` `(K,)` and
-    `coverage_error` (N >= 2); `obs_misfit`.
+    `coverage_error` (N >= 2); `obs_misfit`; `num_invalid`. Every metric
+    but the counts is NaN when any member is non-finite; the distributional
+    ones use every member, valid or not.
     """
     raw = jnp.asarray(samples)
     num_nonfinite = _checks.count_nonfinite(raw)
@@ -109,9 +175,15 @@ def _compute(
             out["coverage"] = cov
             out["coverage_error"] = calibration.calibration_error(cov, levels)
     if forward is not None and y_obs is not None and noise_std is not None:
-        out["obs_misfit"] = jnp.mean(diagnostics.observation_misfit(forward, raw, y_obs, noise_std))
+        out.update(
+            observation_values(
+                forward, raw, y_obs, noise_std, valid=valid, fallback=fallback, invalid=invalid
+            )
+        )
+    elif valid is not None:
+        out["num_invalid"] = jnp.sum(~jax.vmap(valid)(raw)).astype(jnp.int32)
     bad = num_nonfinite > 0
-    keep = ("num_samples", "num_nonfinite", "spectral_dc_excluded")
+    keep = ("num_samples", "num_nonfinite", "num_invalid", "spectral_dc_excluded")
     return {k: v if k in keep else jnp.where(bad, jnp.nan, v) for k, v in out.items()}
 
 
@@ -131,11 +203,17 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     Validates shapes, reference values and weights (ValueError naming the
     argument); non-finite generated samples are reported (`num_nonfinite`,
     NaN metrics), not raised. The duck-typed `task` supplies
-    `evaluation_field`, `field_stats` (SWD z-score), and with `y_obs` also
-    `forward`/`noise_std` for `obs_misfit`. `options` go to `compute` and
-    override the task's. String entries: `evaluation` (the transform applied,
-    e.g. ``"binarized@7.5"``), `swd_normalization` (``"task"``, ``"given"``
-    or ``"reference"``), `spectral_dc` (the policy).
+    `evaluation_field`, `field_stats` (SWD z-score), `valid` (the physics'
+    domain; default every value finite) for `num_invalid`, and with `y_obs`
+    also `forward`/`noise_std` for `obs_misfit`. Members outside `valid` (a
+    sampler's non-positive Darcy permeability) are counted as in the sweep,
+    never raised: `obs_misfit` is the mean over the valid members (NaN when
+    none is; the option ``invalid="nan"`` makes any invalid member give NaN),
+    and the distributional metrics, which compare fields and never solve, use
+    every member. `options` go to `compute` and override the task's. String
+    entries: `evaluation` (the transform applied, e.g. ``"binarized@7.5"``),
+    `swd_normalization` (``"task"``, ``"given"`` or ``"reference"``),
+    `spectral_dc` (the policy).
     """
     x = _checks.ensemble(samples, "samples")
     y = _checks.ensemble(ref_samples, "ref_samples")
@@ -153,14 +231,22 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
             kwargs["evaluation_field"] = task.evaluation_field
         if getattr(task, "field_stats", None) is not None:
             kwargs["field_stats"] = tuple(np.asarray(s, np.float64).tolist() for s in task.field_stats)
+        kwargs["valid"] = getattr(task, "valid", None) or finite_member
         if y_obs is not None and getattr(task, "forward", None) is not None:
             kwargs.update(forward=task.forward, y_obs=jnp.asarray(y_obs), noise_std=task.noise_std)
     if "field_stats" in options:
         options["field_stats"] = tuple(np.asarray(s, np.float64).tolist() for s in options["field_stats"])
     swd_norm = "given" if "field_stats" in options else ("task" if "field_stats" in kwargs else "reference")
     kwargs.update(options)
+    unsolved = None
+    if kwargs.get("forward") is not None and kwargs.get("fallback") is None:
+        ok = jax.vmap(kwargs.get("valid") or finite_member)(x)
+        if not bool(jnp.any(ok)):  # nothing the forward model may see: no misfit, and no solve
+            unsolved = {"obs_misfit": float("nan")}
+            del kwargs["forward"]
     out = compute(x, y, w, truth, **kwargs)
     record = {k: (np.asarray(v).tolist()) for k, v in jax.device_get(out).items()}
+    record.update(unsolved or {})
     record["evaluation"] = evaluation_name(task) if "evaluation_field" not in options else "given"
     record["swd_normalization"] = swd_norm
     record["spectral_dc"] = str(kwargs.get("spectral_dc", DEFAULT_SPECTRAL_DC))
