@@ -18,10 +18,11 @@ import math
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from posteriorjax import random_fields
 from posteriorjax.observations import ColumnObservation, GaussianNoise
-from posteriorjax.physics import co2
+from posteriorjax.physics import co2, linear
 from posteriorjax.tasks import register
 from posteriorjax.tasks.base import AbstractPhysics, Task
 
@@ -35,6 +36,23 @@ class CCSPhysics(AbstractPhysics):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return co2.solve(x[0], self.porosity, grid=self.grid, config=self.config)[None]
+
+    def valid(self, x: jax.Array) -> jax.Array:
+        """The solver's domain: every permeability finite and normal in m^2 (boolean scalar).
+
+        Normal: `x * co2.MILLIDARCY` (m^2) at least `finfo(dtype).tiny` of the
+        dtype the solver runs in, i.e. x above about 1.2e-23 mD in float32 and
+        2.3e-293 mD in float64. `co2.solve` raises on non-positive or
+        non-finite values itself; below the normal range the radial
+        transmissibilities (geometric factor / permeability) overflow and the
+        run returns zero saturation everywhere instead of an error.
+        Not part of the domain: a permeability so high that its CFL limit needs
+        more than `config.max_substeps` saturation substeps per pressure step
+        stops the run (`eqx.error_if`), a limit of the time stepping.
+        """
+        dtype = linear.float_dtype(x)
+        x = jnp.asarray(x, dtype)
+        return jnp.all(jnp.isfinite(x) & (x * co2.MILLIDARCY >= jnp.finfo(dtype).tiny))
 
     def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
         """Pressure-equation residual (m^3/s) at the saturation `u`."""

@@ -144,6 +144,19 @@ class InterfacePhysics(AbstractPhysics):
             num_frames=self.frames + 1, scheme=self.scheme,
         )  # fmt: skip
 
+    def valid(self, x: jax.Array) -> jax.Array:
+        """Whether `x (17, 1, 1)` renders a finite indicator: sum_k |c_k| finite (boolean scalar).
+
+        The indicator is a sigmoid in [0, 1], so every regime's solver accepts it
+        (potential: a = 1 + 9 chi in [1, 10], positive). The only finite
+        coefficients outside the domain are those whose Fourier sum r(theta)
+        overflows: terms of opposite sign that round to +inf and -inf give a NaN
+        indicator (or not, depending on the order XLA sums in). The bound
+        |r(theta)| <= sum_k |c_k| excludes that in any order; non-finite
+        coefficients fail it too.
+        """
+        return jnp.isfinite(jnp.sum(jnp.abs(x)))
+
     def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
         """Potential / steady: the discrete PDE residual. Transient: each frame minus the rollout
         of the IMEX scheme from the previous frame (from the initial state for the first)."""

@@ -119,6 +119,16 @@ class LTMIPhysics(AbstractPhysics):
     def __call__(self, x: jax.Array) -> jax.Array:
         return radiative.solve(x, **self.options())[jnp.asarray(self.channels)]
 
+    def valid(self, x: jax.Array) -> jax.Array:
+        """The solver's domain: every extinction finite and non-negative (boolean scalar).
+
+        `radiative.transport` raises outside it. Zero is a transparent pixel, and
+        finite values far above the prior's `radiative.EXTINCTION_RANGE` are
+        solved too (an opaque pixel: the direct beam and the two-stream
+        responses saturate), so the prior range is no part of the domain.
+        """
+        return jnp.all(jnp.isfinite(x) & (x >= 0))
+
     def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
         """Pixelwise energy residual 1 - R - T - absorption `(1, n, n)`, the observed channels from `u`."""
         full = radiative.solve(x, **self.options())
