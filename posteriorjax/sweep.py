@@ -265,34 +265,15 @@ def calibration_statistics(task: Task, samples, truth, shift, scale, tarp_point,
     return {k: jnp.where(bad, jnp.nan, v) for k, v in out.items()}
 
 
-def _valid_members(task: Task, samples, fallback):
-    """`(valid (N,), safe (N, C, H, W))`: `task.valid` per member; invalid members replaced by `fallback`.
-
-    The physics runs on `safe` only, so an invalid member never reaches a
-    solver's domain check (which under jit aborts the whole program); its
-    values are masked to NaN afterwards.
-    """
-    valid = jax.vmap(task.valid)(samples)
-    mask = valid.reshape((-1,) + (1,) * (samples.ndim - 1))
-    return valid, jnp.where(mask, samples, fallback.astype(samples.dtype))
-
-
 def observation_values(task: Task, samples, truth, y_obs) -> dict:
-    """Data misfit of the members where the physics is defined.
+    """`suite.observation_values` for a task: `num_invalid` (members outside `task.valid`, non-finite
 
-    `num_invalid`: members outside `task.valid` (non-finite ones included);
-    `obs_misfit`: mean over members of the whitened misfit
-    (1/M) ||(forward(x_i) - y_obs) / noise_std||^2 (`diagnostics.observation_misfit`),
-    NaN when any member is invalid (never averaged over the valid ones only).
-    The forward map sees the true field `truth` (valid by construction) in
-    place of an invalid member.
+    ones included) and `obs_misfit` (NaN when any member is invalid); the forward map sees the
+    true field `truth` (valid by construction) in place of an invalid member.
     """
-    valid, safe = _valid_members(task, samples, truth)
-    misfit = diagnostics.observation_misfit(task.forward, safe, y_obs, task.noise_std)
-    return {
-        "obs_misfit": jnp.mean(jnp.where(valid, misfit, jnp.nan)),
-        "num_invalid": jnp.sum(~valid).astype(jnp.int32),
-    }
+    return suite.observation_values(
+        task.forward, samples, y_obs, task.noise_std, valid=task.valid, fallback=truth
+    )
 
 
 def diagnostic_values(task: Task, samples, truth, names: Sequence[str], state_model=None) -> dict:
@@ -312,7 +293,7 @@ def diagnostic_values(task: Task, samples, truth, names: Sequence[str], state_mo
     out = {}
     if "pde_residual" in names:
         state = task.physics if state_model is None else state_model
-        valid, safe = _valid_members(task, samples, truth)
+        valid, safe = suite.valid_members(task.valid, samples, truth)
         u = jax.vmap(state)(safe)
 
         def rel(x, v):

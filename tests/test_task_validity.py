@@ -6,7 +6,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import tasks
+from posteriorjax import sweep, tasks
 from posteriorjax.metrics import diagnostics, posterior, suite
 from posteriorjax.physics import co2
 from posteriorjax.random_fields import sample_batch
@@ -89,16 +89,17 @@ def darcy_case():
     return task, case.x_true[0], case.y_obs[0], samples, ref
 
 
-def test_evaluate_counts_invalid_darcy_members_and_scores_the_valid_ones(darcy_case):
+def test_evaluate_counts_invalid_darcy_members_without_solving_them(darcy_case):
     task, truth, y_obs, samples, ref = darcy_case
     bad = [1, 4, 6]
     zeroed = samples.at[1, 0, 3:6, 3:6].set(0.0).at[4].set(0.0).at[6, 0, 0, 0].set(-1.0)
     rec = suite.evaluate(zeroed, ref, None, task=task, truth=truth, y_obs=y_obs)
     assert rec["num_invalid"] == len(bad) and rec["num_nonfinite"] == 0
-    keep = np.setdiff1d(np.arange(8), bad)
-    expected = diagnostics.observation_misfit(task.forward, samples[keep], y_obs, task.noise_std)
-    assert np.isfinite(rec["obs_misfit"])
-    np.testing.assert_allclose(rec["obs_misfit"], float(jnp.mean(expected)), rtol=1e-5)
+    assert np.isnan(rec["obs_misfit"])  # a mean over the ensemble is undefined with invalid members
+    clean = suite.evaluate(samples, ref, None, task=task, truth=truth, y_obs=y_obs)
+    expected = diagnostics.observation_misfit(task.forward, samples, y_obs, task.noise_std)
+    assert clean["num_invalid"] == 0
+    np.testing.assert_allclose(clean["obs_misfit"], float(jnp.mean(expected)), rtol=1e-5)
     # the distributional metrics compare fields: every member counts, invalid ones included
     fields = jax.vmap(task.evaluation_field)
     np.testing.assert_allclose(
@@ -114,20 +115,18 @@ def test_evaluate_with_no_valid_member_gives_nan_misfit_without_solving(darcy_ca
     assert rec["num_invalid"] == 8 and np.isnan(rec["obs_misfit"]) and np.isfinite(rec["mmd"])
 
 
-def test_observation_values_policies_under_jit_and_vmap(darcy_case):
+def test_observation_values_under_jit_and_vmap_match_the_sweep(darcy_case):
     task, truth, y_obs, samples, _ = darcy_case
     cases = jnp.stack([samples, samples.at[2].set(0.0), jnp.zeros_like(samples)])
 
-    def values(s, invalid):
+    def values(s):
         return suite.observation_values(
-            task.forward, s, y_obs, task.noise_std, valid=task.valid, fallback=truth, invalid=invalid
+            task.forward, s, y_obs, task.noise_std, valid=task.valid, fallback=truth
         )
 
-    skip = jax.jit(jax.vmap(lambda s: values(s, "skip")))(cases)
-    strict = jax.jit(jax.vmap(lambda s: values(s, "nan")))(cases)
-    assert skip["num_invalid"].tolist() == strict["num_invalid"].tolist() == [0, 1, 8]
-    assert np.isfinite(skip["obs_misfit"][:2]).all() and np.isnan(skip["obs_misfit"][2])
-    assert np.isfinite(strict["obs_misfit"][0]) and np.isnan(strict["obs_misfit"][1:]).all()
-    np.testing.assert_allclose(skip["obs_misfit"][0], strict["obs_misfit"][0], rtol=1e-6)
-    with pytest.raises(ValueError, match="invalid: expected one of"):
-        suite.observation_values(task.forward, samples, y_obs, task.noise_std, invalid="drop")
+    out = jax.jit(jax.vmap(values))(cases)
+    assert out["num_invalid"].tolist() == [0, 1, 8]
+    assert np.isfinite(out["obs_misfit"][0]) and np.isnan(out["obs_misfit"][1:]).all()
+    swept = jax.jit(jax.vmap(lambda s: sweep.observation_values(task, s, truth, y_obs)))(cases)
+    np.testing.assert_array_equal(swept["num_invalid"], out["num_invalid"])
+    np.testing.assert_allclose(swept["obs_misfit"], out["obs_misfit"], rtol=1e-6)

@@ -16,7 +16,9 @@ permeability) are not an error either. The distributional metrics compare
 fields, not solves, so they use every member; only the data misfit runs the
 forward model, and `observation_values` (shared with the sweep) evaluates it
 on the valid members alone: `num_invalid` counts the others, which never reach
-a solver (whose domain check would abort a jitted program).
+a solver (whose domain check would abort a jitted program), and `obs_misfit`,
+a mean over the whole ensemble, is NaN when any member is invalid (never a mean
+over the valid members only, which would flatter a sampler that leaves the domain).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import numpy as np
 from posteriorjax.metrics import _checks, calibration, diagnostics, posterior, scoring
 
 DEFAULT_SPECTRAL_DC = "auto"
-INVALID_POLICIES = ("skip", "nan")
 
 
 def finite_member(x: jax.Array) -> jax.Array:
@@ -53,7 +54,7 @@ def valid_members(valid, samples, fallback=None):
     return ok, jnp.where(mask, samples, jnp.asarray(fallback, samples.dtype))
 
 
-def observation_values(forward, samples, y_obs, noise_std, *, valid=None, fallback=None, invalid="skip"):
+def observation_values(forward, samples, y_obs, noise_std, *, valid=None, fallback=None):
     """Data misfit of the members where the physics is defined (pure; jit/vmap-able).
 
     Args:
@@ -62,21 +63,14 @@ def observation_values(forward, samples, y_obs, noise_std, *, valid=None, fallba
       valid: one member -> boolean scalar (a task's `valid`); None = every value finite.
       fallback: a valid field `(C, H, W)` the forward model sees in place of an
         invalid member (see `valid_members`; None = the first valid member).
-      invalid: ``"skip"``: `obs_misfit` is the mean over the valid members, NaN
-        when none is valid; ``"nan"``: NaN as soon as any member is invalid.
 
-    Returns `{"obs_misfit": scalar, "num_invalid": int32 scalar}`, with the
-    whitened misfit (1/M) ||(forward(x_i) - y_obs) / noise_std||^2 of each member
-    (`diagnostics.observation_misfit`).
+    Returns `{"obs_misfit": scalar, "num_invalid": int32 scalar}`: the mean over
+    members of the whitened misfit (1/M) ||(forward(x_i) - y_obs) / noise_std||^2
+    (`diagnostics.observation_misfit`), NaN when any member is invalid.
     """
-    if invalid not in INVALID_POLICIES:
-        raise ValueError(f"invalid: expected one of {INVALID_POLICIES}, got {invalid!r}")
     ok, safe = valid_members(finite_member if valid is None else valid, samples, fallback)
     misfit = diagnostics.observation_misfit(forward, safe, y_obs, noise_std)
-    if invalid == "nan":
-        value = jnp.mean(jnp.where(ok, misfit, jnp.nan))
-    else:  # 0 / 0 = NaN when no member is valid
-        value = jnp.sum(jnp.where(ok, misfit, 0.0)) / jnp.sum(ok)
+    value = jnp.mean(jnp.where(ok, misfit, jnp.nan))
     return {"obs_misfit": value, "num_invalid": jnp.sum(~ok).astype(jnp.int32)}
 
 
@@ -95,7 +89,6 @@ def _compute(
     noise_std=None,
     valid=None,
     fallback=None,
-    invalid="skip",
     levels=calibration.DEFAULT_LEVELS,
 ):
     """All applicable metrics of one case -> dict of JAX arrays (pure; jit/vmap-able).
@@ -121,7 +114,7 @@ def _compute(
       valid: one raw member -> boolean scalar, whether the physics is defined
         there (a task's `valid`); given, `num_invalid` counts the members
         outside it. The forward model only runs on valid members.
-      fallback, invalid: as in `observation_values` (with no valid member and
+      fallback: as in `observation_values` (with no valid member and
         no `fallback`, the forward model sees an invalid member).
       levels: nominal levels of the coverage curve.
 
@@ -175,11 +168,7 @@ def _compute(
             out["coverage"] = cov
             out["coverage_error"] = calibration.calibration_error(cov, levels)
     if forward is not None and y_obs is not None and noise_std is not None:
-        out.update(
-            observation_values(
-                forward, raw, y_obs, noise_std, valid=valid, fallback=fallback, invalid=invalid
-            )
-        )
+        out.update(observation_values(forward, raw, y_obs, noise_std, valid=valid, fallback=fallback))
     elif valid is not None:
         out["num_invalid"] = jnp.sum(~jax.vmap(valid)(raw)).astype(jnp.int32)
     bad = num_nonfinite > 0
@@ -207,10 +196,9 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     domain; default every value finite) for `num_invalid`, and with `y_obs`
     also `forward`/`noise_std` for `obs_misfit`. Members outside `valid` (a
     sampler's non-positive Darcy permeability) are counted as in the sweep,
-    never raised: `obs_misfit` is the mean over the valid members (NaN when
-    none is; the option ``invalid="nan"`` makes any invalid member give NaN),
-    and the distributional metrics, which compare fields and never solve, use
-    every member. `options` go to `compute` and override the task's. String
+    never raised: `obs_misfit` is NaN when any member is invalid, and the
+    distributional metrics, which compare fields and never solve, use every
+    member. `options` go to `compute` and override the task's. String
     entries: `evaluation` (the transform applied, e.g. ``"binarized@7.5"``),
     `swd_normalization` (``"task"``, ``"given"`` or ``"reference"``),
     `spectral_dc` (the policy).
