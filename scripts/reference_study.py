@@ -162,12 +162,15 @@ def cmd_darcy(args) -> None:
         raise ValueError(f"pools: expected equal sizes, got {[p.size for p in pools.values()]}")
     cases = task.cases(args.case_seed, args.cases)
     result = {"resolution": args.resolution, "pool_size_each": n, "cases": []}
+    y_cases = np.asarray(cases.y_obs, np.float64)
+    start = time.perf_counter()  # one pass over each pool for all cases: (N, cases)
+    mae_all = {k: rejection.pool_statistic(p, lambda yc: np.abs(yc[:, None] - y_cases).mean(-1))
+               for k, p in pools.items()}  # fmt: skip
+    result["scan_seconds"] = time.perf_counter() - start
     for i in range(args.cases):
         y = np.asarray(cases.y_obs[i])
-        start = time.perf_counter()
-        mae = {k: rejection.pool_statistic(p, lambda yc, y=y: rejection.mean_absolute_error(yc, y))
-               for k, p in pools.items()}  # fmt: skip
-        entry = {"case": i, "scan_seconds": time.perf_counter() - start}
+        mae = {k: m[:, i] for k, m in mae_all.items()}
+        entry = {"case": i}
         entry["published"] = {k: acceptance(m) for k, m in mae.items()}
         ens = sampler_ensembles(jr.fold_in(jr.key(args.seed), i), task, y, pcn_steps=args.pcn_steps)
         for num in args.k:

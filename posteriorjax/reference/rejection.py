@@ -46,7 +46,7 @@ def _check_y(y_obs, m: int) -> np.ndarray:
 
 
 def pool_statistic(pool, fn) -> np.ndarray:
-    """`fn(y_chunk (B, M)) -> (B,)` over every finished chunk of `pool`, concatenated `(N,)`."""
+    """`fn(y_chunk (B, M)) -> (B, ...)` over every finished chunk of `pool`, concatenated `(N, ...)`."""
     chunks = pool.iter_chunks(("y",))
     return np.concatenate([fn(np.asarray(arrays["y"], np.float64)) for _, arrays in chunks])
 
