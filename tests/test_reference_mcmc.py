@@ -1,5 +1,6 @@
 """pCN/gpCN/MALA against an exact posterior, and the R-hat/ESS estimators against known answers."""
 
+import equinox as eqx
 import jax.random as jr
 import numpy as np
 import pytest
@@ -31,8 +32,8 @@ def test_chains_reach_exact_posterior(problem, key, method):
 def test_gpcn_samples_the_exact_posterior_at_the_benchmark_noise(key):
     """At noise 1e-4 with 48 sensors the prior-preconditioned misfit Hessian has lambda_max ~ 1e4:
 
-    pCN needs beta ~ 1e-2 and hundreds of thousands of steps; gpCN's Laplace proposal is the
-    posterior itself on a linear-Gaussian task, so it accepts nearly every move at beta = 1.
+    pCN needs beta ~ 1e-2 and hundreds of thousands of steps (README); gpCN's Laplace proposal is
+    the posterior itself on a linear-Gaussian task, so it accepts nearly every move at beta = 1.
     """
     task = tasks.get("poisson_fixed", resolution=16, num_sensors=48, noise_std=1e-4)
     y = task.cases(3, 1).y_obs[0]
@@ -51,14 +52,12 @@ def test_gpcn_samples_the_exact_posterior_at_the_benchmark_noise(key):
     assert np.linalg.norm(x.std(0) - std) / np.linalg.norm(std) < 0.06  # MC error of 320 draws ~ 0.04
     assert float(np.mean(res.acceptance)) > 0.95 and float(np.min(res.step)) > 0.9
     assert mcmc.diagnose(res).rhat_max < 1.1
-    pcn = mcmc.run(key, task, y, num_chains=8, num_draws=40, burn_in=30, thin=2, method="pcn")
-    assert np.linalg.norm(np.asarray(pcn.samples).std((0, 1)) - std) / np.linalg.norm(std) > 0.3
 
 
 def test_gpcn_sampler_final_states(problem, key):
     task, y, mean, std = problem
     sampler = samplers.get("pcn", task, burn_in=10, num_steps=10, method="gpcn")
-    x = np.asarray(sampler.sample(key, y, 128, sampler.hparams()))
+    x = np.asarray(eqx.filter_jit(sampler.sample)(key, y, 128, sampler.hparams()))
     prior_sd = np.sqrt(exact.prior_pointwise_variance(task.prior))
     assert np.max(np.abs(x.mean(0) - mean) / prior_sd) < 0.15
     assert np.linalg.norm(x.std(0) - std) / np.linalg.norm(std) < 0.1
