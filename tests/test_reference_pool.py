@@ -133,6 +133,9 @@ def test_observation_only_pool_redraws_the_stored_draws(task, full, tmp_path):
     np.testing.assert_allclose(slim.load("x"), full.load("x"), rtol=1e-6, atol=1e-6)
     picks = [0, 7, 30, 95]  # across chunks and rotation blocks
     np.testing.assert_allclose(slim.gather(picks, "x"), full.load("x")[picks], rtol=1e-6, atol=1e-6)
+    whole = slim.read_chunk(1)
+    assert sorted(whole) == ["x", "y"]
+    np.testing.assert_allclose(whole["x"], full.read_chunk(1)["x"], rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="Pool.open"):
         pool.Pool.open(tmp_path).gather([0], "x")
     with pytest.raises(ValueError, match="other settings"):

@@ -194,12 +194,13 @@ class ChainResult(eqx.Module):
 def chains(
     key, task, y_obs, num_chains: int, num_draws: int, burn_in: int, thin: int, step, target, method: str
 ):
-    """`num_chains` adaptive chains from prior draws, as one pure function (no jit of its own).
+    """`num_chains` adaptive chains, as one pure function (no jit of its own).
 
     The building block of `run` for callers that compose it under their own `jit`/`vmap`
     (samplers, sweeps): `step` (initial beta for pCN, h for MALA) and `target` (acceptance
     aimed at during burn-in) may be traced scalars, so they can be vmapped; `num_chains`,
-    `num_draws`, `burn_in`, `thin` and `method` are static. Chain c uses `split(key, num_chains)[c]`;
+    `num_draws`, `burn_in`, `thin` and `method` are static. Chain c uses `split(key, num_chains)[c]`
+    and starts from a prior draw (gpCN: a draw of its Laplace approximation);
     after `burn_in` adaptive steps each keeps every `thin`-th of `num_draws * thin` steps.
 
     Returns:
@@ -216,11 +217,13 @@ def chains(
     precond = laplace(task, y_obs) if method == "gpcn" else None
     init, propose = _kernel(task, y_obs, method, precond)
 
-    def start(key):
+    _, unravel = jax.flatten_util.ravel_pytree(task.prior.latent(jr.key(0)))
+
+    def start(key):  # a prior draw, or for gpCN a draw of its Laplace approximation
         if precond is None:
             return task.prior.latent(key)
-        template, unravel = jax.flatten_util.ravel_pytree(task.prior.latent(key))
-        return unravel(precond.mode + precond.sqrt_cov(jr.normal(key, template.shape, template.dtype)))
+        xi = jr.normal(key, precond.mode.shape, precond.mode.dtype)
+        return unravel(precond.mode + precond.sqrt_cov(xi))
 
     def chain(chain_key):
         k_init, ckey = jr.split(chain_key)
@@ -275,7 +278,7 @@ def run(
     step: float | None = None,
     target_accept: float | None = None,
 ) -> ChainResult:
-    """Run `num_chains` chains from prior draws; `burn_in` adaptive steps, then `num_draws * thin` steps.
+    """Run `num_chains` chains (see `chains`); `burn_in` adaptive steps, then `num_draws * thin` steps.
 
     Returns the thinned draws in field space. `step` is the initial beta (pCN, gpCN)
     or h (MALA); `target_accept` defaults to 0.25 (pCN, gpCN) / 0.574 (MALA).

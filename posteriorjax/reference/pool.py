@@ -167,9 +167,12 @@ class Pool:
         that does not store ``x`` redraws it (`redraw`).
         """
         if not self.stores_unknown and (fields is None or "x" in fields):
-            stored = tuple(f for f in (fields or ("y", "u")) if f != "x")
-            arrays = self.read_chunk(index, stored) if stored else {}
+            rest = None if fields is None else tuple(f for f in fields if f != "x")
+            arrays = self._read_stored(index, rest) if rest != () else {}
             return {"x": self.redraw(index, np.arange(self.per_chunk))} | arrays
+        return self._read_stored(index, fields)
+
+    def _read_stored(self, index: int, fields: tuple[str, ...] | None) -> dict[str, np.ndarray]:
         name = _chunk_name(index)
         meta = json.loads((self.directory / f"{name}.json").read_text())
         path = self.directory / f"{name}.npz"
