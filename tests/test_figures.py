@@ -7,6 +7,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 from absl import flags
+from test_records import record  # the hand-made sweep record both test modules build on
 
 from posteriorjax import figures
 from posteriorjax.metrics import calibration
@@ -16,23 +17,6 @@ GUIDANCE = (0.0, 1.0, 10.0, 100.0)
 NUM_CASES, NUM_SAMPLES, SHAPE = 3, 6, (2, 8, 8)
 TOY_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error", "crps", "rel_l2_mean", "crps_fair")
 NOISE_METRICS = ("mean_error", "crps")
-
-
-def record(task, sampler, case, hparams, metrics, num_samples=NUM_SAMPLES):
-    cid = f"case={case};seed=0;" + ";".join(f"{k}={v!r}" for k, v in sorted(hparams.items()))
-    return {
-        "task": task,
-        "sampler": sampler,
-        "config_id": cid,
-        "case": case,
-        "seed": 0,
-        "hparams": dict(hparams),
-        "num_samples": num_samples,
-        "metrics": metrics,
-        "wall_time_s": 0.01,
-        "compile_time_s": 1.0,
-        "evaluation": "identity",
-    }
 
 
 def toy_metrics(g, case, names):
