@@ -46,6 +46,7 @@ from posteriorjax.observations import GaussianNoise
 
 METHODS = ("pcn", "gpcn", "mala")
 TARGETS = {"pcn": 0.25, "gpcn": 0.25, "mala": 0.574}
+STEPS = {"pcn": 0.1, "gpcn": 0.5, "mala": 1e-3}  # initial beta (pCN, gpCN) or h (MALA) of `run`
 
 
 def _tree_normal(key, tree):
@@ -124,13 +125,13 @@ def laplace(task, y_obs, *, iterations: int = 12) -> Laplace:
     return Laplace(mode, vt.T, s**2)
 
 
-def _kernel(task, y_obs, method: str, precond: Laplace | None = None):
+def _kernel(task, y_obs, method: str, precond: Laplace | None = None, unravel=None):
+    """`(init, propose)` of one method; gpCN needs its Laplace `precond` and the latent's `unravel`."""
+
     def potential(z):
         return -task.noise.log_likelihood(y_obs - task.forward(task.prior.transform(z)))
 
     if method == "gpcn":
-        template = task.prior.latent(jr.key(0))
-        _, unravel = jax.flatten_util.ravel_pytree(template)
         m = precond.mode
 
         def psi(z):
@@ -215,9 +216,8 @@ def chains(
         raise ValueError(f"burn_in: expected a non-negative integer, got {burn_in!r}")
     step0 = step
     precond = laplace(task, y_obs) if method == "gpcn" else None
-    init, propose = _kernel(task, y_obs, method, precond)
-
     _, unravel = jax.flatten_util.ravel_pytree(task.prior.latent(jr.key(0)))
+    init, propose = _kernel(task, y_obs, method, precond, unravel)
 
     def start(key):  # a prior draw, or for gpCN a draw of its Laplace approximation
         if precond is None:
@@ -283,16 +283,11 @@ def run(
     Returns the thinned draws in field space. `step` is the initial beta (pCN, gpCN)
     or h (MALA); `target_accept` defaults to 0.25 (pCN, gpCN) / 0.574 (MALA).
     """
-    if method not in METHODS:
+    if method not in METHODS:  # the integer arguments are checked by `chains`
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
-    for name, v in (("num_chains", num_chains), ("num_draws", num_draws), ("thin", thin)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-    if not isinstance(burn_in, int) or burn_in < 0:
-        raise ValueError(f"burn_in: expected a non-negative integer, got {burn_in!r}")
     task._check_observation(y_obs)
     beta = method in ("pcn", "gpcn")
-    step = (0.1 if method == "pcn" else 0.5 if method == "gpcn" else 1e-3) if step is None else float(step)
+    step = STEPS[method] if step is None else float(step)
     if not (0 < step and (not beta or step <= 1)):
         raise ValueError(f"step: expected 0 < step{' <= 1' if beta else ''}, got {step}")
     target = TARGETS[method] if target_accept is None else float(target_accept)
