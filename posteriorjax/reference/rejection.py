@@ -52,7 +52,10 @@ def pool_statistic(pool, fn) -> np.ndarray:
 
 
 def mean_absolute_error(y_pool, y_obs) -> np.ndarray:
-    """MAE_j = mean_m |y_pool[j, m] - y_obs[m]|, `(N,)`."""
+    """MAE_j = mean_m |y_pool[j, m] - y_obs[m]|, `(N,)`.
+
+    Broadcasts: `y_pool (N, 1, M)` against several observations `y_obs (K, M)` gives `(N, K)`.
+    """
     return np.mean(np.abs(np.asarray(y_pool, np.float64) - y_obs), axis=-1)
 
 
