@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import time
 import warnings
@@ -154,6 +155,39 @@ def _from_leaves(template: TrainState, leaves: dict) -> TrainState:
     treedef = jax.tree.structure(plain)
     state = jax.tree.unflatten(treedef, [leaves[k] for k in sorted(leaves)])
     return eqx.tree_at(lambda s: s.key, state, jr.wrap_key_data(state.key))
+
+
+def parameter_digest(model) -> str:
+    """Hash of a model's parameter values (shapes, dtypes and bytes of its inexact arrays)."""
+    h = hashlib.sha256()
+    for x in jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array)):
+        x = np.asarray(x)
+        h.update(f"{x.shape}{x.dtype}".encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    return h.hexdigest()[:16]
+
+
+def initialized(model, init):
+    """`model` with the parameters of `init` (fine-tuning): same parameter paths, shapes and dtypes.
+
+    Only the inexact arrays are taken from `init`; everything static (normalizers, which depend
+    on the task the model is trained on) stays `model`'s.
+    """
+    params = eqx.filter(model, eqx.is_inexact_array)
+    new = eqx.filter(init, eqx.is_inexact_array)
+
+    def spec(tree):
+        leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+        return [(jax.tree_util.keystr(path), x.shape, x.dtype) for path, x in leaves]
+
+    if spec(new) != spec(params):
+        mismatch = next((a, b) for a, b in itertools.zip_longest(spec(params), spec(new)) if a != b)
+        raise ValueError(
+            "init: expected a model with the parameter paths, shapes and dtypes of the configured model; "
+            f"first difference: expected {mismatch[0]}, got {mismatch[1]}"
+        )
+    values = jax.tree.unflatten(jax.tree.structure(params), jax.tree.leaves(new))
+    return eqx.combine(values, eqx.filter(model, eqx.is_inexact_array, inverse=True))
 
 
 def fingerprint(model, description: dict) -> dict:
@@ -572,12 +606,20 @@ def train_config(section) -> TrainConfig:
     return TrainConfig(**values)
 
 
-def run(config, workdir, *, stop_after: int | None = None):
-    """Train the configured model in `workdir`, resuming from its checkpoints; returns (model, ema, setup)."""
+def run(config, workdir, *, init=None, stop_after: int | None = None):
+    """Train the configured model in `workdir`, resuming from its checkpoints; returns (model, ema, setup).
+
+    `init`: a trained model whose parameters start the run (fine-tuning, e.g. a network trained
+    at a lower resolution continued at the config's); its `parameter_digest` joins the
+    fingerprint, so a workdir holding a run from other initial parameters is refused.
+    """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     cfg = train_config(config.train)
     setup = build(config, workdir)
+    if init is not None:
+        description = {**setup.description, "init_parameters": parameter_digest(init)}
+        setup = dataclasses.replace(setup, model=initialized(setup.model, init), description=description)
     if jax.process_index() == 0:
         (workdir / "config.json").write_text(config.to_json_best_effort(indent=2, sort_keys=True))
         provenance = {

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from configs.train import common
-from posteriorjax import nn, tasks, train
+from posteriorjax import nn, random_fields, tasks, train
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +146,31 @@ def test_tiny_surrogate_error(tmp_path):
     train.run(config, tmp_path)
     record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
     assert record["eval_relative_l2"] < 0.2
+
+
+def test_fine_tuning_starts_from_the_given_parameters(tmp_path):
+    """`run(init=...)`: a network trained at 16 x 16 continues at 24 x 24 from its parameters."""
+
+    def config(resolution):
+        c = common.config("poisson_fixed", "surrogate", "tiny")
+        c.task_options.resolution = resolution
+        c.normalization.num_draws = 8
+        c.eval.num_examples = 4
+        c.train.update(batch_size=2, num_steps=2, warmup_steps=1, progress=False)
+        return c
+
+    _, coarse, _ = train.run(config(16), tmp_path / "coarse")
+    fine = config(24)
+    start, _, setup = train.run(fine, tmp_path / "fine", init=coarse, stop_after=0)
+    assert _equal(eqx.filter(start, eqx.is_inexact_array), eqx.filter(coarse, eqx.is_inexact_array))
+    assert start.u_norm == setup.model.u_norm != coarse.u_norm  # normalization of the 24 x 24 task
+    tuned, _, _ = train.run(fine, tmp_path / "fine", init=coarse)
+    assert not _equal(eqx.filter(tuned, eqx.is_inexact_array), eqx.filter(coarse, eqx.is_inexact_array))
+    fields = random_fields.sample_batch(setup.task.prior, jax.random.key(0), 2)
+    assert np.isfinite(jax.vmap(tuned)(fields)).all()
+    with pytest.raises(ValueError, match="holds another model"):  # trained from other parameters
+        train.run(fine, tmp_path / "fine")
+    wider = config(16)
+    wider.model.options.width = 12
+    with pytest.raises(ValueError, match="init: expected a model with the parameter paths"):
+        train.run(wider, tmp_path / "wider", init=coarse)
