@@ -81,11 +81,16 @@ REFERENCE_DEFAULTS = {
 
 @dataclasses.dataclass(frozen=True)
 class NetworkSpec:
-    """A network a sampler option receives: `kind`, training task overrides, optional step count."""
+    """A network a sampler option receives: `kind`, training task overrides, optional step count.
+
+    `pretrain`: the spec of a network (same kind) trained first, whose parameters start this
+    one's training (multi-resolution fine-tuning: pretrain at a lower resolution).
+    """
 
     kind: str
     task_options: dict
     num_steps: int | None = None
+    pretrain: NetworkSpec | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,21 +146,29 @@ def _sampler_options(name: str) -> list[str]:
     return list(inspect.signature(samplers._BUILDERS[name]).parameters)[1:]
 
 
-def _network_spec(where: str, spec) -> NetworkSpec:
+def _network_spec(where: str, spec, kind: str | None = None) -> NetworkSpec:
+    """Parse a network spec; a `pretrain` spec inherits `kind` (given there, it must match)."""
     if isinstance(spec, str):
         spec = {"kind": spec}
     if not isinstance(spec, Mapping):
         raise ValueError(f"{where}: expected a kind {NETWORK_KINDS} or a dict with 'kind', got {spec!r}")
     spec = dict(spec)
-    unknown = sorted(set(spec) - {"kind", "task_options", "num_steps"})
+    unknown = sorted(set(spec) - {"kind", "task_options", "num_steps", "pretrain"})
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps")
+        raise ValueError(
+            f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps, pretrain"
+        )
+    if kind is not None and spec.setdefault("kind", kind) != kind:
+        raise ValueError(f"{where}.kind: expected the fine-tuned network's {kind!r}, got {spec['kind']!r}")
     if spec.get("kind") not in NETWORK_KINDS:
         raise ValueError(f"{where}.kind: expected one of {NETWORK_KINDS}, got {spec.get('kind')!r}")
     steps = spec.get("num_steps")
     if steps is not None:
         steps = _positive_int(f"{where}.num_steps", steps)
-    return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps)
+    pretrain = spec.get("pretrain")
+    if pretrain is not None:
+        pretrain = _network_spec(f"{where}.pretrain", _as_dict(pretrain), spec["kind"])
+    return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps, pretrain)
 
 
 def _task_variant(name: str, options: Mapping, where: str) -> Task:
@@ -183,7 +196,9 @@ def settings(config) -> Settings:
                  against it;
       samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
                  task_options [{}], tasks [all tasks]}}; a network spec is a kind
-                 (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None]};
+                 (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None],
+                 pretrain [None]}; `pretrain` is a spec of the same kind (kind may be omitted)
+                 trained first, whose parameters start this network's training (fine-tuning);
       training: {scale ["tiny"] | "full", num_steps [None]};
       diagnostics [()]: subset of ("pde_residual", "alpha");
       save_samples [2]: store samples of configurations with case < save_samples;
@@ -581,7 +596,9 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
     """The training config of a network spec (`configs/train/common.config`) and its short hash.
 
     `task_options` are those of the sampler's task, updated by `spec.task_options`;
-    the step count is `spec.num_steps`, else `num_steps`, else the config's.
+    the step count is `spec.num_steps`, else `num_steps`, else the config's. The hash
+    covers the pretraining chain, so a fine-tuned network never shares a directory with one
+    trained from scratch.
     """
     from configs.train import common
 
@@ -593,6 +610,8 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
         cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
     plain = cfg.to_dict()
     plain["train"].pop("progress")
+    if spec.pretrain is not None:
+        plain["pretrain"] = network_config(task_name, task_options, spec.pretrain, scale, num_steps)[1]
     digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return cfg, digest
 
@@ -610,12 +629,17 @@ def network(
     """Train (or resume, or load) a network with `train.run`; returns its EMA model.
 
     Workdir: `workdir/networks/<task>/<kind>-<hash of the training config>/`, so
-    every sampler asking for the same network shares it and a rerun reuses it.
+    every sampler asking for the same network shares it and a rerun reuses it. A spec
+    with `pretrain` first gets that network (trained or loaded the same way) and
+    fine-tunes its EMA parameters.
     """
     from posteriorjax import train
 
+    init = None
+    if spec.pretrain is not None:
+        init = network(workdir, task_name, task_options, spec.pretrain, scale, num_steps, progress=progress)
     cfg, digest = network_config(task_name, task_options, spec, scale, num_steps)
     cfg.train.progress = bool(progress)
     directory = Path(workdir) / "networks" / task_name / f"{spec.kind}-{digest}"
-    _, ema, _ = train.run(cfg, directory)
+    _, ema, _ = train.run(cfg, directory, init=init)
     return ema

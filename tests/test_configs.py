@@ -86,6 +86,11 @@ def test_full_scale_matches_the_published_study():
     res = _load("resolution").get_config("")
     trained = {v.networks.model.task_options.resolution for v in res.samplers.values()}
     assert trained == {64, 128} and res.tasks.darcy.resolution == 128
+    specs = {e.label: e.networks["model"] for e in sweep.settings(res).samplers}
+    for name in ("fundps", "diffusionpde"):
+        multi = specs[f"{name}@multi"]
+        assert multi.task_options == {"resolution": 128} and multi.num_steps == 50_000
+        assert multi.pretrain == specs[f"{name}@64"]  # the @64 arm's network: one shared training run
 
 
 @pytest.mark.parametrize("name", ["guidance_calibration", "noise_levels"])

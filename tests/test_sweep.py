@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import subprocess
@@ -171,6 +172,10 @@ def test_bad_configs_fail_before_compute(tmp_path):
         (dict(samplers={"dps": {"networks": {"model": "posterior"}}}), r"networks.model.kind"),
         (dict(samplers={"dps": {"networks": {"denoiser": "prior"}}}), "no option 'denoiser'"),
         (dict(samplers={"dps": {"networks": {"model": {"kind": "prior", "num_steps": 0}}}}), "num_steps"),
+        (
+            dict(samplers={"dps": {"networks": {"model": {"kind": "prior", "pretrain": {"kind": "joint"}}}}}),
+            r"networks.model.pretrain.kind: expected the fine-tuned network's 'prior'",
+        ),
         (dict(samplers={"prior": {"tasks": ("darcy",)}}), r"samplers.prior.tasks: unknown task"),
         (dict(samplers={"prior": {"task_options": {"resolution": 16}}}), "unknown shape"),
         (dict(samplers={"prior": {"task_options": {"num_sensors": 7}}}), "observations"),
@@ -424,6 +429,16 @@ def test_network_config_follows_the_spec():
     cfg, h2 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, other, "full", 20)
     assert cfg.task_options.to_dict() == {"resolution": 32, "num_sensors": 6, "alpha": 2.5}
     assert cfg.train.num_steps == 40 and cfg.model.options.width == 128 and h2 not in (h0, h1)
+    # fine-tuning: the pretraining chain is part of the hash, its kind inherited
+    spec = {"kind": "inverse", "pretrain": {"task_options": {"resolution": 8}}}
+    config = _tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": spec}}})
+    entry = sweep.settings(config).samplers[0]
+    tuned = entry.networks["model"]
+    assert tuned.pretrain == sweep.NetworkSpec("inverse", {"resolution": 8})
+    _, h3 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, tuned, "tiny")
+    assert h3 not in (h0, h1, h2)
+    deeper = dataclasses.replace(tuned, pretrain=dataclasses.replace(tuned.pretrain, num_steps=7))
+    assert sweep.network_config("poisson_fixed", {"resolution": 16}, deeper, "tiny")[1] != h3
 
 
 @pytest.mark.slow
