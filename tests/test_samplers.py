@@ -4,6 +4,8 @@ Tolerances are sample-size aware; nothing depends on RNG bit-streams. The oracle
 (exact GRF denoiser) separates sampler error from prior-learning error.
 """
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -41,6 +43,27 @@ def test_exact_sampler_matches_closed_form(problem):
     xs = np.asarray(jax.jit(lambda k: s.sample(k, y, n, {}))(jr.key(0)))
     assert np.max(np.abs(xs.mean(0) - mean) / std) < 5.0 / np.sqrt(n)
     assert np.max(np.abs(xs.std(0) / std - 1)) < 5.0 / np.sqrt(2 * n)
+
+
+def test_sample_compiles_once_per_structure(problem, caplog):
+    """Direct `sample` calls with new keys, cases and hyperparameter values reuse one program."""
+    task, y, *_ = problem
+    s = samplers.get("pcn", task, burn_in=5, num_steps=5)
+
+    def compiles():
+        return sum("Compiling jit(_compiled_sample)" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level(logging.WARNING), jax.log_compiles(True):
+        first = s.sample(jr.key(0), y, 4, s.hparams())
+        again = s.sample(jr.key(0), y, 4, s.hparams())
+        s.sample(jr.key(1), y + 1e-3, 4, s.hparams(step=0.05))
+        s.sample(jr.key(2), np.asarray(y), 4, {k: float(v) for k, v in s.hparams(step=0.1).items()})
+        assert compiles() == 1  # the same program throughout, Python floats included
+        s.sample(jr.key(0), y, 6, s.hparams())  # a new sample count is a new program
+        assert compiles() == 2
+    np.testing.assert_array_equal(first, again)
+    with pytest.raises(ValueError, match="hparams"):
+        s.sample(jr.key(0), y, 4, {"steps": 1.0})
 
 
 @pytest.mark.parametrize("alphas", [pytest.param((1.0,), marks=pytest.mark.slow), (2.0, 2.0)])

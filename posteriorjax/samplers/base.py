@@ -57,13 +57,24 @@ class AbstractSampler(eqx.Module):
         return eqx.error_if(value, ~(value >= 0), f"hparams: {name} must be >= 0")
 
     def sample(self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array]) -> jax.Array:
-        """Posterior samples `(num_samples, *task.unknown_shape)` given observations `y_obs (M,)`."""
+        """Posterior samples `(num_samples, *task.unknown_shape)` given observations `y_obs (M,)`.
+
+        Compiled once per sampler structure and `num_samples` (`eqx.filter_jit`): repeated
+        calls with new keys, observations or hyperparameter values reuse the program.
+        """
         if not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
         self.task._check_observation(y_obs)
-        hparams = self.check_hparams(hparams)
-        return self._sample(key, jnp.asarray(y_obs), num_samples, hparams)
+        if set(hparams) != set(self.defaults):
+            self.check_hparams(hparams)  # raises the naming error
+        hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hparams.items()}  # as `hparams()`: traced
+        return _compiled_sample(self, key, jnp.asarray(y_obs), num_samples, hparams)
 
     @abc.abstractmethod
     def _sample(self, key, y_obs: jax.Array, num_samples: int, hparams: dict[str, jax.Array]) -> jax.Array:
         """Implementation of `sample` on validated inputs."""
+
+
+@eqx.filter_jit
+def _compiled_sample(sampler: AbstractSampler, key, y_obs, num_samples: int, hparams) -> jax.Array:
+    return sampler._sample(key, y_obs, num_samples, sampler.check_hparams(hparams))
