@@ -2,10 +2,11 @@
 
     python -m experiments.sweep --config=configs/resolution.py --workdir=DIR
 
-FunDPS (function-space joint prior, GRF noise) against DiffusionPDE (white-noise joint
-prior), all evaluated on the 128 x 128 Darcy task (PosteriorBench Sec. 4.7, Table 4), with
-the joint network of each trained three ways (the neural operators are resolution-independent,
-so a model trained at 64 x 64 runs at 128 x 128):
+FunDPS (function-space joint prior: trained and sampled with GRF noise) against DiffusionPDE
+(grid prior: its joint network trained and sampled with white noise), all evaluated on the
+128 x 128 Darcy task (PosteriorBench Sec. 4.7, Table 4), with the joint network of each
+trained three ways (the neural operators are resolution-independent, so a model trained at
+64 x 64 runs at 128 x 128):
   ``<sampler>@64``    trained at 64 x 64 (`networks.model.task_options` resolution override);
   ``<sampler>@128``   trained at 128 x 128;
   ``<sampler>@multi`` multi-resolution fine-tuning: the ``@64`` network (the same training run,
@@ -21,6 +22,8 @@ from configs.train import common
 from posteriorjax import sweep
 
 SAMPLERS = ("fundps", "diffusionpde")
+# the diffusion noise each sampler's network is trained with (its sampler's own noise)
+TRAINING = {"fundps": {}, "diffusionpde": {"diffusion": {"noise": "white"}}}
 FINETUNE_FRACTION = 0.25
 
 
@@ -38,11 +41,10 @@ def finetune_steps(tiny: bool) -> int:
 def get_config(arg: str | None = None):
     tiny = base.is_tiny(arg)
     low, high = training_resolutions(tiny)
-    trained = {
-        str(low): {"kind": "joint", "task_options": {"resolution": low}, "num_steps": None},
-        str(high): {"kind": "joint", "task_options": {"resolution": high}, "num_steps": None},
+    arms = {
+        str(low): {"task_options": {"resolution": low}},
+        str(high): {"task_options": {"resolution": high}},
         "multi": {
-            "kind": "joint",
             "task_options": {"resolution": high},
             "num_steps": finetune_steps(tiny),
             "pretrain": {"task_options": {"resolution": low}},
@@ -50,10 +52,12 @@ def get_config(arg: str | None = None):
     }
     samplers = {
         f"{name}@{arm}": base.sampler(
-            name, options=base.TINY_OPTIONS.get(name, {}) if tiny else {}, networks={"model": network}
+            name,
+            options=base.TINY_OPTIONS.get(name, {}) if tiny else {},
+            networks={"model": {"kind": "joint", "training": TRAINING[name], **network}},
         )
         for name in SAMPLERS
-        for arm, network in trained.items()
+        for arm, network in arms.items()
     }
     reference = sweep.reference_config(
         "rejection",

@@ -83,14 +83,18 @@ REFERENCE_DEFAULTS = {
 class NetworkSpec:
     """A network a sampler option receives: `kind`, training task overrides, optional step count.
 
-    `pretrain`: the spec of a network (same kind) trained first, whose parameters start this
-    one's training (multi-resolution fine-tuning: pretrain at a lower resolution).
+    `training`: overrides of its training config (`configs/train/common.config`) by dotted
+    path, e.g. ``{"diffusion.noise": "white"}`` (written nested in a config). `pretrain`: the
+    spec of a network (same kind) trained first, whose parameters start this one's training
+    (multi-resolution fine-tuning: pretrain at a lower resolution); it inherits the kind and
+    the `training` overrides.
     """
 
     kind: str
     task_options: dict
     num_steps: int | None = None
     pretrain: NetworkSpec | None = None
+    training: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,17 +150,17 @@ def _sampler_options(name: str) -> list[str]:
     return list(inspect.signature(samplers._BUILDERS[name]).parameters)[1:]
 
 
-def _network_spec(where: str, spec, kind: str | None = None) -> NetworkSpec:
-    """Parse a network spec; a `pretrain` spec inherits `kind` (given there, it must match)."""
+def _network_spec(where: str, spec, scale: str, kind=None, training: Mapping | None = None) -> NetworkSpec:
+    """Parse a network spec trained at `scale`; a `pretrain` spec inherits `kind` and `training`."""
     if isinstance(spec, str):
         spec = {"kind": spec}
     if not isinstance(spec, Mapping):
         raise ValueError(f"{where}: expected a kind {NETWORK_KINDS} or a dict with 'kind', got {spec!r}")
     spec = dict(spec)
-    unknown = sorted(set(spec) - {"kind", "task_options", "num_steps", "pretrain"})
+    unknown = sorted(set(spec) - {"kind", "task_options", "num_steps", "pretrain", "training"})
     if unknown:
         raise ValueError(
-            f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps, pretrain"
+            f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps, pretrain, training"
         )
     if kind is not None and spec.setdefault("kind", kind) != kind:
         raise ValueError(f"{where}.kind: expected the fine-tuned network's {kind!r}, got {spec['kind']!r}")
@@ -165,10 +169,55 @@ def _network_spec(where: str, spec, kind: str | None = None) -> NetworkSpec:
     steps = spec.get("num_steps")
     if steps is not None:
         steps = _positive_int(f"{where}.num_steps", steps)
+    training = {**(training or {}), **_dotted(f"{where}.training", spec.get("training") or {})}
+    _training_overrides(f"{where}.training", training, common_config("darcy", spec["kind"], scale))
     pretrain = spec.get("pretrain")
     if pretrain is not None:
-        pretrain = _network_spec(f"{where}.pretrain", _as_dict(pretrain), spec["kind"])
-    return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps, pretrain)
+        pretrain = _network_spec(f"{where}.pretrain", _as_dict(pretrain), scale, spec["kind"], training)
+    return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps, pretrain, training)
+
+
+# keys of a training config that a network spec sets through its own fields
+_SPEC_FIELDS = {"task": "the sampler's task", "kind": "kind", "task_options": "task_options"}
+
+
+def _dotted(where: str, tree, prefix: str = "") -> dict:
+    """A nested mapping of settings as {"section.key": value}."""
+    if not isinstance(tree, Mapping):
+        raise ValueError(f"{where}: expected a mapping of training-config settings, got {tree!r}")
+    out = {}
+    for name, value in _as_dict(tree).items():
+        if isinstance(value, Mapping):
+            out.update(_dotted(where, value, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = value
+    return out
+
+
+def common_config(task_name: str, kind: str, scale: str):
+    """The training config `configs/train/common.config` of a network at `scale` ("tiny" | "full")."""
+    from configs.train import common
+
+    return common.config(task_name, kind, "tiny" if scale == "tiny" else None)
+
+
+def _training_overrides(where: str, overrides: Mapping, cfg):
+    """Apply dotted `overrides` to the training config `cfg` (ValueError naming a bad key or value)."""
+    for dotted, value in overrides.items():
+        path = str(dotted).split(".")
+        if path[0] in _SPEC_FIELDS or dotted == "train.num_steps":
+            field = _SPEC_FIELDS.get(path[0], "num_steps")
+            raise ValueError(f"{where}: {dotted!r} is set by the network spec's {field}, not here")
+        section = cfg
+        for name in path[:-1]:
+            section = section.get(name) if hasattr(section, "get") else None
+        if not hasattr(section, "keys") or path[-1] not in section or hasattr(section[path[-1]], "keys"):
+            raise ValueError(f"{where}: {dotted!r} is not a setting of the training config")
+        try:
+            section[path[-1]] = value
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: {dotted!r} = {value!r} has the wrong type ({err})") from None
+    return cfg
 
 
 def _task_variant(name: str, options: Mapping, where: str) -> Task:
@@ -197,8 +246,10 @@ def settings(config) -> Settings:
       samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
                  task_options [{}], tasks [all tasks]}}; a network spec is a kind
                  (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None],
-                 pretrain [None]}; `pretrain` is a spec of the same kind (kind may be omitted)
-                 trained first, whose parameters start this network's training (fine-tuning);
+                 training [{}], pretrain [None]}; `training` holds overrides of the training
+                 config (nested, e.g. {"diffusion": {"noise": "white"}}); `pretrain` is a spec of the
+                 same kind trained first, whose parameters start this network's training
+                 (fine-tuning; it inherits kind and `training`);
       training: {scale ["tiny"] | "full", num_steps [None]};
       diagnostics [()]: subset of ("pde_residual", "alpha");
       save_samples [2]: store samples of configurations with case < save_samples;
@@ -276,7 +327,7 @@ def settings(config) -> Settings:
                 )
             if option in options:
                 raise ValueError(f"{where}.networks.{option}: also given in options; give it once")
-            networks[option] = _network_spec(f"{where}.networks.{option}", spec)
+            networks[option] = _network_spec(f"{where}.networks.{option}", spec, scale)
         on = tuple(raw["tasks"]) if raw.get("tasks") is not None else tuple(task_map)
         unknown = sorted(set(on) - set(task_map))
         if unknown:
@@ -600,10 +651,9 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
     covers the pretraining chain, so a fine-tuned network never shares a directory with one
     trained from scratch.
     """
-    from configs.train import common
-
-    cfg = common.config(task_name, spec.kind, "tiny" if scale == "tiny" else None)
+    cfg = common_config(task_name, spec.kind, scale)
     cfg.task_options = {**dict(task_options), **spec.task_options}
+    _training_overrides("training", spec.training, cfg)
     steps = spec.num_steps if spec.num_steps is not None else num_steps
     if steps is not None:
         cfg.train.num_steps = int(steps)

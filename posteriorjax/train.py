@@ -20,8 +20,10 @@ and an unreadable latest checkpoint falls back to the previous one with a warnin
 Metrics go to `workdir/metrics.jsonl` (one JSON object per logged step; lines past the
 restored step are dropped on resume, so nothing is duplicated).
 
-`run(config, workdir)` builds task, model, loss and source from an ml_collections config
-(`configs/train/*.py`) for the five model kinds:
+`run(config, workdir, init=None)` builds task, model, loss and source from an ml_collections
+config (`configs/train/*.py`), starting from the parameters of `init` when given (fine-tuning,
+e.g. a resolution-independent operator trained at 64 x 64 continued at 128 x 128), for the
+five model kinds:
   ``prior``      EDM denoiser over the normalized unknown,
   ``joint``      EDM denoiser over the normalized (unknown, state) stack,
   ``surrogate``  FNO-type regressor unknown -> state,

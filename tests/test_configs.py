@@ -91,6 +91,11 @@ def test_full_scale_matches_the_published_study():
         multi = specs[f"{name}@multi"]
         assert multi.task_options == {"resolution": 128} and multi.num_steps == 50_000
         assert multi.pretrain == specs[f"{name}@64"]  # the @64 arm's network: one shared training run
+    assert (
+        specs["diffusionpde@128"].training == {"diffusion.noise": "white"}
+        and not specs["fundps@128"].training
+    )
+    assert all("noise" not in v.options for v in res.samplers.values())  # each samples with its own noise
 
 
 @pytest.mark.parametrize("name", ["guidance_calibration", "noise_levels"])

@@ -176,6 +176,26 @@ def test_bad_configs_fail_before_compute(tmp_path):
             dict(samplers={"dps": {"networks": {"model": {"kind": "prior", "pretrain": {"kind": "joint"}}}}}),
             r"networks.model.pretrain.kind: expected the fine-tuned network's 'prior'",
         ),
+        (
+            dict(
+                samplers={
+                    "dps": {"networks": {"model": {"kind": "prior", "training": {"diffusion": {"nois": 1}}}}}
+                }
+            ),
+            r"networks.model.training: 'diffusion.nois' is not a setting",
+        ),
+        (
+            dict(
+                samplers={
+                    "dps": {"networks": {"model": {"kind": "prior", "training": {"train": {"num_steps": 3}}}}}
+                }
+            ),
+            r"'train.num_steps' is set by the network spec's num_steps",
+        ),
+        (
+            dict(samplers={"dps": {"networks": {"model": {"kind": "prior", "training": {"train": 3}}}}}),
+            r"'train' is not a setting",
+        ),
         (dict(samplers={"prior": {"tasks": ("darcy",)}}), r"samplers.prior.tasks: unknown task"),
         (dict(samplers={"prior": {"task_options": {"resolution": 16}}}), "unknown shape"),
         (dict(samplers={"prior": {"task_options": {"num_sensors": 7}}}), "observations"),
@@ -439,6 +459,23 @@ def test_network_config_follows_the_spec():
     assert h3 not in (h0, h1, h2)
     deeper = dataclasses.replace(tuned, pretrain=dataclasses.replace(tuned.pretrain, num_steps=7))
     assert sweep.network_config("poisson_fixed", {"resolution": 16}, deeper, "tiny")[1] != h3
+    # training overrides reach the config and the hash, and the pretraining run inherits them
+    spec = {
+        "kind": "inverse",
+        "training": {"model": {"options": {"width": 24}}},
+        "pretrain": {"num_steps": 5},
+    }
+    config = _tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": spec}}})
+    white = sweep.settings(config).samplers[0].networks["model"]
+    assert white.pretrain == sweep.NetworkSpec("inverse", {}, 5, None, {"model.options.width": 24})
+    cfg, h4 = sweep.network_config("poisson_fixed", {"resolution": 16}, white.pretrain, "tiny")
+    assert cfg.model.options.width == 24 and cfg.train.num_steps == 5
+    assert (
+        h4
+        != sweep.network_config(
+            "poisson_fixed", {"resolution": 16}, dataclasses.replace(white.pretrain, training={}), "tiny"
+        )[1]
+    )
 
 
 @pytest.mark.slow
