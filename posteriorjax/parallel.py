@@ -5,11 +5,25 @@ over a 1-D `Mesh` named ``"data"``; arrays are padded to a multiple of the devic
 count and the padding is dropped afterwards. With one device this is a no-op, so
 the same code runs on a laptop CPU, a GPU or a TPU pod (after
 `jax.distributed.initialize()`, which only entry points call).
+
+Several CPU devices (``--xla_force_host_platform_device_count=N`` or
+``jax_num_cpu_devices``) share one intra-op thread pool, by default one thread per
+schedulable core. jaxlib's batched LAPACK kernels (Cholesky, triangular solve, LU,
+QR, eigh, SVD, ... on a batch of more than one matrix) hand their batch to that pool
+and block the calling thread until it is done; when every pool thread is such a
+caller (one per concurrently running device program) nothing is left to run the
+batch and the process hangs with all threads idle. `reserve_cpu_threads` sizes the
+pool above the device count; entry points call it before JAX starts, and
+`data_mesh` warns when a CPU mesh has as many devices as the pool has threads.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import re
+import warnings
+from collections.abc import MutableMapping
 
 import jax
 import jax.numpy as jnp
@@ -19,9 +33,104 @@ from jax.sharding import NamedSharding, PartitionSpec
 AXIS = "data"
 
 
+_THREAD_VARIABLES = ("PJRT_NPROC", "NPROC")  # read, in this order, by the XLA CPU client
+
+
+def schedulable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def cpu_pool_threads(environ: MutableMapping[str, str] | None = None) -> int:
+    """Threads of the XLA CPU client's intra-op pool: `PJRT_NPROC`, else `NPROC`, else the schedulable cores.
+
+    The client reads these variables once, when JAX starts its CPU backend.
+    """
+    environ = os.environ if environ is None else environ
+    for name in _THREAD_VARIABLES:
+        value = environ.get(name, "")
+        if value.strip():
+            try:
+                threads = int(value)
+            except ValueError:
+                raise ValueError(f"{name}: expected an integer number of threads, got {value!r}") from None
+            if threads < 1:
+                raise ValueError(f"{name}: expected a positive number of threads, got {threads}")
+            return threads
+    return schedulable_cores()
+
+
+def forced_cpu_devices(environ: MutableMapping[str, str] | None = None) -> int:
+    """CPU devices JAX will create, as requested before start-up (1 when nothing is requested).
+
+    `JAX_NUM_CPU_DEVICES` (the `jax_num_cpu_devices` option; -1 means unset) takes
+    precedence over `--xla_force_host_platform_device_count=N` in `XLA_FLAGS`, as in JAX.
+    """
+    environ = os.environ if environ is None else environ
+    requested = environ.get("JAX_NUM_CPU_DEVICES", "").strip()
+    if requested:
+        try:
+            count = int(requested)
+        except ValueError:
+            raise ValueError(f"JAX_NUM_CPU_DEVICES: expected an integer, got {requested!r}") from None
+        if count >= 0:
+            return max(count, 1)
+    flags = re.findall(r"--xla_force_host_platform_device_count=(\S*)", environ.get("XLA_FLAGS", ""))
+    if not flags:
+        return 1
+    try:
+        return max(int(flags[-1]), 1)
+    except ValueError:
+        raise ValueError(
+            f"XLA_FLAGS: expected an integer --xla_force_host_platform_device_count, got {flags[-1]!r}"
+        ) from None
+
+
+def reserve_cpu_threads(environ: MutableMapping[str, str] | None = None) -> int | None:
+    """Size the CPU intra-op pool above the forced CPU device count (entry points, before JAX starts).
+
+    With N > 1 forced CPU devices and no `PJRT_NPROC` set, sets `PJRT_NPROC` to
+    max(threads the pool would have, N + 1), so that N device programs each blocked in
+    a batched LAPACK call leave a thread to run the batches (module doc). With one
+    device, or `PJRT_NPROC` already set, nothing changes. Only the CPU client's pool
+    sizes follow the variable; it has no effect once JAX's backends have started.
+
+    Returns:
+      The `PJRT_NPROC` value set, or None when nothing was changed.
+    """
+    environ = os.environ if environ is None else environ
+    devices = forced_cpu_devices(environ)
+    if devices <= 1 or environ.get("PJRT_NPROC", "").strip():
+        return None
+    threads = max(cpu_pool_threads(environ), devices + 1)
+    environ["PJRT_NPROC"] = str(threads)
+    return threads
+
+
+def check_cpu_threads(devices) -> None:
+    """Warn when `devices` hold as many or more local CPU devices than the CPU intra-op pool has threads."""
+    local = [d for d in devices if d.platform == "cpu" and d.process_index == jax.process_index()]
+    threads = cpu_pool_threads()
+    if len(local) > 1 and len(local) >= threads:
+        warnings.warn(
+            f"devices: {len(local)} CPU devices share an intra-op pool of {threads} threads; batched "
+            "linear algebra (LAPACK) in their programs can deadlock. Start the process with "
+            f"PJRT_NPROC>={len(local) + 1} (posteriorjax.parallel.reserve_cpu_threads before JAX starts) "
+            "or use fewer CPU devices.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def data_mesh(devices=None) -> jax.sharding.Mesh:
-    """1-D mesh over `devices` (default: all devices of all processes)."""
+    """1-D mesh over `devices` (default: all devices of all processes).
+
+    Warns (`check_cpu_threads`) when several CPU devices would exhaust the CPU intra-op pool.
+    """
     devices = jax.devices() if devices is None else list(devices)
+    check_cpu_threads(devices)
     return jax.sharding.Mesh(np.asarray(devices), (AXIS,))
 
 
