@@ -8,13 +8,14 @@ the same code runs on a laptop CPU, a GPU or a TPU pod (after
 
 Several CPU devices (``--xla_force_host_platform_device_count=N`` or
 ``jax_num_cpu_devices``) share one intra-op thread pool, by default one thread per
-schedulable core. jaxlib's batched LAPACK kernels (Cholesky, triangular solve, LU,
-QR, eigh, SVD, ... on a batch of more than one matrix) hand their batch to that pool
-and block the calling thread until it is done; when every pool thread is such a
-caller (one per concurrently running device program) nothing is left to run the
-batch and the process hangs with all threads idle. `reserve_cpu_threads` sizes the
-pool above the device count; entry points call it before JAX starts, and
-`data_mesh` warns when a CPU mesh has as many devices as the pool has threads.
+schedulable core. Since jaxlib 0.10 the CPU LAPACK kernels (Cholesky, triangular
+solve, LU, QR, eigh, SVD, ...) hand a batch of several large enough matrices (e.g. a
+vmapped 128 x 128 Cholesky) to that pool in pieces and block the calling thread until
+they are done; when every pool thread is such a caller (one per concurrently running
+device program) nothing is left to run the pieces and the process hangs with all
+threads idle (one device leaves a free thread). `reserve_cpu_threads`, called by an
+entry point before JAX starts, sizes the pool above the device count; `data_mesh`
+warns when a CPU mesh has as many devices as the pool has threads.
 """
 
 from __future__ import annotations
