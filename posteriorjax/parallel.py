@@ -13,7 +13,9 @@ solve, LU, QR, eigh, SVD, ...) hand a batch of several large enough matrices (e.
 vmapped 128 x 128 Cholesky) to that pool in pieces and block the calling thread until
 they are done; when every pool thread is such a caller (one per concurrently running
 device program) nothing is left to run the pieces and the process hangs with all
-threads idle (one device leaves a free thread). `reserve_cpu_threads`, called by an
+threads idle. (One program does the same when it runs more independent batched
+factorizations at once than the pool has threads; jaxlib, not the mesh, is the cause.)
+`reserve_cpu_threads`, called by an
 entry point before JAX starts, sizes the pool above the device count; `data_mesh`
 warns when a CPU mesh has as many devices as the pool has threads.
 """
