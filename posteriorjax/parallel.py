@@ -15,9 +15,9 @@ they are done; when every pool thread is such a caller (one per concurrently run
 device program) nothing is left to run the pieces and the process hangs with all
 threads idle. (One program does the same when it runs more independent batched
 factorizations at once than the pool has threads; jaxlib, not the mesh, is the cause.)
-`reserve_cpu_threads`, called by an
-entry point before JAX starts, sizes the pool above the device count; `data_mesh`
-warns when a CPU mesh has as many devices as the pool has threads.
+`reserve_cpu_threads`, called by an entry point before JAX starts, sizes the pool
+above the device count; `data_mesh` warns when a CPU mesh has as many devices as the
+pool has threads.
 """
 
 from __future__ import annotations
