@@ -14,7 +14,7 @@ from pathlib import Path
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import bimodal
+from posteriorjax import bimodal, parallel
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Config with a `synthetic` section.", lock_config=True
@@ -34,5 +34,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

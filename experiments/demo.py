@@ -6,7 +6,7 @@ python -m experiments.demo --config=configs/demo.py [--workdir=DIR]
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import demo
+from posteriorjax import demo, parallel
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the summary (optional).")
@@ -18,5 +18,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     flags.mark_flags_as_required(["config"])
     app.run(main)

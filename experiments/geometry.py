@@ -41,7 +41,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from posteriorjax import estimators as est
-from posteriorjax import tasks
+from posteriorjax import parallel, tasks
 from posteriorjax.metrics import geometry as geo
 from posteriorjax.tasks import interface
 
@@ -405,5 +405,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     flags.mark_flags_as_required(["config"])
     app.run(main)

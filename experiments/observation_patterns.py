@@ -8,6 +8,7 @@ See `posteriorjax.transfer.pipeline.run` and `configs/observation_patterns.py`.
 from absl import app, flags
 from ml_collections import config_flags
 
+from posteriorjax import parallel
 from posteriorjax.transfer import pipeline
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
@@ -20,5 +21,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

@@ -6,6 +6,7 @@ python -m experiments.reference --config=configs/reference/darcy.py --workdir=DI
 from absl import app, flags
 from ml_collections import config_flags
 
+from posteriorjax import parallel
 from posteriorjax.reference import pipeline
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
@@ -18,5 +19,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

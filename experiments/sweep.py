@@ -12,7 +12,7 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import sweep
+from posteriorjax import parallel, sweep
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
@@ -27,5 +27,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

@@ -7,7 +7,7 @@ metrics.jsonl and checkpoints/.
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import train
+from posteriorjax import parallel, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections training config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics (resumed from).")
@@ -19,5 +19,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

@@ -21,6 +21,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import bench  # noqa: E402
 
+from posteriorjax import parallel  # noqa: E402
+
 
 def collect() -> dict:
     found = {}
@@ -76,4 +78,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     main()

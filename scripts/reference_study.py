@@ -30,7 +30,7 @@ import jax  # noqa: E402
 import jax.random as jr  # noqa: E402
 import numpy as np  # noqa: E402
 
-from posteriorjax import samplers, tasks  # noqa: E402
+from posteriorjax import parallel, samplers, tasks  # noqa: E402
 from posteriorjax.reference import exact, mcmc, pool, rejection, store, validate  # noqa: E402
 
 PUBLISHED_EPS = 3e-4
@@ -409,4 +409,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     main()

@@ -50,6 +50,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from posteriorjax import parallel  # noqa: E402
 from posteriorjax.grids import Grid  # noqa: E402
 from posteriorjax.physics import burgers, heat, spectral  # noqa: E402
 from posteriorjax.physics import navier_stokes as ns  # noqa: E402
@@ -301,4 +302,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     main()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import posteriorjax
-from posteriorjax import random_fields, results, sweep, tasks
+from posteriorjax import parallel, random_fields, results, sweep, tasks
 from posteriorjax.samplers.base import AbstractSampler
 
 RES = 8
@@ -427,6 +427,7 @@ def test_same_numbers_on_four_devices(full):
     )
     flags = "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0"  # as conftest
     env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+    parallel.reserve_cpu_threads(env)  # 4 device programs need a spare pool thread (see parallel)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
