@@ -14,6 +14,9 @@ that records results would). The sweep computes strictly more (TARP/MIRA calibra
 statistics on top of the suite), so the ratio is conservative; the largest difference of
 `mean_error` between the two runs checks they computed the same thing.
 
+The sweep is also run with `batch_size=1` (one configuration per `lax.map` step, no
+vmapping): its time shows how much of the ratio the batching itself gives.
+
 Times exclude compilation (`wall_time_s` of the sweep's records, measured around the compiled
 call; the loop after a warm-up call); the sweep's compile time is reported separately. Memory:
 the growth of the process's peak resident set (`resource.getrusage(RUSAGE_SELF).ru_maxrss`)
@@ -131,6 +134,13 @@ def _bench_one(name: str, n: int, batch: int) -> dict:
     t_sweep = sum(r["wall_time_s"] for r in records)
     compile_s = records[0]["compile_time_s"]
 
+    # the same program with one configuration per lax.map step: what vmapping itself buys
+    unbatched = sweep.run_pair(
+        task, sampler, cases, reference, grid, num_samples=NUM_SAMPLES, seed=seed,
+        chunk_size=grid.size, batch_size=1,
+    )  # fmt: skip
+    t_unbatched = sum(r["wall_time_s"] for r in unbatched)
+
     by_id = {r["config_id"]: r for r in records}
     ids = grid.ids()
     diff = max(
@@ -148,6 +158,7 @@ def _bench_one(name: str, n: int, batch: int) -> dict:
         sweep_seconds=t_sweep,
         sweep_compile_seconds=compile_s,
         sweep_total_seconds=t_total,
+        sweep_unbatched_seconds=t_unbatched,
         loop_seconds=t_loop,
         loop_peak_rss_growth_mib=rss_loop - rss0,
         sweep_peak_rss_growth_mib=rss_sweep - rss_loop,
