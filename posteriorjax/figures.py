@@ -79,10 +79,6 @@ HEADERS = dict(results.TABLE_METRICS) | {
 # Drawing helpers
 
 
-def _hlabel(hparams: Mapping[str, float]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items())) or "-"
-
-
 def _new(width: float, height: float) -> Figure:
     # fixed layouts in inches (no layout engine): the sizes are exact and drawing stays fast
     fig = Figure(figsize=(width, height), dpi=DPI)
@@ -357,7 +353,7 @@ def curves_figure(
             std = np.asarray([row[m][1] for row in rows])
             xpos = np.where(v == 0, zero, v) if zero is not None else v
             color = f"C{i % 10}"
-            label = _hlabel(dict(others)) if len(split) > 1 else None
+            label = results.hparam_label(dict(others)) if len(split) > 1 else None
             ax.plot(xpos, mean, "o-", color=color, ms=3, lw=1.2, label=label)
             ax.fill_between(xpos, mean - std, mean + std, color=color, alpha=0.2, lw=0)
             bad = ~np.isfinite(mean)
@@ -471,7 +467,7 @@ def _calibration_panels(fig, panels, curves, xlabel, ylabel, title):
         mine = [(k, v) for k, v in curves.items() if k[0] == sampler]
         ax.plot([0, 1], [0, 1], "k--", lw=0.8)
         for i, ((_, hkey), (x, y)) in enumerate(mine):
-            ax.plot(x, y, "-", color=f"C{i % 10}", lw=1.2, label=_hlabel(dict(hkey)))
+            ax.plot(x, y, "-", color=f"C{i % 10}", lw=1.2, label=results.hparam_label(dict(hkey)))
         if not mine:
             ax.text(0.5, 0.5, "no finite row", ha="center", va="center", fontsize=8, transform=ax.transAxes)
         elif len(mine) <= 8 and any(k[1] for k, _ in mine):
@@ -526,7 +522,12 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
         ax.fill_between([i - 0.35, i + 0.35], s["low"], s["high"], color="0.85", lw=0)
         ax.plot([i - 0.35, i + 0.35], [s["expected"]] * 2, color="0.4", lw=0.8)
         ax.plot(i, s["score"], "o", color=f"C{samplers.index(k[0]) % 10}", ms=6)
-    ax.set_xticks(range(len(keys)), [f"{k[0]}\n{_hlabel(dict(k[1]))}" for k in keys], rotation=60, fontsize=6)
+    ax.set_xticks(
+        range(len(keys)),
+        [f"{k[0]}\n{results.hparam_label(dict(k[1]))}" for k in keys],
+        rotation=60,
+        fontsize=6,
+    )
     ax.set_xlim(-0.6, len(keys) - 0.4)
     ax.set_ylabel("MIRA score", fontsize=8)
     ax.set_title(title or "MIRA (grey: calibrated mean +- 2 std / sqrt(L))", fontsize=9)
@@ -583,7 +584,7 @@ def _render_fields(workdir: Path, records: Sequence[dict], out: Path) -> list[Pa
                     raise ValueError(
                         f"{file}: case {c} has no reference in {ref_path} ({ref_samples.shape[0]} cases)"
                     )
-                title = f"{task} / {label} / case {c} ({_hlabel(dict(chosen))})"
+                title = f"{task} / {label} / case {c} ({results.hparam_label(dict(chosen))})"
                 stem = f"{_slug(task)}_{_slug(label)}_case{c}.png"
                 paths.append(
                     samples_figure(
@@ -650,7 +651,7 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
         if mira_scores(trecs):
             paths.append(mira_figure(out / f"mira_{t}.png", trecs, title=f"{task}: MIRA"))
     for (base, sampler, axis, others), optima in noise.items():
-        setting = _hlabel(dict(others))
+        setting = results.hparam_label(dict(others))
         suffix = f"_{_slug(setting)}" if others else ""
         name = f"optimum_{_slug(base)}_{_slug(sampler)}_{_slug(axis)}{suffix}.png"
         title = f"{base} / {sampler}: optimal {axis} per metric" + (f" ({setting})" if others else "")

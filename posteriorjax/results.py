@@ -25,7 +25,7 @@ import math
 import platform
 import subprocess
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jax
@@ -73,7 +73,8 @@ def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
     return rows
 
 
-def _hparam_label(hparams: dict) -> str:
+def hparam_label(hparams: Mapping[str, float]) -> str:
+    """``"a=1, b=0.5"`` (sorted by name), or ``"-"`` for no hyperparameters."""
     return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items())) or "-"
 
 
@@ -84,7 +85,7 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
     out = []
     for task in sorted({r["task"] for r in rows}):
         trows = sorted(
-            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], _hparam_label(r["hparams"]))
+            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], hparam_label(r["hparams"]))
         )
         ranks = {}
         for k in keys:
@@ -111,7 +112,7 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
                     text = f"*{text}*"
                 cells.append(text)
             out.append(
-                f"| {r['sampler']} | {_hparam_label(r['hparams'])} | "
+                f"| {r['sampler']} | {hparam_label(r['hparams'])} | "
                 + " | ".join(cells)
                 + f" | {r['time_s']:.3g} | {r['nonfinite']} | {r['invalid']} |"
             )
@@ -179,7 +180,7 @@ def calibration_table(rows: Sequence[dict]) -> str:
     out = []
     for task in sorted({r["task"] for r in rows}):
         trows = sorted(
-            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], _hparam_label(r["hparams"]))
+            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], hparam_label(r["hparams"]))
         )
         out.append(f"### {task}\n")
         out.append("| sampler | hparams | L | MIRA | calibrated (±2 se) | z | TARP ATC | TARP KS |")
@@ -195,7 +196,7 @@ def calibration_table(rows: Sequence[dict]) -> str:
             if r.get("tarp_bins", 2) < 2:
                 atc = ks = "-"
             out.append(
-                f"| {r['sampler']} | {_hparam_label(r['hparams'])} | {r['num_conditions']} | {score} | "
+                f"| {r['sampler']} | {hparam_label(r['hparams'])} | {r['num_conditions']} | {score} | "
                 f"{r['mira_expected']:.4f} ± {2 * r['mira_se']:.3f} | {z} | {atc} | {ks} |"
             )
         out.append("")
