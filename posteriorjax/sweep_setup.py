@@ -202,7 +202,7 @@ def common_config(task_name: str, kind: str, scale: str):
 
 
 def _training_overrides(where: str, overrides: Mapping, cfg):
-    """Apply dotted `overrides` to the training config `cfg` (ValueError naming a bad key or value)."""
+    """Set dotted `overrides` in the training config `cfg` (ValueError naming a bad key or value)."""
     for dotted, value in overrides.items():
         path = str(dotted).split(".")
         if path[0] in _SPEC_FIELDS or dotted == "train.num_steps":
@@ -217,7 +217,6 @@ def _training_overrides(where: str, overrides: Mapping, cfg):
             section[path[-1]] = value
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: {dotted!r} = {value!r} has the wrong type ({err})") from None
-    return cfg
 
 
 def _task_variant(name: str, options: Mapping, where: str) -> Task:

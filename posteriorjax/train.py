@@ -175,7 +175,7 @@ def initialized(model, init):
     Only the inexact arrays are taken from `init`; everything static (normalizers, which depend
     on the task the model is trained on) stays `model`'s.
     """
-    params = eqx.filter(model, eqx.is_inexact_array)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
     new = eqx.filter(init, eqx.is_inexact_array)
 
     def spec(tree):
@@ -189,7 +189,7 @@ def initialized(model, init):
             f"first difference: expected {mismatch[0]}, got {mismatch[1]}"
         )
     values = jax.tree.unflatten(jax.tree.structure(params), jax.tree.leaves(new))
-    return eqx.combine(values, eqx.filter(model, eqx.is_inexact_array, inverse=True))
+    return eqx.combine(values, static)
 
 
 def fingerprint(model, description: dict) -> dict:
