@@ -1,7 +1,9 @@
-"""Noise generators for diffusion over fields: white noise and function-space (GRF) noise.
+"""Noise generators for diffusion over fields: white noise, function-space (GRF) noise and the
+exponential-kernel ("RBF") noise of the published FunDPS code.
 
-A generator draws `eps (C, H, W)` with unit pointwise variance and exposes the
-covariance it draws from (`precision_apply`), which the score needs:
+A generator draws `eps (C, H, W)` with (about) unit pointwise variance and exposes the
+covariance it draws from: `covariance_apply` (C_n v: the preconditioner of function-space
+guidance) and, where it is cheap, `precision_apply` (C_n^-1 v), which the score needs:
 for x = x0 + sigma eps with eps ~ N(0, C_n), grad log p_sigma(x) = C_n^-1 (D(x, sigma) - x) / sigma^2.
 
 `GRFNoise` is a Gaussian random field with the spectrum of `random_fields.GaussianRandomField`
@@ -34,6 +36,9 @@ class WhiteNoise(eqx.Module):
 
     def sample(self, key, shape) -> jax.Array:
         return jr.normal(key, tuple(shape))
+
+    def covariance_apply(self, v: jax.Array) -> jax.Array:
+        return v
 
     def precision_apply(self, v: jax.Array) -> jax.Array:
         return v
@@ -74,6 +79,12 @@ class GRFNoise(eqx.Module):
         c_hat = random_fields.forward_transform(xi, self.basis) * self.mode_std(n)
         return random_fields.inverse_transform(c_hat, self.basis).astype(xi.dtype)
 
+    def covariance_apply(self, v: jax.Array) -> jax.Array:
+        """C_n v for `v (..., n, n)`."""
+        n = v.shape[-1]
+        c_hat = random_fields.forward_transform(v, self.basis) * self.mode_std(n).astype(v.dtype) ** 2
+        return random_fields.inverse_transform(c_hat, self.basis).astype(v.dtype)
+
     def precision_apply(self, v: jax.Array) -> jax.Array:
         """C_n^-1 v for `v (..., n, n)`."""
         n = v.shape[-1]
@@ -81,11 +92,84 @@ class GRFNoise(eqx.Module):
         return random_fields.inverse_transform(c_hat, self.basis).astype(v.dtype)
 
 
-NOISES = {"white": WhiteNoise, "grf": GRFNoise}
+def _embedding_spectrum(h: int, w: int, scale: float) -> np.ndarray:
+    """Eigenvalues `(2h, 2w)` of the circulant embedding of k(d) = exp(-d / (2 scale^2)).
+
+    Grid points sit at (i / h, j / w), i < h, j < w (the published `get_fixed_coords`); the
+    (h w)^2 covariance matrix is the top-left block of the block-circulant matrix on the
+    (2h, 2w) torus whose first row holds k at the wrapped distances (Dietrich & Newsam 1997).
+    """
+    dy = np.minimum(np.arange(2 * h), 2 * h - np.arange(2 * h)) / h
+    dx = np.minimum(np.arange(2 * w), 2 * w - np.arange(2 * w)) / w
+    row = np.exp(-np.hypot(dy[:, None], dx[None, :]) / (2.0 * scale**2))
+    lam = np.fft.fft2(row).real
+    if lam.min() < -1e-10 * lam.max():
+        raise ValueError(
+            f"scale: the circulant embedding of the kernel with scale {scale} on a {h} x {w} grid is "
+            f"not positive semi-definite (min eigenvalue {lam.min():.3g}); use a smaller scale"
+        )
+    return np.maximum(lam, 0.0)
+
+
+class RBFNoise(eqx.Module):
+    """The published FunDPS noise (`RBFKernel`): k(d) = exp(-d / (2 scale^2)) + nugget_std^2 [d = 0].
+
+    d is the Euclidean distance between grid points at (i / H, j / W) (the unit square, not
+    periodic); despite the name the kernel is exponential (Matern 1/2) with correlation length
+    2 scale^2 (0.005 at the published scale 0.05), so the noise is near white below about
+    128 x 128 (neighbour correlation exp(-1 / (2 scale^2 n))). The published code draws it by a
+    dense Cholesky of the (H W)^2 matrix (with nugget eps^2, eps = 0.01); here it is drawn
+    exactly by circulant embedding, O(H W log(H W)). Pointwise variance 1 + nugget_std^2.
+
+    Attributes:
+      scale: the kernel's `scale` (> 0); published 0.05.
+      nugget_std: the published `eps` (>= 0), added as eps^2 to the diagonal; published 0.01.
+    """
+
+    scale: float = eqx.field(static=True, default=0.05)
+    nugget_std: float = eqx.field(static=True, default=0.01)
+
+    def __check_init__(self):
+        if not self.scale > 0:
+            raise ValueError(f"scale: expected a kernel length scale > 0, got {self.scale!r}")
+        if not self.nugget_std >= 0:
+            raise ValueError(f"nugget_std: expected a nugget std >= 0, got {self.nugget_std!r}")
+
+    def sample(self, key, shape) -> jax.Array:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != 3 or min(shape[1:]) < 1:
+            raise ValueError(f"shape: expected a field shape (C, H, W), got {shape}")
+        c, h, w = shape
+        root = jnp.sqrt(
+            jnp.asarray(_embedding_spectrum(h, w, self.scale), jnp.result_type(float)) / (4 * h * w)
+        )
+        k_re, k_im, k_nug = jr.split(key, 3)
+        xi = jax.lax.complex(jr.normal(k_re, (c, 2 * h, 2 * w)), jr.normal(k_im, (c, 2 * h, 2 * w)))
+        field = jnp.fft.fft2(root * xi).real[:, :h, :w]
+        return field + self.nugget_std * jr.normal(k_nug, (c, h, w))
+
+    def covariance_apply(self, v: jax.Array) -> jax.Array:
+        """C_n v for `v (..., H, W)`: the kernel matrix by the embedding's FFT, plus the nugget."""
+        h, w = v.shape[-2:]
+        lam = jnp.asarray(_embedding_spectrum(h, w, self.scale), v.dtype)
+        pad = [(0, 0)] * (v.ndim - 2) + [(0, h), (0, w)]
+        kv = jnp.fft.ifft2(lam * jnp.fft.fft2(jnp.pad(v, pad))).real[..., :h, :w]
+        return (kv + self.nugget_std**2 * v).astype(v.dtype)
+
+    def dense_covariance(self, h: int, w: int) -> np.ndarray:
+        """The `(h w, h w)` covariance matrix, row-major grid order (small grids; tests and oracles)."""
+        yy, xx = np.meshgrid(np.arange(h) / h, np.arange(w) / w, indexing="ij")
+        pts = np.stack([yy.ravel(), xx.ravel()], axis=1)
+        d = np.sqrt(np.sum((pts[:, None] - pts[None]) ** 2, axis=-1))
+        return np.exp(-d / (2.0 * self.scale**2)) + self.nugget_std**2 * np.eye(h * w)
+
+
+NOISES = {"white": WhiteNoise, "grf": GRFNoise, "rbf": RBFNoise}
 
 
 def get(name: str, **options):
-    """Noise generator by name: ``"white"`` or ``"grf"`` (options: alpha, tau, basis)."""
+    """Noise generator by name: ``"white"``, ``"grf"`` (options: alpha, tau, basis) or ``"rbf"``
+    (options: scale, nugget_std)."""
     if name not in NOISES:
         raise ValueError(f"noise: expected one of {sorted(NOISES)}, got {name!r}")
     return NOISES[name](**options)
