@@ -504,6 +504,14 @@ class Setup:
     description: dict
 
 
+# Options of each diffusion noise from a config's `diffusion` section.
+NOISE_OPTIONS = {
+    "white": lambda d: {},
+    "grf": lambda d: dict(alpha=d.noise_alpha, tau=d.noise_tau),
+    "rbf": lambda d: dict(scale=d.get("rbf_scale", 0.05), nugget_std=d.get("rbf_nugget_std", 0.01)),
+}
+
+
 def _plain(section) -> dict:
     return section.to_dict() if hasattr(section, "to_dict") else dict(section)
 
@@ -546,9 +554,10 @@ def build(config, workdir: Path | None = None) -> Setup:
     u_norm = None if kind == "prior" else nn.state_statistics(task, norm.num_draws, norm.seed)
     options = _plain(config.model.options)
     d = config.diffusion
-    noise = diffusion.noise.get(
-        d.noise, **({} if d.noise == "white" else dict(alpha=d.noise_alpha, tau=d.noise_tau))
-    )
+    if kind in ("prior", "joint"):  # EDM priors train on data of std `data_scale` (published: 0.5)
+        x_norm = x_norm.rescaled(d.get("data_scale", 1.0))
+        u_norm = None if u_norm is None else u_norm.rescaled(d.get("data_scale", 1.0))
+    noise = diffusion.noise.get(d.noise, **NOISE_OPTIONS[d.noise](d))
     model = build_model(
         kind, config.model.name, options, task, x_norm, u_norm, jr.key(config.model.seed),
         sigma_data=d.sigma_data, noise=noise,

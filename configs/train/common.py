@@ -54,6 +54,9 @@ def config(task: str, kind: str, arg: str | None = None) -> ml_collections.Confi
             "p_mean": -1.2,
             "p_std": 1.2,
             "sigma_data": 1.0,
+            "data_scale": 1.0,
+            "rbf_scale": 0.05,
+            "rbf_nugget_std": 0.01,
         }
     )
     c.normalization = ml_collections.ConfigDict({"num_draws": 256, "seed": 0})

@@ -20,16 +20,23 @@ import jax.random as jr
 
 
 class Normalizer(eqx.Module):
-    """Per-channel affine normalization z -> (z - mean) / std on `(..., C, H, W)` fields."""
+    """Per-channel affine normalization z -> scale (z - mean) / std on `(..., C, H, W)` fields.
+
+    `scale` is the std of the normalized data: 1 here by default, 0.5 in the published
+    FunDPS / DiffusionPDE models (`ModelNormalizer` scale 0.5 with EDM sigma_data = 0.5).
+    """
 
     mean: tuple[float, ...] = eqx.field(static=True, converter=lambda v: tuple(float(t) for t in v))
     std: tuple[float, ...] = eqx.field(static=True, converter=lambda v: tuple(float(t) for t in v))
+    scale: float = eqx.field(static=True, default=1.0, converter=float)
 
     def __check_init__(self):
         if len(self.mean) != len(self.std) or not self.mean:
             raise ValueError(f"mean, std: expected equal non-zero lengths, got {self.mean}, {self.std}")
         if not all(s > 0 for s in self.std):
             raise ValueError(f"std: expected positive per-channel stds, got {self.std}")
+        if not self.scale > 0:
+            raise ValueError(f"scale: expected a positive normalized-data std, got {self.scale}")
 
     @property
     def channels(self) -> int:
@@ -46,16 +53,22 @@ class Normalizer(eqx.Module):
     def normalize(self, z: jax.Array) -> jax.Array:
         self._check(z, "z")
         m, s = self._arrays(z.dtype)
-        return (z - m) / s
+        return (z - m) * (self.scale / s)
 
     def denormalize(self, x: jax.Array) -> jax.Array:
         self._check(x, "x")
         m, s = self._arrays(x.dtype)
-        return x * s + m
+        return x * (s / self.scale) + m
 
     def concat(self, other: Normalizer) -> Normalizer:
         """The normalizer of the channel stack [self; other] (joint (unknown, state) fields)."""
-        return Normalizer(self.mean + other.mean, self.std + other.std)
+        if self.scale != other.scale:
+            raise ValueError(f"other: expected the same scale {self.scale}, got {other.scale}")
+        return Normalizer(self.mean + other.mean, self.std + other.std, self.scale)
+
+    def rescaled(self, scale: float) -> Normalizer:
+        """The same statistics with normalized-data std `scale`."""
+        return Normalizer(self.mean, self.std, scale)
 
 
 def field_normalizer(task) -> Normalizer:
