@@ -128,12 +128,12 @@ def test_diffusionpde_losses_use_the_published_scaling(problem):
     bump = 1e-3 * jnp.sin(jnp.pi * jnp.linspace(0, 1, 16))[None, :, None] * jnp.ones((1, 1, 16))
     for state in (u, u + bump):
         d = joint.normalizer.normalize(jnp.concatenate([x, state]))
-        obs, pde = s.losses(d, y)
+        obs, pde = (c.objective(d, y) for c in s.corrections)
         expect_obs = np.linalg.norm(np.asarray(task.observation(state)) - np.asarray(y))
         expect_pde = np.linalg.norm(np.asarray(task.physics.residual(x, state))) / 256
         np.testing.assert_allclose(float(obs), expect_obs, rtol=1e-3)
         np.testing.assert_allclose(float(pde), expect_pde, rtol=1e-3, atol=1e-6)
-    assert float(s.losses(joint.normalizer.normalize(jnp.concatenate([x, u + bump])), y)[1]) > 1e-3
+    assert float(s.corrections[1].objective(joint.normalizer.normalize(jnp.concatenate([x, u + bump])), y)) > 1e-3
 
 
 def test_divergence_is_reported_not_hidden(problem):

@@ -47,6 +47,7 @@ def _register_builtin() -> None:
         exact,
         funddps,
         fundiff,
+        fundps,
         mc_dropout,
         pcn,
         prior,
@@ -56,8 +57,8 @@ def _register_builtin() -> None:
     register("exact", exact.build)
     register("pcn", pcn.build)
     register("esmda", esmda.build)
-    register("dps", dps.build_dps)
-    register("fundps", dps.build_fundps)
+    register("dps", dps.build)
+    register("fundps", fundps.build)
     register("funddps", funddps.build)
     register("fundiff", fundiff.build)
     register("ddis", ddis.build)

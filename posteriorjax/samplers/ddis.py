@@ -30,7 +30,7 @@ from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior, noise_cov_apply
 
-ANNEAL = {"darcy": 200, "poisson": 100, "default": 100}
+ANNEAL = {"darcy": 200, "poisson": 100}  # published, per PosteriorBench dataset
 LR_MIN_RATIO = 0.01
 
 
@@ -108,7 +108,7 @@ def build(
     sigma_max: float = 80.0, step_size: float = 1e-4, tau: float = 1e-3, weight: float = 1.0,
 ) -> DDISSampler:  # fmt: skip
     """`model`: unknown-only `EDMDenoiser` (or ``prior="oracle"``); `surrogate`: `nn.Surrogate`."""
-    num_steps = guidance.task_default(task, ANNEAL) if num_steps is None else num_steps
+    num_steps = guidance.published(task, ANNEAL, "DDIS", "num_steps") if num_steps is None else num_steps
     for name, v in (("num_steps", num_steps), ("ode_steps", ode_steps), ("langevin_steps", langevin_steps)):
         guidance.check_positive_int(name, v)
     if forward not in ("surrogate", "exact"):

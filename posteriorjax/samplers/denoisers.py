@@ -25,19 +25,84 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from posteriorjax import diffusion, nn, random_fields
 
 PRIORS = ("oracle", "learned")
+NOISES = ("white", "grf", "rbf")
+DENSE_ORACLE_MAX_SIZE = 4096  # grid values up to which the dense Gaussian oracle is built
 
 
 def noise_cov_apply(noise, v: jax.Array) -> jax.Array:
-    """C_n v for a noise generator (`WhiteNoise`: identity; `GRFNoise`: spectral)."""
-    if isinstance(noise, diffusion.WhiteNoise):
-        return v
-    n = v.shape[-1]
-    c = random_fields.forward_transform(v, noise.basis) * noise.mode_std(n).astype(v.dtype) ** 2
-    return random_fields.inverse_transform(c, noise.basis).astype(v.dtype)
+    """C_n v for a noise generator (each generator's `covariance_apply`)."""
+    return noise.covariance_apply(v)
+
+
+class GaussianOracleDenoiser(eqx.Module):
+    """Exact denoiser of a Gaussian N(m, C) under noise N(0, C_n), any C and C_n (dense, small grids).
+
+        D(x, sigma) = m + C (C + sigma^2 C_n)^-1 (x - m) = m + L Q diag(l / (l + sigma^2)) Q^T L^-1 (x - m),
+
+    with C_n = L L^T and L^-1 C L^-T = Q diag(l) Q^T (a generalized eigendecomposition, once),
+    so each evaluation is two `(d, d)` matrix-vector products, d = C H W. Serves the oracle
+    prior under noise that is not diagonal in the prior's basis (the published RBF noise) and
+    the exact *posterior* denoiser of a linear-Gaussian task (its posterior mean and covariance).
+
+    Attributes:
+      mean: `(C, H, W)` in normalized units.
+      left: L Q `(d, d)`;  right: Q^T L^-1 `(d, d)`;  eigenvalues: l `(d,)`.
+    """
+
+    mean: jax.Array
+    left: jax.Array
+    right: jax.Array
+    eigenvalues: jax.Array
+
+    @classmethod
+    def build(cls, mean: np.ndarray, cov: np.ndarray, noise_cov: np.ndarray) -> GaussianOracleDenoiser:
+        """From `mean (C, H, W)`, `cov (d, d)` and `noise_cov (d, d)` (normalized units, float64 here)."""
+        mean = np.asarray(mean, np.float64)
+        d = mean.size
+        cov, noise_cov = np.asarray(cov, np.float64), np.asarray(noise_cov, np.float64)
+        for name, m in (("cov", cov), ("noise_cov", noise_cov)):
+            if m.shape != (d, d):
+                raise ValueError(f"{name}: expected shape {(d, d)} to match mean {mean.shape}, got {m.shape}")
+        chol = np.linalg.cholesky(noise_cov)
+        inv = np.linalg.solve(chol, np.eye(d))
+        lam, q = np.linalg.eigh(inv @ cov @ inv.T)
+        dtype = jnp.result_type(float)
+        return cls(
+            jnp.asarray(mean, dtype), jnp.asarray(chol @ q, dtype), jnp.asarray(q.T @ inv, dtype),
+            jnp.asarray(np.maximum(lam, 0.0), dtype),
+        )  # fmt: skip
+
+    @property
+    def channels(self) -> int:
+        return self.mean.shape[0]
+
+    def __call__(self, x: jax.Array, sigma, *, key=None) -> jax.Array:
+        del key
+        r = (x - self.mean.astype(x.dtype)).reshape(-1)
+        lam = self.eigenvalues.astype(x.dtype)
+        shrink = lam / (lam + jnp.asarray(sigma, x.dtype) ** 2)
+        out = self.left.astype(x.dtype) @ (shrink * (self.right.astype(x.dtype) @ r))
+        return (self.mean.astype(x.dtype) + out.reshape(x.shape)).astype(x.dtype)
+
+
+def dense_prior_covariance(prior: random_fields.GaussianRandomField, scale: float) -> np.ndarray:
+    """The prior's covariance `(n^2, n^2)` in normalized units (physical / `scale`), row-major."""
+    d = prior.n * prior.n
+    eye = jnp.eye(d, dtype=jnp.result_type(float)).reshape(d, 1, prior.n, prior.n)
+    cols = jax.vmap(prior.cov_apply)(eye).reshape(d, d)
+    return np.asarray(cols, np.float64) / scale**2
+
+
+def dense_noise_covariance(noise, shape) -> np.ndarray:
+    """C_n `(d, d)` of a noise generator on fields `shape = (C, H, W)` (small grids)."""
+    d = int(np.prod(shape))
+    eye = jnp.eye(d, dtype=jnp.result_type(float)).reshape(d, *shape)
+    return np.asarray(jax.vmap(noise.covariance_apply)(eye).reshape(d, d), np.float64)
 
 
 class OracleGRFDenoiser(eqx.Module):
@@ -117,17 +182,28 @@ class DiffusionPrior(eqx.Module):
         return self.normalizer.denormalize(x_n)[self.unknown_channels :]
 
 
+def _noise(name: str, basis: str | None):
+    if name == "white":
+        return diffusion.WhiteNoise()
+    if name == "rbf":
+        return diffusion.RBFNoise()
+    return diffusion.GRFNoise() if basis is None else diffusion.GRFNoise(basis=basis)
+
+
 def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> DiffusionPrior:
     """The `DiffusionPrior` of a sampler: ``prior="oracle"`` (exact GRF) or ``"learned"`` (`model`).
 
-    `noise` is ``"white"`` or ``"grf"``. Oracle GRF noise uses the prior's basis (alpha 2, tau 3);
-    learned models use the training default `GRFNoise()` (or white noise). With ``joint=True`` a
+    `noise` is ``"white"``, ``"grf"`` or ``"rbf"`` (the published FunDPS kernel,
+    `diffusion.RBFNoise()`). Oracle GRF noise uses the prior's basis (alpha 2, tau 3) and the
+    diagonal `OracleGRFDenoiser`; oracle RBF noise the dense `GaussianOracleDenoiser` (grids of
+    at most `DENSE_ORACLE_MAX_SIZE` values). Learned models use the training default
+    `GRFNoise()`, white or RBF noise: the noise they were trained with. With ``joint=True`` a
     learned model must denoise the (unknown, state) stack.
     """
     if prior not in PRIORS:
         raise ValueError(f"prior: expected one of {PRIORS}, got {prior!r}")
-    if noise not in ("white", "grf"):
-        raise ValueError(f"noise: expected 'white' or 'grf', got {noise!r}")
+    if noise not in NOISES:
+        raise ValueError(f"noise: expected one of {NOISES}, got {noise!r}")
     cx = task.unknown_shape[0]
     x_norm = nn.field_normalizer(task)
     if prior == "oracle":
@@ -138,8 +214,20 @@ def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> Diffusio
                 f"prior: 'oracle' needs a fixed-hyperparameter GaussianRandomField prior; task "
                 f"{task.name!r} has {type(task.prior).__name__} (pass prior='learned' and a model)"
             )
-        gen = diffusion.WhiteNoise() if noise == "white" else diffusion.GRFNoise(basis=task.prior.basis)
-        den = OracleGRFDenoiser(task.prior, gen, float(x_norm.std[0]))
+        gen = _noise(noise, task.prior.basis)
+        scale = float(x_norm.std[0])
+        if noise != "rbf":
+            return DiffusionPrior(OracleGRFDenoiser(task.prior, gen, scale), x_norm, gen, cx, False)
+        size = int(np.prod(task.unknown_shape))
+        if size > DENSE_ORACLE_MAX_SIZE:
+            raise ValueError(
+                f"noise: the oracle under RBF noise is dense and needs at most {DENSE_ORACLE_MAX_SIZE} grid "
+                f"values, task {task.name!r} has {size} (use noise='grf' or a learned prior)"
+            )
+        den = GaussianOracleDenoiser.build(
+            np.zeros(task.unknown_shape), dense_prior_covariance(task.prior, scale),
+            dense_noise_covariance(gen, task.unknown_shape),
+        )  # fmt: skip
         return DiffusionPrior(den, x_norm, gen, cx, False)
     if model is None:
         raise ValueError(f"model: prior='learned' needs a trained EDM denoiser for {task.name!r}, got None")
@@ -149,5 +237,5 @@ def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> Diffusio
     if model.channels != expected:
         kind = "joint (unknown, state)" if joint else "unknown-only"
         raise ValueError(f"model: expected a {kind} denoiser with {expected} channels, got {model.channels}")
-    gen = diffusion.WhiteNoise() if noise == "white" else diffusion.GRFNoise()
+    gen = _noise(noise, None)
     return DiffusionPrior(model, model.normalizer, gen, cx, joint)

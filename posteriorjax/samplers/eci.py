@@ -34,7 +34,7 @@ from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
-MIXING = {"darcy": 5, "poisson": 1, "default": 1}
+MIXING = {"darcy": 5, "poisson": 1}  # published, per PosteriorBench dataset
 
 
 class ECISampler(AbstractSampler):
@@ -102,7 +102,7 @@ def build(
     guidance.check_positive_int("num_steps", num_steps)
     if num_steps < 2:
         raise ValueError(f"num_steps: expected at least 2 steps, got {num_steps}")
-    mixing = guidance.task_default(task, MIXING) if mixing is None else mixing
+    mixing = guidance.published(task, MIXING, "ECI", "mixing") if mixing is None else mixing
     guidance.check_positive_int("mixing", mixing)
     if not 0 < t_min < 1:
         raise ValueError(f"t_min: expected a value in (0, 1), got {t_min!r}")

@@ -1,35 +1,53 @@
-"""Guided probability-flow sampling shared by the DPS family (dps, fundps, funddps, diffusionpde).
-
-One step from sigma_i to sigma_{i+1} of the EDM probability-flow ODE dx/dsigma = (x - D(x, sigma)) / sigma
-(Heun, Euler on the last step), followed by a guidance correction (DiffusionPDE / FunDPS, Alg. 1):
-
-    x0_hat = D(x_i, sigma_i),   g_i = grad_{x_i} L(x0_hat; i),   x_{i+1} <- x_{i+1}^{Heun} - g_i,
-
-where the step-dependent loss L already carries the guidance weights. The gradient flows
-through the denoiser (one vector-Jacobian product per step), so a step costs two denoiser
-evaluations plus one backward pass; N steps cost 2N - 1 evaluations.
+"""Pieces the guided and annealed samplers share: readouts, per-task defaults, argument checks.
 
 Readouts map a denoised normalized stack to predicted observations `(M,)`: the state channels
 of a joint stack, the exact physics, or a learned surrogate of the physics.
+
+Per-task defaults are keyed by the *exact* task name (no prefix matching): `PUBLISHED_DATASET`
+says which PosteriorBench dataset each of our tasks is (its physics, prior family and
+observation operator), so a published value applies to it; a task not listed has no published
+values, and asking for one is an error that names what to pass instead.
 """
 
 from __future__ import annotations
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
 from posteriorjax import diffusion
 
 FORWARDS = ("joint", "exact", "surrogate")
 
 
-def task_default(task, values: dict[str, float]) -> float:
-    """Per-task default: the value for the first key that prefixes `task.name` (else ``"default"``)."""
-    for prefix, v in values.items():
-        if prefix != "default" and task.name.startswith(prefix):
-            return v
-    return values["default"]
+# Our tasks that are a PosteriorBench dataset (same physics and observation operator; the
+# `_fixed` and `_lowres` variants change the prior's hyperparameters or the resolution only).
+PUBLISHED_DATASET = {
+    "darcy": "darcy",
+    "darcy_lowres": "darcy",
+    "poisson": "poisson",
+    "poisson_fixed": "poisson",
+    "poisson_lowres": "poisson",
+    "poisson_fixed_lowres": "poisson",
+    "ccs": "ccs",
+    "ltmi": "ltmi",
+    "ltmi_full": "ltmi",
+}
+
+
+def published(task, table: dict, method: str, instead: str):
+    """`table[dataset]` for the PosteriorBench dataset of `task` (by exact name).
+
+    `instead` names what to pass for a task without published values (e.g. the options that
+    set them by hand, or ``profile='ours'``).
+    """
+    dataset = PUBLISHED_DATASET.get(task.name)
+    if dataset is None or dataset not in table:
+        known = sorted(n for n, ds in PUBLISHED_DATASET.items() if ds in table)
+        raise ValueError(
+            f"task: {method} has no published values for task {task.name!r} (published for {known}); "
+            f"pass {instead}"
+        )
+    return table[dataset]
 
 
 def check_positive_int(name: str, value) -> int:
@@ -82,41 +100,6 @@ def build_readout(task, prior, forward: str, surrogate=None) -> Readout:
         if not hasattr(surrogate, "u_norm"):
             raise ValueError(f"surrogate: expected an nn.Surrogate, got {type(surrogate).__name__}")
     return Readout(task, prior, surrogate if forward == "surrogate" else None, forward)
-
-
-def relative_error(y_hat: jax.Array, y_obs: jax.Array) -> jax.Array:
-    """||y_hat - y|| / ||y||: the normalized observation error of FunDPS."""
-    return jnp.linalg.norm(y_hat - y_obs) / (jnp.linalg.norm(y_obs) + 1e-30)
-
-
-def guidance_scale(sigma) -> jax.Array:
-    """c_i = 1 if sigma_i > 1 else sigma_i (FunDPS)."""
-    return jnp.where(sigma > 1, 1.0, sigma)
-
-
-def guided_sample(key, prior, shape, sigmas: jax.Array, loss_fn) -> jax.Array:
-    """One guided sample (normalized stack `shape`); `loss_fn(x0_hat, sigma, i) -> scalar` (weighted)."""
-    x = sigmas[0] * prior.noise.sample(key, shape)
-    n = sigmas.shape[0] - 1
-
-    def body(x, inputs):
-        sigma, sigma_next, i = inputs
-
-        def loss(z):
-            d = prior.denoise(z, sigma)
-            return loss_fn(d, sigma, i), d
-
-        (_, d), grad = jax.value_and_grad(loss, has_aux=True)(x)
-        slope = (x - d) / sigma
-        x_euler = x + (sigma_next - sigma) * slope
-        safe = jnp.where(sigma_next > 0, sigma_next, 1.0)
-        slope_next = (x_euler - prior.denoise(x_euler, safe)) / safe
-        x_heun = x + (sigma_next - sigma) * 0.5 * (slope + slope_next)
-        x_next = jnp.where(sigma_next > 0, x_heun, x_euler)
-        return (x_next - grad).astype(x.dtype), None
-
-    x, _ = jax.lax.scan(body, x, (sigmas[:-1], sigmas[1:], jnp.arange(n)))
-    return x
 
 
 def schedule(num_steps: int, sigma_min: float, sigma_max: float) -> jax.Array:

@@ -1,0 +1,261 @@
+"""Guided diffusion samplers as (prior, schedule, guidance) triples on the one EDM integrator.
+
+`GuidedDiffusion` runs `diffusion.guided.guided_sample` over a Karras schedule with a tuple of
+`Correction`s and a preconditioner. A correction is a small composition:
+
+    weight_i = hparams[hparam] * factor * schedule(sigma_i, i, N),
+    L_i      = weight_i * objective(points[at], y_obs),
+
+its objective a readout of the denoised state plus a loss (`RelativeNorm`, `MaskedMSE`,
+`L2Norm`) or the PDE residual (`ResidualNorm`), its schedule one of `FunDPSScale`,
+`Constant`, `LateDecay`, `LateOnly`. The samplers `dps`, `fundps`, `funddps` and
+`diffusionpde` are builders that pick these pieces (see their modules); a new guided
+method is one builder of the same kind.
+
+Units. A sampler works in its profile's units: trajectory = `units` x the prior's normalized
+units. The published FunDPS / Fun-DDPS / DiffusionPDE code works on data normalized to std 0.5
+(`ModelNormalizer` scale 0.5, EDM sigma_data 0.5), so its sigmas, its c_i switch at sigma = 1
+and its gradients w.r.t. x live there; `units = 0.5 / prior.normalizer.scale` reproduces them
+for a prior of any normalization (the denoiser in trajectory units is
+r D(x / r, sigma / r), exact for any denoiser). Objectives read the denoised state in the
+prior's own normalized units.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+from posteriorjax import diffusion
+from posteriorjax.diffusion.guided import POINTS, guided_sample
+from posteriorjax.samplers import guidance
+from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.denoisers import DiffusionPrior
+
+
+def safe_norm(v: jax.Array) -> jax.Array:
+    """||v||_2 with gradient 0 (not NaN) at v = 0 (an exactly satisfied residual)."""
+    sq = jnp.sum(v**2)
+    positive = sq > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
+
+
+# Losses of predicted observations y_hat (M,) against y_obs (M,).
+
+
+class RelativeNorm(eqx.Module):
+    """||y_hat - y|| / ||y|| (the normalized observation error; our FunDPS / DPS variants)."""
+
+    def __call__(self, y_hat, y_obs):
+        return jnp.linalg.norm(y_hat - y_obs) / (jnp.linalg.norm(y_obs) + 1e-30)
+
+
+class MaskedMSE(eqx.Module):
+    """sum_m (scale (y_hat_m - y_m))^2 / M: the published mask-MSE on normalized values.
+
+    With norm(v) = (v - mean) scale_0 / std, norm(y_hat) - norm(y) = scale (y_hat - y) with
+    scale = scale_0 / std (FunDPS: 0.5 / std of the state's training data; Fun-DDPS: 1 / std
+    of the surrogate's output normalization). M counts the observed entries (`n_obs`).
+    """
+
+    scale: float = eqx.field(static=True)
+
+    def __call__(self, y_hat, y_obs):
+        return jnp.sum((self.scale * (y_hat - y_obs)) ** 2) / y_obs.shape[0]
+
+
+class L2Norm(eqx.Module):
+    """||y_hat - y||_2 in physical units (DiffusionPDE's `loss_type: l2`, not squared)."""
+
+    def __call__(self, y_hat, y_obs):
+        return safe_norm(y_hat - y_obs)
+
+
+class ObservationObjective(eqx.Module):
+    """loss(readout(d), y_obs) for a denoised normalized stack d."""
+
+    readout: guidance.Readout
+    loss: eqx.Module
+
+    def __call__(self, d, y_obs):
+        return self.loss(self.readout(d), y_obs.astype(d.dtype))
+
+
+class ResidualNorm(eqx.Module):
+    """||R(x_hat, u_hat)||_2 / (H W): DiffusionPDE's PDE loss (the published ||r||_2 / 128^2 at 128^2).
+
+    R is the task's discrete residual (`task.physics.residual`, in the units of the source term),
+    on the denoised joint state.
+    """
+
+    readout: guidance.Readout
+
+    def __call__(self, d, y_obs):
+        del y_obs
+        r = self.readout.task.physics.residual(self.readout.prior.unknown(d), self.readout.state(d))
+        return safe_norm(r) / (r.shape[-2] * r.shape[-1])
+
+
+# Weight schedules: a multiplier of step i (0-based) of N at level sigma_i (trajectory units).
+
+
+class FunDPSScale(eqx.Module):
+    """c_i = 1 if sigma_i > 1 else sigma_i (FunDPS); 0 on the last step if `skip_last` (the
+    published `if i < num_steps - 1`)."""
+
+    skip_last: bool = eqx.field(static=True, default=False)
+
+    def __call__(self, sigma, i, n):
+        c = jnp.where(sigma > 1, 1.0, sigma)
+        return jnp.where(i == n - 1, 0.0, c) if self.skip_last else c
+
+
+class Constant(eqx.Module):
+    """1 on every step (Fun-DDPS)."""
+
+    def __call__(self, sigma, i, n):
+        return jnp.ones_like(sigma)
+
+
+class LateDecay(eqx.Module):
+    """1 for i <= fraction N, then `factor` (DiffusionPDE's observation weight: 0.8, 0.1)."""
+
+    fraction: float = eqx.field(static=True, default=0.8)
+    factor: float = eqx.field(static=True, default=0.1)
+
+    def __call__(self, sigma, i, n):
+        return jnp.where(i <= self.fraction * n, 1.0, self.factor) * jnp.ones_like(sigma)
+
+
+class LateOnly(eqx.Module):
+    """0 for i <= fraction N, then 1 (DiffusionPDE's PDE term)."""
+
+    fraction: float = eqx.field(static=True, default=0.8)
+
+    def __call__(self, sigma, i, n):
+        return jnp.where(i <= self.fraction * n, 0.0, 1.0) * jnp.ones_like(sigma)
+
+
+class Correction(eqx.Module):
+    """One guidance term: hparams[hparam] * factor * schedule(sigma_i, i, N) * objective(points[at]).
+
+    Attributes:
+      objective: `objective(d, y_obs) -> scalar` on a denoised stack in the prior's normalized units.
+      schedule: step multiplier (see above).
+      hparam: name of the vmappable hyperparameter that weights it.
+      at: ``"denoised"`` (D(x_i, sigma_i)) or ``"corrector"`` (D at the Heun corrector point).
+      factor: a static constant (e.g. DiffusionPDE's batch-mean 1 / B).
+    """
+
+    objective: eqx.Module
+    schedule: eqx.Module
+    hparam: str = eqx.field(static=True)
+    at: str = eqx.field(static=True)
+    factor: float = eqx.field(static=True, default=1.0)
+
+    def __check_init__(self):
+        if self.at not in POINTS:
+            raise ValueError(f"at: expected one of {POINTS}, got {self.at!r}")
+
+    def __call__(self, points, y_obs, hparams, sigma, i, n):
+        weight = hparams[self.hparam] * self.factor * self.schedule(sigma, i, n)
+        return weight * self.objective(points[self.at], y_obs)
+
+
+class Identity(eqx.Module):
+    """P = I: the Euclidean gradient (DPS; the published FunDPS / Fun-DDPS / DiffusionPDE updates)."""
+
+    def __call__(self, g):
+        return g
+
+
+class NoiseCovariance(eqx.Module):
+    """P = C_n: the gradient preconditioned by the diffusion noise covariance (our function-space
+    guidance; equals `Identity` under white noise)."""
+
+    noise: eqx.Module
+
+    def __call__(self, g):
+        return self.noise.covariance_apply(g)
+
+
+class GuidedDiffusion(AbstractSampler):
+    """Guided EDM sampling (module doc).
+
+    Attributes:
+      prior: the `DiffusionPrior` (oracle or learned, unknown-only or joint).
+      corrections: the guidance terms, summed.
+      preconditioner: `Identity` or `NoiseCovariance`.
+      profile: ``"ours"`` or ``"published"`` (which detail set built it; informational).
+      num_steps, sigma_min, sigma_max, rho: the Karras schedule in trajectory units (static).
+      units: trajectory = units x the prior's normalized units (static).
+    """
+
+    prior: DiffusionPrior
+    corrections: tuple
+    preconditioner: eqx.Module
+    profile: str = eqx.field(static=True)
+    num_steps: int = eqx.field(static=True)
+    sigma_min: float = eqx.field(static=True)
+    sigma_max: float = eqx.field(static=True)
+    rho: float = eqx.field(static=True, default=7.0)
+    units: float = eqx.field(static=True, default=1.0)
+
+    @property
+    def evaluations_per_sample(self) -> int:
+        return 2 * self.num_steps - 1
+
+    def sample_one(self, key, y_obs, hparams) -> jax.Array:
+        """One sample: the prior's normalized stack in trajectory units, before read-off."""
+        r = self.units
+        sigmas = diffusion.karras_sigmas(self.num_steps, self.sigma_min, self.sigma_max, self.rho)
+        shape = (self.prior.channels, *self.task.unknown_shape[1:])
+
+        def denoise(x, sigma):
+            return r * self.prior.denoise(x / r, sigma / r)
+
+        def loss_fn(points, sigma, i):
+            model_points = {k: v / r for k, v in points.items()}
+            terms = [c(model_points, y_obs, hparams, sigma, i, self.num_steps) for c in self.corrections]
+            return sum(terms, jnp.zeros((), points["denoised"].dtype))
+
+        return guided_sample(key, denoise, self.prior.noise, shape, sigmas, loss_fn, self.preconditioner)
+
+    def _sample(self, key, y_obs, num_samples, hparams):
+        def one(k):
+            return self.prior.unknown(self.sample_one(k, y_obs, hparams) / self.units)
+
+        return jax.vmap(one)(jr.split(key, num_samples))
+
+
+PROFILES = ("ours", "published")
+PUBLISHED_DATA_SCALE = 0.5  # the published models' normalized-data std (ModelNormalizer scale)
+
+
+def check_profile(profile: str, method: str, profiles=PROFILES) -> str:
+    if profile not in profiles:
+        raise ValueError(f"profile: {method} has profiles {profiles}, got {profile!r}")
+    return profile
+
+
+def units(prior: DiffusionPrior, data_scale: float) -> float:
+    """Trajectory units per normalized unit of `prior` for a profile on data of std `data_scale`."""
+    return float(data_scale) / prior.normalizer.scale
+
+
+def state_std(task, prior: DiffusionPrior, surrogate=None) -> float:
+    """Std of the (single) state channel's training data: the surrogate's output normalization,
+    else the joint prior's state channel, else `nn.state_statistics(task)` (prior draws)."""
+    from posteriorjax import nn
+
+    if task.state_shape[0] != 1:
+        raise ValueError(
+            f"task: the normalized MSE needs one state channel, {task.name!r} has {task.state_shape[0]}"
+        )
+    if surrogate is not None:
+        return float(surrogate.u_norm.std[0])
+    if prior.joint:
+        return float(prior.normalizer.std[prior.unknown_channels])
+    return float(nn.state_statistics(task).std[0])

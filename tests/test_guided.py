@@ -1,0 +1,283 @@
+"""The guided samplers' published profiles against direct NumPy transcriptions of the published updates.
+
+Each test runs a few steps of one of our samplers (float64) with an EDM denoiser whose backbone is a
+fixed linear map, so the published update (written out below from `posteriorbench/methods/
+{fundps,funddps,diffusionpde}.py`, in the published 0.5-scaled units, with the gradient in
+closed form) can be computed in NumPy from the same initial latent. A model normalized as ours
+(data std 1) and one normalized as published (std 0.5, sigma_data 0.5) must both reproduce it.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax import diffusion, nn, samplers, tasks
+from posteriorjax.samplers import denoisers, guided
+
+N_STEPS = 4
+SIGMA_D = {1.0: 1.0, 0.5: 0.5}  # the model's sigma_data for its data scale
+
+
+class LinearNet(eqx.Module):
+    """F(z, c_noise) = W z: a backbone whose EDM denoiser is linear in x."""
+
+    w: jax.Array
+
+    def __call__(self, z, c_noise, *, key=None):
+        return (self.w @ z.reshape(-1)).reshape(z.shape)
+
+
+def denoiser_matrix(w, sigma, sigma_data):
+    """K with D(x, sigma) = K x for the EDM preconditioning around F = W (Karras et al. Eq. 7)."""
+    s2 = sigma**2 + sigma_data**2
+    c_skip, c_out, c_in = sigma_data**2 / s2, sigma * sigma_data / np.sqrt(s2), 1 / np.sqrt(s2)
+    return c_skip * np.eye(w.shape[0]) + c_out * c_in * w
+
+
+@pytest.fixture(scope="module")
+def setup():
+    with jax.enable_x64(True):
+        task = tasks.get("poisson_fixed", resolution=8, num_sensors=6, noise_std=1e-3)
+        y = np.asarray(task.cases(3, 1).y_obs[0], np.float64)
+        obs = np.asarray(
+            jax.jacfwd(lambda u: task.observation(u.reshape(1, 8, 8)))(jnp.zeros(64)), np.float64
+        )
+        phys = np.asarray(jax.jacfwd(lambda x: task.physics(x.reshape(1, 8, 8)).reshape(-1))(jnp.zeros(64)))
+    rng = np.random.default_rng(0)
+    return (
+        task,
+        y,
+        obs,
+        np.asarray(phys, np.float64),
+        rng.normal(size=(128, 128)) * 0.05,
+        rng.normal(size=(64, 64)) * 0.05,
+    )
+
+
+def edm_model(w, mean, std, data_scale):
+    normalizer = nn.Normalizer(mean, std, data_scale)
+    return diffusion.EDMDenoiser(LinearNet(jnp.asarray(w)), normalizer, SIGMA_D[data_scale])
+
+
+def karras(n, smin, smax, rho=7.0):
+    i = np.arange(n)
+    s = (smax ** (1 / rho) + i / (n - 1) * (smin ** (1 / rho) - smax ** (1 / rho))) ** rho
+    return np.concatenate([s, [0.0]])
+
+
+def ours(sampler, y, key, weight):
+    with jax.enable_x64(True):
+        k = jr.split(key, 1)[0]
+        eps = np.asarray(sampler.prior.noise.sample(k, (sampler.prior.channels, 8, 8)), np.float64)
+        x = sampler.sample(key, jnp.asarray(y), 1, sampler.hparams(guidance=weight))
+    return np.asarray(x, np.float64).reshape(-1), eps.reshape(-1)
+
+
+def net_pub(w, data_scale):
+    """The published-units denoiser of our model: D_pub(X, s) = r D(X / r, s / r), r = 0.5 / data_scale."""
+    r = 0.5 / data_scale
+    return lambda x, s: denoiser_matrix(w, s / r, SIGMA_D[data_scale]) @ x
+
+
+@pytest.mark.parametrize("data_scale", [1.0, 0.5])
+def test_fundps_published_step_equals_the_transcription(setup, data_scale):
+    task, y, obs, _, w, _ = setup
+    mean, std = (0.1, 0.003), (0.3, 0.02)
+    with jax.enable_x64(True):
+        s = samplers.get(
+            "fundps", task, model=edm_model(w, mean, std, data_scale), profile="published", num_steps=N_STEPS
+        )
+    lam = 30.0
+    got, eps = ours(s, y, jr.key(1), lam)
+    got0, _ = ours(s, y, jr.key(1), 0.0)
+    # --- transcription of _PDESolverDPS.generate_single_batch (FunDPS), published units ---
+    net = net_pub(w, data_scale)
+    sig = karras(N_STEPS, 0.01, 10.0)  # Poisson's published sigma range
+    x_next = eps * sig[0]
+    for i, (sc, sn) in enumerate(zip(sig[:-1], sig[1:], strict=True)):
+        x_cur = x_next.copy()
+        x_n = net(x_cur, sc)
+        d_cur = (x_cur - x_n) / sc
+        x_next = x_cur + (sn - sc) * d_cur
+        jac = np.eye(128)  # d x_N / d x_cur
+        if i < N_STEPS - 1:
+            euler_jac = np.eye(128) + (sn - sc) / sc * (np.eye(128) - net(np.eye(128), sc))
+            x_n = net(x_next, sn)
+            jac = net(euler_jac, sn)
+            d_prime = (x_next - x_n) / sn
+            x_next = x_cur + (sn - sc) * (0.5 * d_cur + 0.5 * d_prime)
+        update = np.zeros(128)
+        if i < N_STEPS - 1:
+            u_pred = obs @ (x_n[64:] * std[1] / 0.5 + mean[1])
+            resid = 0.5 * (u_pred - mean[1]) / std[1] - 0.5 * (y - mean[1]) / std[1]  # normalize_channel
+            n_obs = len(y)
+            # grad of sum(resid^2) / n_obs w.r.t. x_cur
+            grad = jac[64:].T @ (obs.T @ (2 * resid * 0.5 / std[1] * std[1] / 0.5)) / n_obs
+            coef = 1.0 if sc > 1.0 else sc
+            update = coef * lam * grad
+        x_next = x_next - update
+    want = x_next[:64] * std[0] / 0.5 + mean[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
+    assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()  # the guidance acted
+
+
+@pytest.mark.parametrize("data_scale", [1.0])
+def test_funddps_published_step_equals_the_transcription(setup, data_scale):
+    task, y, obs, phys, _, w = setup
+    mean, std = (0.1,), (0.3,)
+    with jax.enable_x64(True):
+        s = samplers.get(
+            "funddps", task, model=edm_model(w, mean, std, data_scale), forward="exact", profile="published",
+            num_steps=N_STEPS,
+        )  # fmt: skip
+        std_u = float(nn.state_statistics(task).std[0])
+    assert s.corrections[0].objective.loss.scale == pytest.approx(1.0 / std_u)
+    lam = 3.0
+    got, eps = ours(s, y, jr.key(2), lam)
+    got0, _ = ours(s, y, jr.key(2), 0.0)
+    # --- transcription of FunDDPSAdapter._sample_batch, published units ---
+    net = net_pub(w, data_scale)
+    sig = karras(N_STEPS, 0.002, 80.0)
+    x_next = eps * sig[0]
+    for i, (sc, sn) in enumerate(zip(sig[:-1], sig[1:], strict=True)):
+        x_cur = x_next.copy()
+        x_den = net(x_cur, sc)
+        d_cur = (x_cur - x_den) / sc
+        proposal = x_cur + (sn - sc) * d_cur
+        if i < N_STEPS - 1:
+            x_den2 = net(proposal, sn)
+            proposal = x_cur + (sn - sc) * (0.5 * d_cur + 0.5 * (proposal - x_den2) / sn)
+        a = x_den * std[0] / 0.5 + mean[0]  # normalizer.denormalize
+        resid = (obs @ (phys @ a) - y) / std_u  # surrogate-normalized observation error
+        # d loss / d x_cur through x_den = K(sc) x_cur, loss = sum(resid^2) / n_obs, no c_i
+        grad = net(np.eye(64), sc).T @ (std[0] / 0.5 * phys.T @ obs.T @ (2 * resid / std_u)) / len(y)
+        proposal = proposal - lam * grad
+        x_next = proposal
+    want = x_next * std[0] / 0.5 + mean[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
+    assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()
+
+
+@pytest.mark.parametrize("data_scale", [1.0])
+def test_diffusionpde_published_step_equals_the_transcription(setup, data_scale):
+    task, y, obs, _, w, _ = setup
+    mean, std = (0.1, 0.003), (0.3, 0.02)
+    n = 6  # 0.8 N = 4.8: steps 0..4 at full weight, step 5 at 0.1
+    with jax.enable_x64(True):
+        s = samplers.get(
+            "diffusionpde", task, model=edm_model(w, mean, std, data_scale), profile="published", num_steps=n
+        )
+    lam = 50.0
+    got, eps = ours(s, y, jr.key(3), lam)
+    got0, _ = ours(s, y, jr.key(3), 0.0)
+    # --- transcription of DiffusionPDEAdapter._sample_batch, batch of B = 10, published units ---
+    b = 10
+    net = net_pub(w, data_scale)
+    sig = karras(n, 0.002, 80.0)
+    x_next = eps * sig[0]
+    for index, (sc, sn) in enumerate(zip(sig[:-1], sig[1:], strict=True)):
+        x_cur = x_next.copy()
+        denoised = net(x_cur, sc)
+        d_cur = (x_cur - denoised) / sc
+        proposal = x_cur + (sn - sc) * d_cur
+        guided_denoised, jac = denoised, net(np.eye(128), sc)
+        if index < n - 1:
+            guided_denoised = net(proposal, sn)
+            jac = net(np.eye(128) + (sn - sc) / sc * (np.eye(128) - net(np.eye(128), sc)), sn)
+            proposal = x_cur + (sn - sc) * (0.5 * d_cur + 0.5 * (proposal - guided_denoised) / sn)
+        u = guided_denoised[64:] * std[1] / 0.5 + mean[1]
+        diff = obs @ u - y
+        # obs_loss = mean over the batch of ||diff||_2: this sample's share is ||diff|| / B
+        grad_norm = jac[64:].T @ (std[1] / 0.5 * obs.T @ (diff / np.linalg.norm(diff))) / b
+        weight = lam if index <= 0.8 * n else 0.1 * lam
+        proposal = proposal - weight * grad_norm
+        x_next = proposal
+    want = x_next[:64] * std[0] / 0.5 + mean[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
+    assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()
+
+
+def test_fundps_ours_preconditions_by_the_noise_covariance(setup):
+    """Our function-space variant: x_{i+1} = Heun - lambda c_i C_n grad L (one step, dense C_n)."""
+    task, y, *_ = setup
+    with jax.enable_x64(True):
+        s = samplers.get("fundps", task, prior="oracle", num_steps=1, sigma_min=0.5, sigma_max=2.0)
+        plain = eqx.tree_at(lambda t: t.preconditioner, s, guided.Identity())
+        key = jr.key(4)
+        a = np.asarray(s.sample(key, jnp.asarray(y), 1, s.hparams(guidance=50.0))).reshape(-1)
+        b = np.asarray(plain.sample(key, jnp.asarray(y), 1, s.hparams(guidance=50.0))).reshape(-1)
+        c = np.asarray(plain.sample(key, jnp.asarray(y), 1, s.hparams(guidance=0.0))).reshape(-1)
+        cov = denoisers.dense_noise_covariance(s.prior.noise, (1, 8, 8))
+    # one Euler step (sigma_1 = 0): the unguided part is shared; the corrections differ by C_n
+    np.testing.assert_allclose(a - c, cov @ (b - c), rtol=1e-6, atol=1e-12)
+    assert np.abs(b - c).max() > 0
+
+
+def test_rbf_noise_matches_its_kernel():
+    """Empirical covariance of the circulant-embedding draws equals the published kernel matrix."""
+    with jax.enable_x64(True):
+        noise = diffusion.RBFNoise(scale=0.2, nugget_std=0.1)
+        n = 20000
+        x = jax.vmap(lambda k: noise.sample(k, (1, 6, 5)))(jr.split(jr.key(0), n)).reshape(n, -1)
+        kernel = noise.dense_covariance(6, 5)
+        v = np.random.default_rng(1).normal(size=(6, 5))
+        np.testing.assert_allclose(
+            np.asarray(noise.covariance_apply(jnp.asarray(v))).ravel(), kernel @ v.ravel(), atol=1e-12
+        )
+    # the published matrix: exp(-cdist / (2 scale^2)) on (i / H, j / W), plus eps^2 on the diagonal
+    yy, xx = np.meshgrid(np.arange(6) / 6, np.arange(5) / 5, indexing="ij")
+    pts = np.stack([yy.ravel(), xx.ravel()], 1)
+    published = np.exp(-np.linalg.norm(pts[:, None] - pts[None], axis=-1) / (2 * 0.2**2)) + 0.1**2 * np.eye(
+        30
+    )
+    np.testing.assert_allclose(kernel, published, atol=1e-14)
+    emp = np.cov(np.asarray(x).T)
+    se = np.sqrt((kernel**2 + np.outer(np.diag(kernel), np.diag(kernel))) / n)  # Wishart entry std
+    assert np.max(np.abs(emp - kernel) / se) < 5.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(scale=0.0), "scale"),
+        (dict(scale=-1.0), "scale"),
+        (dict(nugget_std=-0.1), "nugget_std"),
+    ],
+)
+def test_rbf_noise_rejects_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        diffusion.RBFNoise(**kwargs)
+
+
+def test_profiles_and_task_defaults_are_checked(setup):
+    task, *_, w, _ = setup
+    with pytest.raises(ValueError, match="profile"):
+        samplers.get("fundps", task, prior="oracle", profile="paper")
+    field = tasks.get("darcy_field", resolution=8)
+    for name in ("fundps", "funddps", "diffusionpde"):
+        with pytest.raises(ValueError, match="no published values for task 'darcy_field'.*pass"):
+            samplers.get(name, field, model=None, profile="published")
+    poisson = tasks.get("poisson", resolution=8, num_sensors=6)
+    joint = edm_model(w, (0.0, 0.0), (0.3, 0.02), 1.0)
+    published = samplers.get("diffusionpde", poisson, model=joint, profile="published", num_steps=2)
+    assert published.defaults["guidance"] == 20000.0 and published.units == 0.5
+    assert published.corrections[0].factor == pytest.approx(0.1)  # the batch-mean 1 / B, B = 10
+    assert isinstance(published.prior.noise, diffusion.WhiteNoise)
+    fundps = samplers.get("fundps", poisson, model=joint, profile="published", num_steps=2)
+    assert (fundps.sigma_min, fundps.sigma_max, fundps.defaults["guidance"]) == (0.01, 10.0, 1600.0)
+    assert isinstance(fundps.prior.noise, diffusion.RBFNoise) and isinstance(
+        fundps.preconditioner, guided.Identity
+    )
+    assert fundps.corrections[0].objective.loss.scale == pytest.approx(0.5 / 0.02)
+    darcy = samplers.get(
+        "fundps", tasks.get("darcy", resolution=8, num_sensors=6), model=joint, profile="published"
+    )
+    assert (darcy.sigma_min, darcy.sigma_max, darcy.defaults["guidance"], darcy.num_steps) == (
+        0.002,
+        80.0,
+        4000.0,
+        500,
+    )
