@@ -97,18 +97,63 @@ TINY_OPTIONS = {
 }
 
 
-def catalog(tiny: bool, names, *, tasks: dict | None = None, axes: dict | None = None) -> dict:
+# The published profiles (`profile="published"`, the PosteriorBench evaluation code): the sampler
+# options and what their diffusion priors are trained as. The published models are trained on data
+# normalized to std 0.5 with EDM sigma_data 0.5 and the noise they sample with: the RBF kernel for
+# FunDPS and Fun-DDPS, white noise (and a grid U-Net) for DiffusionPDE.
+_PUBLISHED_DATA = {"data_scale": 0.5, "sigma_data": 0.5}
+UNET = {
+    "tiny": {"channels": (16, 32), "blocks": 1, "embed_dim": 32},
+    "full": {"channels": (128, 256, 256), "blocks": 2, "embed_dim": 128},
+}
+PUBLISHED_OPTIONS = {
+    "fundps": {"profile": "published"},
+    "funddps": {"profile": "published"},
+    "diffusionpde": {"profile": "published", "noise": "white"},
+}
+
+
+def published_training(name: str, tiny: bool) -> dict:
+    """Training overrides of the diffusion prior of sampler `name` under its published profile."""
+    if name == "diffusionpde":
+        unet = {"name": "unet", "options": UNET["tiny" if tiny else "full"]}
+        return {"diffusion": {"noise": "white", **_PUBLISHED_DATA}, "model": unet}
+    return {"diffusion": {"noise": "rbf", **_PUBLISHED_DATA}}
+
+
+def _networks(name: str, tiny: bool, published: bool) -> dict | None:
+    networks = NETWORKS.get(name)
+    if not published or name not in PUBLISHED_OPTIONS:
+        return networks
+    return {
+        option: {"kind": kind, "training": published_training(name, tiny)} if option == "model" else kind
+        for option, kind in networks.items()
+    }
+
+
+def catalog(
+    tiny: bool, names, *, tasks: dict | None = None, axes: dict | None = None, profile: str = "ours"
+) -> dict:
     """Sampler entries labelled by registry name, learned ones with their networks.
 
-    `tasks`: {name: task names it runs on}; `axes`: {name: {hparam: values}}.
+    `tasks`: {name: task names it runs on}; `axes`: {name: {hparam: values}}; `profile`:
+    ``"published"`` gives the samplers of `PUBLISHED_OPTIONS` their published profile and
+    networks trained as published (`published_training`).
     """
+    if profile not in ("ours", "published"):
+        raise ValueError(f"profile: expected 'ours' or 'published', got {profile!r}")
     tasks, axes = tasks or {}, axes or {}
+    published = profile == "published"
     return {
         n: sampler(
             n,
-            options={**LEARNED_OPTIONS.get(n, {}), **(TINY_OPTIONS.get(n, {}) if tiny else {})},
+            options={
+                **LEARNED_OPTIONS.get(n, {}),
+                **(PUBLISHED_OPTIONS.get(n, {}) if published else {}),
+                **(TINY_OPTIONS.get(n, {}) if tiny else {}),
+            },
             axes=axes.get(n),
-            networks=NETWORKS.get(n),
+            networks=_networks(n, tiny, published),
             tasks=tasks.get(n),
         )
         for n in names

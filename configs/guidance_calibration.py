@@ -11,8 +11,8 @@ eps = 3 sigma, i.e. thresholds eps in {3, ..., 8} x 1e-4 are observation noise l
 sigma = eps / 3 in {1, 1.33, ..., 2.67} x 1e-4. One sweep is one threshold: the Poisson
 task simulates its observations with `noise_std = noise_threshold / 3`, the reference is
 the published eps rule (MAE <= eps, K = 100 kept, weights exp(-MAE^2 / (2 (eps/3)^2)))
-on a rotation-augmented prior pool, and FunDPS (joint prior, 500 steps) runs on a grid
-of guidance weights lambda. Every metric's optimum lambda*_m(sigma) is the argmin of its
+on a rotation-augmented prior pool, and FunDPS (its published profile: joint prior trained
+as published, 500 steps) runs on a grid of guidance weights lambda. Every metric's optimum lambda*_m(sigma) is the argmin of its
 over-case mean in `summary.md` / the guidance-curve figure; across the thresholds the
 optimum grows with 1/sigma^2 and differs between metrics (mean vs std error).
 
@@ -56,7 +56,7 @@ def get_config(arg: str | None = None):
     threshold = ml_collections.FieldReference(thresholds(tiny)[0])
     tasks, reference = poisson_at_threshold(tiny, threshold)
     guidance = TINY_GUIDANCE if tiny else PUBLISHED_GUIDANCE
-    samplers = base.catalog(tiny, ("fundps",), axes={"fundps": {"guidance": guidance}})
+    samplers = base.catalog(tiny, ("fundps",), axes={"fundps": {"guidance": guidance}}, profile="published")
     config = base.sweep(tiny, tasks=tasks, reference=reference, samplers=samplers)
     config.noise_threshold = threshold
     return config

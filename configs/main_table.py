@@ -6,7 +6,10 @@
 Published scale: Darcy and Poisson at 128 x 128 (128 sensors, noise 1e-4), CCS on its
 64 x 200 radial grid (two well columns, noise 0.04) and LTMI at 64 x 64 (16 x 16 pooled
 transmittance, noise 0.01); 50 cases x 100 samples per sampler, every sampler at its
-published profile (the builders' per-task defaults), networks trained at full scale.
+published profile (`profile="published"` for FunDPS, Fun-DDPS and DiffusionPDE: the
+PosteriorBench evaluation code's update, units, noise and per-task values; `configs/base.py`),
+their diffusion priors trained as published (data std 0.5, sigma_data 0.5, RBF-kernel noise
+for FunDPS / Fun-DDPS, white noise and a U-Net for DiffusionPDE), networks at full scale.
 One reference method serves every task here, so it is the pool's Gaussian-likelihood
 weighting with each task's own noise (`importance`, `per_point=True`: weights
 exp(-MSE / (2 sigma^2)), the weighting of the published eps rule and of the CCS
@@ -44,5 +47,5 @@ def get_config(arg: str | None = None):
         tiny,
         tasks=tasks,
         reference=reference,
-        samplers=base.catalog(tiny, SAMPLERS, tasks={"eci": POINT_OBSERVATION_TASKS}),
+        samplers=base.catalog(tiny, SAMPLERS, tasks={"eci": POINT_OBSERVATION_TASKS}, profile="published"),
     )

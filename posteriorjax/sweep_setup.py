@@ -177,6 +177,9 @@ def _network_spec(where: str, spec, scale: str, kind=None, training: Mapping | N
     return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps, pretrain, training)
 
 
+# mapping-valued training settings a network spec replaces whole (a backbone's own options)
+_WHOLE_SETTINGS = ("model.options",)
+
 # keys of a training config that a network spec sets through its own fields
 _SPEC_FIELDS = {"task": "the sampler's task", "kind": "kind", "task_options": "task_options"}
 
@@ -187,7 +190,7 @@ def _dotted(where: str, tree, prefix: str = "") -> dict:
         raise ValueError(f"{where}: expected a mapping of training-config settings, got {tree!r}")
     out = {}
     for name, value in _as_dict(tree).items():
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and f"{prefix}{name}" not in _WHOLE_SETTINGS:
             out.update(_dotted(where, value, f"{prefix}{name}."))
         else:
             out[f"{prefix}{name}"] = value
@@ -211,8 +214,12 @@ def _training_overrides(where: str, overrides: Mapping, cfg):
         section = cfg
         for name in path[:-1]:
             section = section.get(name) if hasattr(section, "get") else None
-        if not hasattr(section, "keys") or path[-1] not in section or hasattr(section[path[-1]], "keys"):
+        whole = dotted in _WHOLE_SETTINGS
+        is_mapping = hasattr(section, "keys") and path[-1] in section and hasattr(section[path[-1]], "keys")
+        if not hasattr(section, "keys") or path[-1] not in section or is_mapping != whole:
             raise ValueError(f"{where}: {dotted!r} is not a setting of the training config")
+        if whole and not isinstance(value, Mapping):
+            raise ValueError(f"{where}: {dotted!r} expects a mapping of backbone options, got {value!r}")
         try:
             section[path[-1]] = value
         except (TypeError, ValueError) as err:

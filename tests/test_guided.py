@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from posteriorjax import diffusion, nn, samplers, tasks
+from posteriorjax.metrics import posterior as pm
+from posteriorjax.reference import exact
 from posteriorjax.samplers import denoisers, guided
 
 N_STEPS = 4
@@ -281,3 +283,54 @@ def test_profiles_and_task_defaults_are_checked(setup):
         4000.0,
         500,
     )
+
+
+# Oracle-prior proof on poisson_fixed 16^2 (24 sensors, noise 1e-3, 256 samples): each sampler at its
+# best weight of `scripts/oracle_guided.py` (50 steps), against 256 exact posterior samples.
+PROOF = {
+    "fundps_ours": ("fundps", {}, 750.0, 0.12, 0.12),
+    "fundps_published": ("fundps", {"profile": "published"}, 85.0, 0.15, 0.12),
+    "dps": ("dps", {}, 56.2, 0.2, 0.25),
+    "funddps_published": ("funddps", {"profile": "published", "forward": "exact"}, 5.6, 0.2, 0.25),
+    "diffusionpde_published": ("diffusionpde", {"profile": "published"}, 3162.0, 0.15, 0.3),
+}
+FIVE = {
+    "mean_error": pm.mean_error, "std_error": pm.std_error, "mmd": pm.mmd, "swd": pm.sliced_wasserstein,
+    "spectral_error": pm.spectral_error,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def oracle_problem():
+    task = tasks.get("poisson_fixed", resolution=16, num_sensors=24, noise_std=1e-3)
+    y = task.cases(7, 1).y_obs[0]
+    ref = exact.sample(jr.key(99), task, y, 256)
+    prior = jax.vmap(task.prior.sample)(jr.split(jr.key(2), 256))
+    return task, y, ref, {k: float(f(prior, ref)) for k, f in FIVE.items()}
+
+
+SLOW_PROOF = ("fundps_published", "dps", "funddps_published", "diffusionpde_published")
+
+
+@pytest.mark.parametrize(
+    "label", ["fundps_ours", *(pytest.param(k, marks=pytest.mark.slow) for k in SLOW_PROOF)]
+)
+def test_oracle_prior_proof_against_the_exact_posterior(oracle_problem, label):
+    task, y, ref, prior_scores = oracle_problem
+    name, options, weight, max_mean, max_std = PROOF[label]
+    s = samplers.get(name, task, prior="oracle", num_steps=50, **options)
+    xs = s.sample(jr.key(4), y, 256, s.hparams(guidance=weight))
+    got = {k: float(f(xs, ref)) for k, f in FIVE.items()}
+    assert got["mean_error"] <= max_mean and got["std_error"] <= max_std, got
+    assert all(got[k] < prior_scores[k] for k in FIVE), (got, prior_scores)
+
+
+@pytest.mark.slow
+def test_exact_posterior_denoiser_through_the_integrator_reproduces_the_posterior(oracle_problem):
+    """The integrator's own error: the exact posterior denoiser, no guidance, 50 steps."""
+    task, y, ref, _ = oracle_problem
+    s = guided.GuidedDiffusion(
+        task, {}, denoisers.posterior_prior(task, y), (), guided.Identity(), "ours", 50, 0.002, 80.0
+    )
+    xs = s.sample(jr.key(3), y, 256, {})
+    assert float(pm.mean_error(xs, ref)) <= 0.05 and float(pm.std_error(xs, ref)) <= 0.07

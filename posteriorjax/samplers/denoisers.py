@@ -239,3 +239,32 @@ def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> Diffusio
         raise ValueError(f"model: expected a {kind} denoiser with {expected} channels, got {model.channels}")
     gen = _noise(noise, None)
     return DiffusionPrior(model, model.normalizer, gen, cx, joint)
+
+
+def posterior_prior(task, y_obs) -> DiffusionPrior:
+    """The exact *posterior*'s diffusion prior of a small linear-Gaussian task, white noise.
+
+    Its denoiser (`GaussianOracleDenoiser`, normalized units) is that of N(m, S), the posterior
+    of the GRF prior N(0, C) given y = A x + N(0, s^2 I): m = C A^T G^-1 y, S = C - C A^T G^-1 A C,
+    G = A C A^T + s^2 I, with A the forward map's Jacobian (dense, `DENSE_ORACLE_MAX_SIZE`).
+    Driven through an unguided integrator it must reproduce the posterior: the floor of a
+    sampler's discretization error.
+    """
+    if not isinstance(task.prior, random_fields.GaussianRandomField):
+        raise ValueError(
+            f"task: needs a fixed-hyperparameter GaussianRandomField prior, got {type(task.prior).__name__}"
+        )
+    size = int(np.prod(task.unknown_shape))
+    if size > DENSE_ORACLE_MAX_SIZE:
+        raise ValueError(
+            f"task: the dense posterior needs at most {DENSE_ORACLE_MAX_SIZE} grid values, got {size}"
+        )
+    x_norm = nn.field_normalizer(task)
+    scale = float(x_norm.std[0])
+    a = jax.jacfwd(lambda v: task.forward(v.reshape(task.unknown_shape)))(jnp.zeros(size))
+    a = np.asarray(a, np.float64)
+    c = dense_prior_covariance(task.prior, 1.0)
+    gain = c @ a.T @ np.linalg.inv(a @ c @ a.T + float(task.noise_std) ** 2 * np.eye(a.shape[0]))
+    mean = (gain @ np.asarray(y_obs, np.float64)).reshape(task.unknown_shape)
+    den = GaussianOracleDenoiser.build(mean / scale, (c - gain @ a @ c) / scale**2, np.eye(size))
+    return DiffusionPrior(den, x_norm, diffusion.WhiteNoise(), task.unknown_shape[0], False)
