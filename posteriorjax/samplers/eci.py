@@ -55,7 +55,7 @@ class ECISampler(AbstractSampler):
         cu = x1.shape[0] - cx
         norm = self.prior.normalizer
         mean, std = (jnp.asarray(v[cx:], x1.dtype)[:, None, None] for v in (norm.mean, norm.std))
-        y_n = (obs.to_grid(y_obs.astype(x1.dtype), leading=(cu,)) - mean) / std
+        y_n = (obs.to_grid(y_obs.astype(x1.dtype), leading=(cu,)) - mean) * (norm.scale / std)
         return x1.at[cx:].set(jnp.where(obs.mask, y_n, x1[cx:]))
 
     def sample_joint(self, key, y_obs, num_samples: int) -> jax.Array:
