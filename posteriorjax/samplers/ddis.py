@@ -28,7 +28,7 @@ import jax.random as jr
 from posteriorjax import diffusion
 from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
-from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior, noise_cov_apply
+from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
 ANNEAL = {"darcy": 200, "poisson": 100}  # published, per PosteriorBench dataset
 LR_MIN_RATIO = 0.01
@@ -86,7 +86,7 @@ class DDISSampler(AbstractSampler):
                     return w * jnp.sum(r**2) / (2 * tau**2)
 
                 def langevin(z, kk):
-                    drift = -(z - x0_hat) / sigma**2 - noise_cov_apply(noise, jax.grad(likelihood)(z))
+                    drift = -(z - x0_hat) / sigma**2 - noise.covariance_apply(jax.grad(likelihood)(z))
                     z = z + eta * drift + jnp.sqrt(2 * eta) * noise.sample(kk, shape).astype(z.dtype)
                     return z.astype(x.dtype), None
 

@@ -34,11 +34,6 @@ NOISES = ("white", "grf", "rbf")
 DENSE_ORACLE_MAX_SIZE = 4096  # grid values up to which the dense Gaussian oracle is built
 
 
-def noise_cov_apply(noise, v: jax.Array) -> jax.Array:
-    """C_n v for a noise generator (each generator's `covariance_apply`)."""
-    return noise.covariance_apply(v)
-
-
 class GaussianOracleDenoiser(eqx.Module):
     """Exact denoiser of a Gaussian N(m, C) under noise N(0, C_n), any C and C_n (dense, small grids).
 
