@@ -100,7 +100,7 @@ TINY_OPTIONS = {
 # The published profiles (`profile="published"`, the PosteriorBench evaluation code): the sampler
 # options and what their diffusion priors are trained as. The published models are trained on data
 # normalized to std 0.5 with EDM sigma_data 0.5 and the noise they sample with: the RBF kernel for
-# FunDPS and Fun-DDPS, white noise (and a grid U-Net) for DiffusionPDE.
+# FunDPS, Fun-DDPS and DDIS, white noise (and a grid U-Net) for DiffusionPDE.
 _PUBLISHED_DATA = {"data_scale": 0.5, "sigma_data": 0.5}
 UNET = {
     "tiny": {"channels": (16, 32), "blocks": 1, "embed_dim": 32},
@@ -109,6 +109,7 @@ UNET = {
 PUBLISHED_OPTIONS = {
     "fundps": {"profile": "published"},
     "funddps": {"profile": "published"},
+    "ddis": {"profile": "published"},
     "diffusionpde": {"profile": "published", "noise": "white"},
 }
 

@@ -334,3 +334,70 @@ def test_exact_posterior_denoiser_through_the_integrator_reproduces_the_posterio
     )
     xs = s.sample(jr.key(3), y, 256, {})
     assert float(pm.mean_error(xs, ref)) <= 0.05 and float(pm.std_error(xs, ref)) <= 0.07
+
+
+def test_ddis_published_pieces_equal_the_transcription(setup):
+    """`_reverse_diffusion`, `_langevin_dynamics` (one step) and `_langevin_lr` of the published DDIS."""
+    task, y, obs, phys, _, w = setup
+    mean, std = (0.1,), (0.3,)
+    with jax.enable_x64(True):
+        s = samplers.get(
+            "ddis",
+            task,
+            model=edm_model(w, mean, std, 1.0),
+            forward="exact",
+            profile="published",
+            noise="white",
+        )
+        std_u = float(nn.state_statistics(task).std[0])
+        rng = np.random.default_rng(5)
+        x, z, x0, xi = (rng.normal(size=64) for _ in range(4))
+        hp = {k: jnp.asarray(float(v), jnp.float64) for k, v in s.hparams().items()}  # not float32 here
+        got_clean = np.asarray(s.clean(jnp.asarray(x.reshape(1, 8, 8)), 3.0)).reshape(-1)
+        got_step = s.langevin_step(*(jnp.asarray(v.reshape(1, 8, 8)) for v in (z, x0)), 2.0, 1e-3,
+                                   jnp.asarray(xi.reshape(1, 8, 8)), jnp.asarray(y), hp)  # fmt: skip
+        got_lr = [float(s.step_size_at(i, hp)) for i in (0, 37, 99)]
+    assert (s.num_steps, s.langevin_steps, s.sigma_max, s.sigma_min) == (100, 35, 10.0, 0.01)
+    assert {k: float(v) for k, v in hp.items()} == pytest.approx(
+        {"step_size": 7e-5, "temperature": 0.25, "weight": 2.0, "tau": 1e-3}
+    )
+    net = net_pub(w, 1.0)
+    # _reverse_diffusion: _daps_sigma_steps(5 steps, sigma_min 0.001, rho 7, sigma_max = sigma), Heun but last
+    sig = karras(5, 0.001, 3.0)
+    xn = x.copy()
+    for index, (sc, sn) in enumerate(zip(sig[:-1], sig[1:], strict=True)):
+        d_cur = (xn - net(xn, sc)) / sc
+        proposal = xn + (sn - sc) * d_cur
+        if index < len(sig) - 2:
+            proposal = xn + (sn - sc) * (0.5 * d_cur + 0.5 * (proposal - net(proposal, sn)) / sn)
+        xn = proposal
+    np.testing.assert_allclose(got_clean, xn, rtol=1e-6, atol=1e-10)
+    # _langevin_dynamics, one step: ||x - x0||^2 / (2 sigma^2) + w mse / (2 tau^2), then + eta sqrt(2 lr) xi
+    a = z * std[0] / 0.5 + mean[0]
+    resid = 0.5 * (obs @ (phys @ a) - y) / std_u  # normalize_output_channel at observation scale 0.5
+    grad_mse = (std[0] / 0.5) * phys.T @ obs.T @ (2 * resid * 0.5 / std_u) / len(y)
+    grad = (z - x0) / 2.0**2 + 2.0 * grad_mse / (2 * 1e-3**2)
+    want = z - 1e-3 * grad + np.sqrt(2 * 1e-3) * 0.25 * xi
+    np.testing.assert_allclose(
+        np.asarray(got_step).reshape(-1), want, rtol=1e-6, atol=1e-8 * np.abs(want).max()
+    )
+    # _langevin_lr: lr (1 + ratio (lr_min_ratio - 1)), ratio = step / annealing_steps
+    assert got_lr == pytest.approx([7e-5 * (1 + i / 100 * (0.01 - 1)) for i in (0, 37, 99)], rel=1e-6)
+
+
+def test_exact_readout_outside_the_physics_domain_is_nan_not_an_error():
+    """A denoised Darcy estimate with a non-positive permeability: NaN state and gradient, no crash."""
+    task = tasks.get("darcy", resolution=8, num_sensors=6)
+    s = samplers.get(
+        "dps", task, prior="learned", model=edm_model(np.zeros((64, 64)), (7.5,), (4.5,), 1.0), num_steps=2
+    )
+    readout = s.corrections[0].objective.readout
+
+    def loss(x_n):
+        return jnp.sum(readout(x_n))
+
+    good, bad = jnp.zeros((1, 8, 8)), jnp.full((1, 8, 8), -3.0)  # physical 7.5 and -6
+    value, grad = jax.jit(jax.value_and_grad(loss))(good)
+    assert np.isfinite(float(value)) and bool(jnp.all(jnp.isfinite(grad)))
+    value, grad = jax.jit(jax.value_and_grad(loss))(bad)
+    assert np.isnan(float(value)) and bool(jnp.all(jnp.isnan(grad)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from posteriorjax import diffusion
 
@@ -72,6 +73,11 @@ class Readout(eqx.Module):
 
     ``"joint"``: the stack's state channels; ``"exact"``: `task.physics` of the unknown;
     ``"surrogate"``: `surrogate` (an `nn.Surrogate`) of the unknown.
+
+    The exact physics is undefined outside its domain (`task.physics.valid`: e.g. a non-positive
+    Darcy permeability, which a denoised estimate can be). There the state is NaN, and so is the
+    gradient through it, so a sample that needed it ends non-finite and is counted as such by the
+    metric suite, instead of the solver's domain error stopping the whole program.
     """
 
     task: eqx.Module
@@ -83,7 +89,12 @@ class Readout(eqx.Module):
         if self.forward == "joint":
             return self.prior.state(x_n)
         x = self.prior.unknown(x_n)
-        return self.task.physics(x) if self.forward == "exact" else self.surrogate(x)
+        if self.forward == "surrogate":
+            return self.surrogate(x)
+        valid = self.task.physics.valid(x)
+        fallback = jnp.full_like(x, self.task.field_stats[0])  # a valid field, never read back
+        poison = jnp.where(valid, 0.0, jnp.nan) * jnp.sum(x)  # NaN value and gradient where invalid
+        return self.task.physics(jnp.where(valid, x, fallback)) + poison
 
     def __call__(self, x_n: jax.Array) -> jax.Array:
         return self.task.observation(self.state(x_n))
