@@ -12,9 +12,10 @@ sigma = eps / 3 in {1, 1.33, ..., 2.67} x 1e-4. One sweep is one threshold: the 
 task simulates its observations with `noise_std = noise_threshold / 3`, the reference is
 the published eps rule (MAE <= eps, K = 100 kept, weights exp(-MAE^2 / (2 (eps/3)^2)))
 on a rotation-augmented prior pool, and FunDPS (its published profile: joint prior trained
-as published, 500 steps) runs on a grid of guidance weights lambda. Every metric's optimum lambda*_m(sigma) is the argmin of its
-over-case mean in `summary.md` / the guidance-curve figure; across the thresholds the
-optimum grows with 1/sigma^2 and differs between metrics (mean vs std error).
+as published, 500 steps) runs on a grid of guidance weights lambda. Every metric's optimum
+lambda*_m(sigma) is the argmin of its over-case mean in `summary.md` / the guidance-curve
+figure; across the thresholds the optimum grows with 1/sigma^2 and differs between metrics
+(mean vs std error).
 
 Tiny: 16 x 16, thresholds x 10 (3e-3 ... 8e-3: a 4096 x 4 candidate pool reaches no
 published threshold at this size), 2 cases x 16 samples, 16-step FunDPS on a tiny joint
