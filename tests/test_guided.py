@@ -401,3 +401,34 @@ def test_exact_readout_outside_the_physics_domain_is_nan_not_an_error():
     assert np.isfinite(float(value)) and bool(jnp.all(jnp.isfinite(grad)))
     value, grad = jax.jit(jax.value_and_grad(loss))(bad)
     assert np.isnan(float(value)) and bool(jnp.all(jnp.isnan(grad)))
+
+
+def test_esmda_published_update_equals_the_transcription():
+    """`ESMDAAdapter._assimilate` (one alpha) and `_observation_std`, written out in NumPy."""
+    from posteriorjax.samplers import esmda
+
+    rng = np.random.default_rng(7)
+    n, d, m, alpha, c = 12, 30, 5, 2.0, 10.0
+    state, pred, normals = rng.normal(size=(n, d)), rng.normal(size=(n, m)) * 0.1, rng.normal(size=(n, m))
+    y = rng.normal(size=m) * 0.1
+    with jax.enable_x64(True):
+        std = np.asarray(esmda.observation_std(jnp.asarray(pred), c))
+        got = np.asarray(esmda.augmented_update(*map(jnp.asarray, (state, pred, y, std, alpha, normals))))
+    want_std = np.maximum(c * np.std(pred, axis=0, ddof=1), 1e-6)
+    np.testing.assert_allclose(std, want_std, rtol=1e-12)
+    state_anom = (state - state.mean(axis=0, keepdims=True)).T / np.sqrt(n - 1)
+    pred_anom = (pred - pred.mean(axis=0, keepdims=True)).T / np.sqrt(n - 1)
+    system = pred_anom @ pred_anom.T + np.diag(alpha * want_std**2)
+    system[np.diag_indices_from(system)] += 1e-8 * max(float(np.mean(np.diag(system))), 1.0)
+    innovation = y[None, :] + np.sqrt(alpha) * want_std * normals - pred
+    want = state + ((state_anom @ pred_anom.T) @ np.linalg.solve(system, innovation.T)).T
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_esmda_published_barely_moves_the_prior_on_poisson(oracle_problem):
+    """c = 100 x the prior predictive std: the published Poisson ES-MDA stays at the prior."""
+    task, y, ref, prior_scores = oracle_problem
+    s = samplers.get("esmda", task, profile="published")
+    assert (s.ensemble_size, s.alphas, float(s.defaults["obs_std_scale"])) == (512, (1.0,), 100.0)
+    xs = s.sample(jr.key(8), y, 256, s.hparams())
+    assert abs(float(pm.mean_error(xs, ref)) / prior_scores["mean_error"] - 1) < 0.1
