@@ -110,6 +110,7 @@ PUBLISHED_OPTIONS = {
     "fundps": {"profile": "published"},
     "funddps": {"profile": "published"},
     "ddis": {"profile": "published"},
+    "esmda": {"profile": "published"},
     "diffusionpde": {"profile": "published", "noise": "white"},
 }
 
