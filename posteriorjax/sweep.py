@@ -45,6 +45,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -101,10 +102,13 @@ class ConfigGrid:
         return int(self.case.shape[0])
 
     def ids(self) -> list[str]:
-        """A stable identifier per configuration (case, seed and hyperparameter values)."""
+        """A stable identifier per configuration: `case=C;seed=S;name=value;...` (names sorted).
+
+        Values are written by `canonical_number`, so the ids do not depend on numpy's repr.
+        """
         names = sorted(self.hparams)
         return [
-            f"case={c};seed={s};" + ";".join(f"{n}={self.hparams[n][i]!r}" for n in names)
+            f"case={c};seed={s};" + ";".join(f"{n}={canonical_number(self.hparams[n][i])}" for n in names)
             for i, (c, s) in enumerate(zip(self.case.tolist(), self.seed.tolist(), strict=True))
         ]
 
@@ -116,6 +120,42 @@ class ConfigGrid:
             "seed": self.seed[index],
             "hparams": {k: v[index] for k, v in self.hparams.items()},
         }
+
+
+def canonical_number(value) -> str:
+    """`value` as it goes into a config id: an integer as `str(int)`, a float as Python's
+    `repr(float)` of the shortest decimal that round-trips in the value's own dtype
+    (`np.float32(0.1)` -> `0.1`, `np.float64(1e-5)` -> `1e-05`), whatever numpy's version."""
+    a = np.asarray(value)
+    if a.ndim != 0:
+        raise ValueError(f"value: expected a scalar, got shape {a.shape}")
+    if a.dtype.kind in "biu":
+        return str(int(a))
+    if a.dtype.kind != "f":
+        raise ValueError(f"value: expected an integer or float, got dtype {a.dtype}")
+    return repr(float(np.format_float_scientific(a[()], unique=True)))
+
+
+_NUMPY_SCALAR_REPR = re.compile(r"np\.(?:float|int|uint)\d+\(([^()]*)\)")
+
+
+def migrate_config_id(config_id: str) -> str:
+    """A config id written before `canonical_number` (values in numpy's repr), in today's form.
+
+    numpy >= 2 wrote `flip=np.float32(2.0)`, numpy 1 `flip=2.0`; both hold the shortest
+    decimal of the value in its dtype, so unwrapping it and passing it through `repr(float)`
+    gives `canonical_number`'s string. Ids already canonical are returned unchanged.
+    """
+    parts = []
+    for part in _NUMPY_SCALAR_REPR.sub(r"\1", config_id).split(";"):
+        name, sep, value = part.partition("=")
+        if sep and name not in ("case", "seed"):
+            try:
+                value = repr(float(value))
+            except ValueError:
+                pass
+        parts.append(name + sep + value)
+    return ";".join(parts)
 
 
 def expand(
@@ -422,9 +462,12 @@ def read_records(path: Path) -> list[dict]:
     good = []
     for line in path.read_text().splitlines():
         try:
-            good.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             break
+        if "config_id" in record:
+            record["config_id"] = migrate_config_id(record["config_id"])
+        good.append(record)
     return good
 
 
@@ -433,7 +476,8 @@ class ResultsFile:
 
     Each chunk's records are appended in one write and fsync-ed. On open, a
     torn last line (from a kill mid-write) is dropped and the file rewritten
-    atomically, so every stored line is a complete record.
+    atomically, so every stored line is a complete record; ids written in an
+    older form (`migrate_config_id`) are rewritten the same way.
     """
 
     def __init__(self, path: Path):
@@ -441,7 +485,8 @@ class ResultsFile:
         self.records: list[dict] = []
         if self.path.exists():
             good = read_records(self.path)
-            if len(good) != len(self.path.read_text().splitlines()):
+            lines = self.path.read_text().splitlines()
+            if lines != [json.dumps(r) for r in good]:
                 tmp = self.path.with_suffix(".tmp")
                 tmp.write_text("".join(json.dumps(r) + "\n" for r in good))
                 os.replace(tmp, self.path)
@@ -619,7 +664,7 @@ def save_samples(
     have: dict[str, np.ndarray] = {}
     if path.exists():
         with np.load(path) as z:
-            have = {str(c): z["samples"][j] for j, c in enumerate(z["config_id"])}
+            have = {migrate_config_id(str(c)): z["samples"][j] for j, c in enumerate(z["config_id"])}
     missing = [i for i in wanted if ids[i] not in have]
     if missing:
         one = sample_program(sampler, num_samples, seed=seed)

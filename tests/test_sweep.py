@@ -144,6 +144,50 @@ def test_resume_with_another_chunk_size_completes_without_duplicates(setup, full
         _assert_same(r["metrics"], by_id[r["config_id"]]["metrics"], rtol=1e-6)
 
 
+def _old_id(grid, i, numpy2):
+    """A config id as written before canonical ids: values in numpy 2's or numpy 1's repr."""
+    vals = [(n, str(grid.hparams[n][i])) for n in sorted(grid.hparams)]  # str: the same in numpy 1 and 2
+    body = ";".join(f"{n}=np.float32({v})" if numpy2 else f"{n}={v}" for n, v in vals)
+    return f"case={grid.case[i]};seed={grid.seed[i]};" + body
+
+
+def test_config_ids_are_canonical_numbers():
+    grid = sweep.expand(1, {"guidance": [0.1, 2.0, 1e-5]}, [3], {"guidance": 1.0, "inflation": 1.0})
+    assert grid.ids() == [
+        f"case=0;seed=3;guidance={g};inflation=1.0" for g in ("0.1", "2.0", "1e-05")
+    ]  # no numpy repr (`np.float32(0.1)`), no float32 noise (0.10000000149011612)
+    for numpy2 in (True, False):
+        assert [sweep.migrate_config_id(_old_id(grid, i, numpy2)) for i in range(3)] == grid.ids()
+    with pytest.raises(ValueError, match="value: expected a scalar"):
+        sweep.canonical_number(np.zeros(2))
+
+
+def test_workdir_with_old_ids_resumes_without_recomputing(setup, full, tmp_path, monkeypatch):
+    """Records and stored samples written with numpy-repr ids are found again: nothing recomputed."""
+    task, sampler, cases, reference = setup
+    grid, records = full
+    path = tmp_path / "results.jsonl"
+    old = [{**r, "config_id": _old_id(grid, r["index"], numpy2=r["index"] % 2 == 0)} for r in records]
+    path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    resumed = sweep.ResultsFile(path)
+    assert resumed.done((task.name, sampler.name)) == set(grid.ids())
+    assert [json.loads(line)["config_id"] for line in path.read_text().splitlines()] == [
+        r["config_id"] for r in records
+    ]  # migrated on disk
+    new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=4, **KWARGS)
+    assert new == []
+    assert len(path.read_text().splitlines()) == grid.size
+    # stored samples of case 0 under old ids: kept (sampling would fail here) and rewritten with new ids
+    samples, wanted = tmp_path / "s.npz", [i for i in range(grid.size) if grid.case[i] == 0]
+    stored = np.random.default_rng(0).normal(size=(len(wanted), 6, 1, RES, RES)).astype(np.float32)
+    np.savez(samples, samples=stored, config_id=np.asarray([_old_id(grid, i, True) for i in wanted]))
+    monkeypatch.setattr(sweep, "sample_program", lambda *a, **k: pytest.fail("recomputed stored samples"))
+    sweep.save_samples(samples, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
+    with np.load(samples) as z:
+        assert z["config_id"].tolist() == [grid.ids()[i] for i in wanted]
+        np.testing.assert_array_equal(z["samples"], stored)
+
+
 def _tiny_config(**overrides):
     config = ml_collections.ConfigDict()
     config.seed = 0
