@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+from absl import logging as absl_logging
 from jax.sharding import PartitionSpec
 
 from posteriorjax import parallel
@@ -560,7 +561,7 @@ def run_pair(
     mesh=None,
     metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (),
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int, float, float], None] | None = None,
 ) -> list[dict]:
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
@@ -576,6 +577,8 @@ def run_pair(
       skip: config ids not to compute (default: those already in `results`).
       labels: `{"task": ..., "sampler": ...}` names recorded (default: registry-style names).
       diagnostics: names from `DIAGNOSTICS` computed per record.
+      progress: called after each chunk with (configurations done, configurations to do,
+        compile seconds of this chunk (0 after the first), run seconds of this chunk).
 
     Returns:
       The records computed (by this process's devices) in this call, skipped ones excluded.
@@ -598,13 +601,15 @@ def run_pair(
         index = np.asarray(todo[start : start + chunk])
         padded = np.concatenate([index, np.repeat(index[-1:], chunk - len(index))])
         configs = parallel.global_tree(grid.take(padded), parallel.batch_sharding(mesh))
+        chunk_compile_s = 0.0
         if compiled is None:
             t0 = time.perf_counter()
             compiled = program.lower(data, configs).compile()
-            compile_s = time.perf_counter() - t0
+            compile_s = chunk_compile_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         metrics = jax.block_until_ready(compiled(data, configs))
-        wall = (time.perf_counter() - t0) / chunk
+        run_s = time.perf_counter() - t0
+        wall = run_s / chunk
         rows, values = _local_rows(metrics)
         records = []
         for j, pos in enumerate(rows):
@@ -631,7 +636,7 @@ def run_pair(
             results.append(records)
         out.extend(records)
         if progress is not None:
-            progress(min(start + chunk, len(todo)), len(todo))
+            progress(min(start + chunk, len(todo)), len(todo), chunk_compile_s, run_s)
     return out
 
 
@@ -742,6 +747,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
     mesh = parallel.data_mesh()
     references_report, trained = {}, {}
+    study = _study_progress(s, workdir, store, enabled=progress and lead)
     for task_name, task_options in s.tasks.items():
         task = tasks.get(task_name, **task_options)
         cases = task.cases(s.seed, s.num_cases)
@@ -749,7 +755,11 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
         build = dict(seed=s.seed, workdir=workdir, path=path, overwrite=s.overwrite)
         rc = s.references[task_name]
         if lead:
-            ref_samples, ref_weights, report = load_or_build_reference(task, cases, rc, **build)
+            if progress:
+                absl_logging.info("[reference] %s: %s", task_name, rc["method"])
+            ref_samples, ref_weights, report = load_or_build_reference(
+                task, cases, rc, **build, progress=progress
+            )
         _sync(f"sweep-reference-{task_name}")
         if not lead:
             ref_samples, ref_weights, report = load_or_build_reference(task, cases, rc, **build)
@@ -781,16 +791,13 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
                 pair, lambda e=entry, sm=sampler: expand(s.num_cases, e.axes, s.seeds, sm.defaults)
             )
 
-            def report_progress(done, total, _pair=pair):
-                if progress and lead:
-                    print(f"[sweep] {_pair[0]} / {_pair[1]}: {done}/{total} configurations", flush=True)
-
             skip = store.done(pair) if not multi else _done_everywhere(workdir, pair)
+            study.start_pair(f"{task_name} / {entry.label}", len(set(grid.ids()) - skip), grid.size)
             run_pair(
                 task, sampler, cases, (ref_samples, ref_weights), grid, num_samples=s.num_samples,
                 seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size, results=own, skip=skip,
                 labels={"task": task_name, "sampler": entry.label}, mesh=mesh,
-                diagnostics=s.diagnostics, progress=report_progress,
+                diagnostics=s.diagnostics, progress=lambda done, _, c, r: study.chunk(done, c, r),
             )  # fmt: skip
             _sync(f"sweep-pair-{task_name}-{entry.label}")
             if lead and multi:
@@ -807,7 +814,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
     artifact_store.atomic_write_json(workdir / "references.json", references_report)
     summary = results_lib.write_tables(workdir, store.records)
     if progress:
-        print(summary)
+        print(summary, flush=True)  # the study's result, on stdout
     if s.figures:
         _render_figures(workdir, progress)
     return store.records
@@ -850,9 +857,23 @@ def _render_figures(workdir: Path, progress: bool) -> list[Any]:
     except ModuleNotFoundError as e:
         if e.name != "posteriorjax.figures":
             raise
-        print("[sweep] posteriorjax.figures is not available; no figures rendered", flush=True)
+        absl_logging.warning("posteriorjax.figures is not available; no figures rendered")
         return []
     paths = figures.render(workdir)
     if progress:
-        print(f"[sweep] {len(paths)} figure(s) in {workdir / 'figures'}", flush=True)
+        absl_logging.info("[figures] %d figure(s) in %s", len(paths), workdir / "figures")
     return paths
+
+
+def _study_progress(s: Settings, workdir: Path, store: ResultsFile | None, *, enabled: bool):
+    """`console.StudyProgress` over every (task, sampler) pair of the study, resumed records counted."""
+    from posteriorjax import console
+
+    sizes, done = [], 0
+    for task_name in s.tasks:
+        for entry in s.samplers:
+            if task_name in entry.tasks:
+                sizes.append(s.num_cases * math.prod(len(v) for v in entry.axes.values()) * len(s.seeds))
+                pair = (task_name, entry.label)
+                done += len(store.done(pair) if store is not None else _done_everywhere(workdir, pair))
+    return console.StudyProgress(len(sizes), sum(sizes), min(done, sum(sizes)), enabled=enabled)

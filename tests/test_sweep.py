@@ -291,8 +291,9 @@ def test_bad_configs_fail_before_compute(tmp_path):
     sweep.prepare_workdir(tmp_path, config)  # the same config resumes
 
 
-def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
-    """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume."""
+def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_log):
+    """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume;
+    the console under CI: a line per stage, the study's progress with an ETA, no third-party INFO."""
     import types
 
     rendered = []
@@ -310,8 +311,14 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
         diagnostics=("pde_residual", "alpha"),
         save_samples=1,
     )
-    first = sweep.run(config, tmp_path, progress=False)
-    assert rendered == [tmp_path]
+    first = sweep.run(config, tmp_path)
+    shown = console_log.stream.getvalue().splitlines()
+    assert shown and all("/posteriorjax/" in line or line.startswith(("WARNING", "ERROR")) for line in shown)
+    assert any("[reference] poisson_fixed: exact" in line for line in shown)
+    progress = [line for line in shown if "[pair " in line and "ETA" in line]
+    assert "[pair 1/2] poisson_fixed / prior: 2/2 configurations | study 2/4 | compile" in progress[0]
+    assert "ETA unknown" not in progress[0] and progress[-1].endswith("ETA 0 s")
+    assert "[pair 2/2] poisson_fixed / smooth: 2/2 configurations | study 4/4" in progress[-1]
     assert {p.name for p in tmp_path.iterdir()} >= {
         "results.jsonl",
         "results.csv",
@@ -342,7 +349,9 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
     assert stored["samples"].shape == (1, 4, 1, RES, RES)
     assert stored["case"].tolist() == [0] and stored["config_id"].tolist() == [first[2]["config_id"]]
     assert set(stored.files) == {"samples", "case", "seed", "config_id"}  # no hyperparameters
-    again = sweep.run(config, tmp_path, progress=False)
+    again = sweep.run(config, tmp_path)
+    rerun = console_log.stream.getvalue().splitlines()[len(shown) :]
+    assert "[pair 2/2] poisson_fixed / smooth: all 2 configurations on disk" in "\n".join(rerun)
     assert len(again) == len(first) == 4
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == 4
@@ -524,8 +533,12 @@ def test_network_config_follows_the_spec():
 
 
 @pytest.mark.slow
-def test_networks_are_trained_once_shared_and_reused(tmp_path):
-    """Two samplers asking for the same network share one training run; a rerun only loads it."""
+def test_networks_are_trained_once_shared_and_reused(tmp_path, console_log):
+    """Two samplers asking for the same network share one training run; a rerun only loads it.
+
+    Console: no third-party INFO lines (orbax's checkpoint messages are dropped), one line per
+    stage (CI), and the study's progress with an ETA.
+    """
     config = _tiny_config(
         tasks={"poisson_fixed": {"resolution": 16, "num_sensors": 6}},
         samplers={
@@ -536,7 +549,17 @@ def test_networks_are_trained_once_shared_and_reused(tmp_path):
         save_samples=0,
         figures=False,
     )
-    first = sweep.run(config, tmp_path, progress=False)
+    first = sweep.run(config, tmp_path)
+    shown = console_log.stream.getvalue().splitlines()
+    assert any("/orbax/" in path for path in console_log.dropped)  # orbax did talk ...
+    assert shown and all("/posteriorjax/" in line or line.startswith(("WARNING", "ERROR")) for line in shown)
+    assert not any("/orbax/" in line or "/jax/" in line for line in shown)  # ... and none of it is shown
+    assert any("train inverse-" in line and "20 of 20 steps to do" in line for line in shown)
+    assert any("train inverse-" in line and "20 steps in" in line for line in shown)
+    progress = [line for line in shown if "[pair " in line and "ETA" in line]
+    assert "[pair 1/2] poisson_fixed / mcd: 2/2 configurations | study 2/4 | compile" in progress[0]
+    assert "[pair 2/2] poisson_fixed / mcd_again: 2/2 configurations | study 4/4" in progress[-1]
+    assert progress[-1].endswith("ETA 0 s") and "ETA unknown" not in progress[0]
     (net,) = (tmp_path / "networks" / "poisson_fixed").iterdir()
     assert net.name.startswith("inverse-") and len(net.name) == len("inverse-") + 12
     trained = json.loads((net / "config.json").read_text())
