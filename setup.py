@@ -10,10 +10,7 @@ setup(
     description="Is a generative inverse solver sampling its posterior? Physics inverse problems in JAX.",
     license="Apache-2.0",
     license_files=["LICENSE"],
-    classifiers=[
-        "License :: OSI Approved :: Apache Software License",
-        "Programming Language :: Python :: 3.11",
-    ],
+    classifiers=["Programming Language :: Python :: 3.11"],
     packages=find_packages(include=["posteriorjax", "posteriorjax.*", "experiments", "configs", "configs.*"]),
     python_requires=">=3.11",  # jax >= 0.7's floor; the interpreter CI and the tests run on
     install_requires=[
