@@ -16,11 +16,11 @@ setup(
     install_requires=[
         "jax>=0.8.0,<0.11",  # 0.8.0: first with jax.enable_x64 (0.6.1: jax.shard_map(check_vma=))
         "jaxlib>=0.8.0,<0.11",
-        "equinox>=0.12.2,<0.14",
+        "equinox>=0.13.0,<0.14",
         "optax>=0.2.5,<0.3",
         "diffrax>=0.7.0,<0.8",
         "lineax>=0.0.8,<0.2",
-        "orbax-checkpoint>=0.11.13,<0.13",
+        "orbax-checkpoint>=0.11.17,<0.13",
         "numpy>=2.0.2,<3",
         "scipy>=1.13.1,<2",
         "absl-py>=2.1.0,<3",
