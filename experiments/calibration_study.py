@@ -14,7 +14,7 @@ from pathlib import Path
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import bimodal, parallel
+from posteriorjax import bimodal, console, parallel
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Config with a `synthetic` section.", lock_config=True
@@ -24,6 +24,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.")
 
 def main(argv):
     del argv
+    console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     result = bimodal.run(_CONFIG.value.synthetic.to_dict())
     table = bimodal.table(result)
     workdir = Path(_WORKDIR.value)

@@ -6,7 +6,7 @@ python -m experiments.demo --config=configs/demo.py [--workdir=DIR]
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import demo, parallel
+from posteriorjax import console, demo, parallel
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the summary (optional).")
@@ -14,6 +14,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the summary (opti
 
 def main(argv):
     del argv
+    console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     demo.run(_CONFIG.value, _WORKDIR.value)
 
 

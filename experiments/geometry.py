@@ -40,8 +40,8 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
+from posteriorjax import console, parallel, tasks
 from posteriorjax import estimators as est
-from posteriorjax import parallel, tasks
 from posteriorjax.metrics import geometry as geo
 from posteriorjax.tasks import interface
 
@@ -401,6 +401,7 @@ def run(config, workdir: str | None = None) -> dict:
 
 def main(argv):
     del argv
+    console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     run(_CONFIG.value, _WORKDIR.value)
 
 

@@ -8,7 +8,7 @@ See `posteriorjax.transfer.pipeline.run` and `configs/observation_patterns.py`.
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import parallel
+from posteriorjax import console, parallel
 from posteriorjax.transfer import pipeline
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
@@ -17,6 +17,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when 
 
 def main(argv):
     del argv
+    console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     pipeline.run(_CONFIG.value, _WORKDIR.value)
 
 

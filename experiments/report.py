@@ -9,7 +9,7 @@ DIR/figures/, and prints the table and the figure paths. Nothing is recomputed.
 
 from absl import app, flags
 
-from posteriorjax import figures
+from posteriorjax import console, figures
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.jsonl.")
 _NOISE_WORKDIRS = flags.DEFINE_list(
@@ -19,6 +19,7 @@ _NOISE_WORKDIRS = flags.DEFINE_list(
 
 def main(argv):
     del argv
+    console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     table, paths = figures.report(_WORKDIR.value, noise_workdirs=_NOISE_WORKDIRS.value)
     print(table)
     print(f"{len(paths)} figure(s):")

@@ -12,7 +12,7 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import parallel, sweep
+from posteriorjax import console, parallel, sweep
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
@@ -21,6 +21,7 @@ _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.ini
 
 def main(argv):
     del argv
+    console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     if _DISTRIBUTED.value:
         jax.distributed.initialize()
     sweep.run(_CONFIG.value, _WORKDIR.value)

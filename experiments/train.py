@@ -7,7 +7,7 @@ metrics.jsonl and checkpoints/.
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import parallel, train
+from posteriorjax import console, parallel, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections training config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics (resumed from).")
@@ -15,6 +15,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and m
 
 def main(argv):
     del argv
+    console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     train.run(_CONFIG.value, _WORKDIR.value)
 
 

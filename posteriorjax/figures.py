@@ -13,7 +13,7 @@ draws every figure whose inputs exist into `<workdir>/figures/`:
   (in this workdir, or in `noise_workdirs`, one sweep per noise level as the
   study configs run them) differ in their noise level (see `records.noise_level`);
 - `vshape_<task>.png`, `coverage_<task>.png`, `tarp_<task>.png`, `mira_<task>.png`
-  when the records hold the metrics they need.
+  when the records hold the metrics they need (TARP: with enough conditions).
 
 `report(workdir)` also rewrites the tables (`results.csv`, `calibration.json`,
 `summary.md`) from `results.jsonl`; `python -m experiments.report` calls it.
@@ -22,7 +22,12 @@ The numbers drawn (grouping, optima, coverage, TARP and MIRA per row) come
 from `records`, which leaves NaN rows (records with non-finite samples) out of
 every curve, optimum and score instead of averaging them.
 Sizes: every figure is saved at `DPI` dots per inch with the size its
-docstring states (inches), so an image is `round(inches * DPI)` pixels.
+docstring states (inches), so an image is `round(inches * DPI)` pixels, unless a
+label would reach outside that size: then the image is saved to the tight box
+around everything drawn, so no text is ever clipped. Axes whose positive values span
+at least a decade are logarithmic (V-shape panels, metric curves). The TARP figure
+is drawn only where every row has `results.TARP_MIN_CONDITIONS` conditions (the
+calibration table shows '-' below that).
 """
 
 from __future__ import annotations
@@ -112,10 +117,26 @@ def _panels(
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
+    """PNG at the figure's size, or at the tight box around its artists where text would be clipped."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, format="png")
+    tight = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    width, height = fig.get_size_inches()
+    tol = 0.5 / DPI
+    clipped = tight.x0 < -tol or tight.y0 < -tol or tight.x1 > width + tol or tight.y1 > height + tol
+    extra = {"bbox_inches": "tight", "pad_inches": 0.05} if clipped else {}
+    fig.savefig(path, dpi=DPI, format="png", **extra)
     return path
+
+
+def _log_if_decades(ax, which: str, values, decades: float = 1.0) -> bool:
+    """Log scale on axis `which` when the finite values are all > 0 and span >= `decades` decades."""
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v)]
+    if v.size < 2 or np.any(v <= 0) or math.log10(v.max() / v.min()) < decades:
+        return False
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    return True
 
 
 def _grid_shape(n: int, max_columns: int = MAX_COLUMNS) -> tuple[int, int]:
@@ -331,8 +352,9 @@ def curves_figure(
 
     `records` are one (task, sampler) pair; one line per setting of the other
     hyperparameters. x is logarithmic when every value is >= 0 (a value 0 sits
-    at the left edge, labelled 0). The star marks `optimal_hparams` of the line;
-    an x on the bottom edge marks a value whose row holds a non-finite record.
+    at the left edge, labelled 0), y where the means span a decade. The star marks
+    `optimal_hparams` of the line; an x on the bottom edge marks a value whose row
+    holds a non-finite record.
     Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel per metric,
     at most MAX_COLUMNS columns.
     """
@@ -375,7 +397,10 @@ def curves_figure(
         elif shown.max() > shown.min():
             pad = 0.05 * (shown.max() - shown.min())
             ax.set_xlim(shown.min() - pad, shown.max() + pad)
+        means = [row[m][0] for recs in split.values() for row in results.aggregate(recs, [m])]
+        _log_if_decades(ax, "y", means)
         ax.set_xlabel(axis, fontsize=8)
+        ax.set_ylabel(HEADERS.get(m, m), fontsize=8)
         ax.tick_params(labelsize=7)
     if len(split) > 1:
         axes[0].legend(fontsize=6)
@@ -422,7 +447,8 @@ def vshape_figure(
     """Pointwise error against each posterior metric, one point per (sampler, hparams) row.
 
     Over-case means (`results.aggregate`); points of one sampler are joined in
-    the order of its hyperparameter values. Size: (ncols PANEL[0]) x
+    the order of its hyperparameter values; an axis is logarithmic where its values
+    span a decade (one outlier would otherwise flatten the rest). Size: (ncols PANEL[0]) x
     (nrows PANEL[1] + TITLE) inches, one panel per metric present.
     """
     metrics = scalar_metrics(records, metrics)
@@ -442,6 +468,8 @@ def vshape_figure(
             py = np.asarray([row[m][0] for row in mine])
             ok = np.isfinite(px) & np.isfinite(py)
             ax.plot(px[ok], py[ok], "o-", color=f"C{i % 10}", ms=4, lw=0.8, label=s)
+        _log_if_decades(ax, "x", [row[pointwise][0] for row in rows])
+        _log_if_decades(ax, "y", [row[m][0] for row in rows])
         ax.set_xlabel(HEADERS.get(pointwise, pointwise), fontsize=8)
         ax.set_ylabel(HEADERS.get(m, m), fontsize=8)
         ax.tick_params(labelsize=7)
@@ -646,7 +674,8 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
             )
         if any(isinstance(r["metrics"].get("coverage"), list) for r in trecs):
             paths.append(coverage_figure(out / f"coverage_{t}.png", trecs, title=f"{task}: coverage"))
-        if tarp_curves(trecs):
+        curves, rows = tarp_curves(trecs), row_groups(trecs)
+        if curves and all(len(rows[k]) >= results.TARP_MIN_CONDITIONS for k in curves):
             paths.append(tarp_figure(out / f"tarp_{t}.png", trecs, title=f"{task}: TARP expected coverage"))
         if mira_scores(trecs):
             paths.append(mira_figure(out / f"mira_{t}.png", trecs, title=f"{task}: MIRA"))

@@ -12,16 +12,21 @@ domain (`num_invalid`: their data misfit is NaN, see `sweep.observation_values`)
 The calibration table aggregates the per-case statistics every record carries
 (`mira_statistic`, `tarp_credibility`) over the cases and seeds of a row into
 the MIRA score with its calibrated band and the TARP expected-coverage curve
-(`calibration_rows`, `calibration_table`). `write_tables` writes both.
+(`calibration_rows`, `calibration_table`). `write_tables` writes both under a header
+(`summary_header`: study, config hash, date, machine, cases x samples, each task's
+reference and its settings); every table has a one-line legend.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
+import hashlib
 import importlib.metadata
 import io
 import json
 import math
+import os
 import platform
 import subprocess
 from collections import defaultdict
@@ -92,6 +97,7 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
             finite = sorted({r[k][0] for r in trows if math.isfinite(r[k][0])})
             ranks[k] = finite[:2]
         out.append(f"### {task}\n")
+        out.append(_main_legend(records, task) + "\n")
         out.append(
             "| sampler | hparams | "
             + " | ".join(h for _, h in metrics)
@@ -118,6 +124,21 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
             )
         out.append("")
     return "\n".join(out)
+
+
+def _main_legend(records: Sequence[dict], task: str) -> str:
+    recs = [r for r in records if r["task"] == task]
+    cases, seeds = len({r["case"] for r in recs}), len({r["seed"] for r in recs})
+    evaluation = sorted({r.get("evaluation", "identity") for r in recs})
+    scored = ", ".join(evaluation)
+    scored = "Fields as sampled" if scored == "identity" else f"Fields scored after `{scored}`"
+    return (
+        f"Lower is better in every column; mean ± std over {cases} case(s) x {seeds} seed(s), best "
+        "**bold**, second *italic*. Against the reference posterior: Mean, Std = relative L2 error of "
+        "the ensemble mean / pointwise std; MMD, SWD = distances of the ensembles (field units); "
+        "Spectral = geometric-mean relative error of the radial power spectrum. Against the truth: CRPS "
+        f"(field units), RelL2(mean). {scored}; non-finite / invalid = members counted over the row."
+    )
 
 
 def calibration_rows(records: Sequence[dict]) -> list[dict]:
@@ -183,6 +204,7 @@ def calibration_table(rows: Sequence[dict]) -> str:
             (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], hparam_label(r["hparams"]))
         )
         out.append(f"### {task}\n")
+        out.append(_calibration_legend(trows) + "\n")
         out.append("| sampler | hparams | L | MIRA | calibrated (±2 se) | z | TARP ATC | TARP KS |")
         out.append("|---|---|---|---|---|---|---|---|")
         for r in trows:
@@ -203,6 +225,148 @@ def calibration_table(rows: Sequence[dict]) -> str:
     return "\n".join(out)
 
 
+# a MIRA score shift the table should resolve: the under-confident shift of the paper's toy
+# (0.691 vs 0.666 calibrated at N = 500, README "Metrics")
+MIRA_RESOLVED_SHIFT = 0.02
+TARP_MIN_CONDITIONS = 20  # 2 ECP bins (K = L // 10): fewer leave only the curve's end points
+
+
+def mira_conditions_needed(num_samples: int, shift: float = MIRA_RESOLVED_SHIFT) -> int:
+    """Conditions L for which the calibrated band (±2 se) is as narrow as `shift`: (2 sd / shift)²."""
+    from posteriorjax.metrics import mira
+
+    _, var = mira.expected_moments(num_samples - 1)
+    return math.ceil((2.0 * math.sqrt(var) / shift) ** 2)
+
+
+def _calibration_legend(trows: Sequence[dict]) -> str:
+    text = (
+        "L = conditions (cases x seeds). MIRA: the score, and a calibrated sampler's mean ± 2 standard "
+        "errors († outside); z = (score - mean) / se. TARP: ATC (> 0 under-confident, < 0 over-confident "
+        "or biased) and KS (largest distance of the expected-coverage curve to the diagonal); 0 is "
+        "calibrated."
+    )
+    little_l = min(r["num_conditions"] for r in trows)
+    n = min(r["num_samples"] for r in trows)
+    needed = mira_conditions_needed(n)
+    notes = []
+    if little_l < needed:
+        band = 2 * max(r["mira_se"] for r in trows)
+        notes.append(
+            f"MIRA: with L = {little_l} the band is ±{band:.3f}, too wide to resolve a shift of "
+            f"{MIRA_RESOLVED_SHIFT} (about {needed} conditions at N = {n} would)"
+        )
+    if little_l < TARP_MIN_CONDITIONS:
+        notes.append(f"TARP: '-' = fewer than {TARP_MIN_CONDITIONS} conditions (L = {little_l}), one ECP bin")
+    if notes:
+        text += " **Too few cases**: " + "; ".join(notes) + "."
+    return text
+
+
+def summary_header(workdir, records: Sequence[dict]) -> str:
+    """The header of `summary.md`: study, config hash, date, machine, cases x samples, references.
+
+    Reads `config.json`, `provenance.json` and `references.json` of `workdir` when present.
+    """
+    workdir = Path(workdir)
+
+    def read(name):
+        path = workdir / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    config, prov, refs = read("config.json"), read("provenance.json") or {}, read("references.json") or {}
+    name = (config or {}).get("name") or workdir.name
+    digest = "-"
+    if config is not None:
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    date = prov.get("date_utc") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = prov.get("machine") or _machine()
+    lines = [
+        f"# Study `{name}`\n",
+        f"- config `config.json`, sha256 `{digest}`; run {date}",
+        f"- machine: {machine['platform']}, {machine['cpu_count']} CPU core(s); JAX devices: "
+        + ", ".join(f"{v} x {k}" for k, v in sorted(_count(prov.get("devices") or _devices()).items())),
+    ]
+    for task in sorted({r["task"] for r in records}):
+        recs = [r for r in records if r["task"] == task]
+        cases, seeds = len({r["case"] for r in recs}), len({r["seed"] for r in recs})
+        samples = "/".join(str(n) for n in sorted({int(r["num_samples"]) for r in recs}))
+        ref = describe_reference(refs.get(task))
+        lines.append(
+            f"- `{task}`: {cases} case(s) x {seeds} seed(s) x {samples} samples per configuration; "
+            f"reference: {ref}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def describe_reference(report: Mapping | None) -> str:
+    """One line on a task's reference (`references.json` entry): method, settings, per-case diagnostics."""
+    if not report:
+        return "unknown (no references.json)"
+    method, st, cases = report["method"], dict(report.get("settings") or {}), report.get("cases") or []
+
+    def spread(key, fmt="{:.3g}"):
+        vals = [c[key] for c in cases if isinstance(c.get(key), (int, float))]
+        if not vals:
+            return None
+        lo, hi = min(vals), max(vals)
+        return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}–{fmt.format(hi)}"
+
+    def pool():
+        size = spread("pool_size", "{:,}") or f"{st.get('pool_size', '?'):,}"
+        return f"prior pool of {size} candidates" + (" (rotation-augmented)" if st.get("augment") else "")
+
+    if method == "exact":
+        return f"exact posterior, {st.get('num_samples', '?')} draws per case"
+    if method == "rejection":
+        sigma = st.get("sigma") or 0.0
+        text = (
+            f"published eps rule on a {pool()}: MAE <= eps = {st.get('eps', '?'):g}, K = "
+            f"{st.get('num_samples', '?')} kept, weights exp(-MAE² / 2 sigma²) with sigma = "
+            + (f"{sigma:g}" if sigma else "eps / 3")
+        )
+        accepted = spread("accepted", "{:,}")
+        return text + (f"; accepted per case {accepted}" if accepted else "")
+    if method == "importance":
+        text = f"Bayesian importance weights over a {pool()}, resampled to {st.get('num_samples', '?')}"
+        ess = spread("ess", "{:.1f}")
+        return text + (f"; importance ESS per case {ess}" if ess else "")
+    if method == "pcn":
+        text = (
+            f"{st.get('mcmc_method', 'pcn')} chains: {st.get('num_chains', '?')} chains, "
+            f"{st.get('num_samples', '?')} draws, burn-in {st.get('burn_in', '?')}, "
+            f"thin {st.get('thin', '?')}"
+        )
+        extra = [
+            f"{label} {v}"
+            for label, v in (
+                ("acceptance", spread("acceptance", "{:.2f}")),
+                ("max rank R-hat", spread("rhat_max", "{:.3f}")),
+                ("min bulk ESS", spread("ess_bulk_min", "{:.0f}")),
+                ("min tail ESS", spread("ess_tail_min", "{:.0f}")),
+            )
+            if v
+        ]
+        return text + ("; per case " + ", ".join(extra) if extra else "")
+    return f"{method} {st}"
+
+
+def _count(devices) -> dict:
+    """`{"cpu": 2}` from device strings such as `cpu:0`, `cuda:1`."""
+    out: dict = defaultdict(int)
+    for device in devices:
+        out[str(device).split(":")[0]] += 1
+    return dict(out)
+
+
+def _devices() -> list[str]:
+    return [d.platform for d in jax.devices()]
+
+
+def _machine() -> dict:
+    return {"platform": f"{platform.system()} {platform.machine()}", "cpu_count": os.cpu_count()}
+
+
 def write_tables(workdir, records: Sequence[dict]) -> str:
     """Write `results.csv`, `calibration.json` and `summary.md` (both tables) to `workdir`; return summary."""
     from posteriorjax.reference import store
@@ -211,7 +375,13 @@ def write_tables(workdir, records: Sequence[dict]) -> str:
     (workdir / "results.csv").write_text(to_csv(records))
     calib = calibration_rows(records)
     store.atomic_write_json(workdir / "calibration.json", calib)
-    summary = main_table(records) + "\n## Calibration over cases\n\n" + calibration_table(calib)
+    summary = (
+        summary_header(workdir, records)
+        + "\n## Posterior matching\n\n"
+        + main_table(records)
+        + "\n## Calibration over cases\n\n"
+        + calibration_table(calib)
+    )
     (workdir / "summary.md").write_text(summary + "\n")
     return summary
 
@@ -250,6 +420,8 @@ def provenance(seeds: dict) -> dict:
     except (OSError, subprocess.CalledProcessError):
         rev = None
     return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": _machine(),
         "versions": versions,
         "python": platform.python_version(),
         "devices": [str(d) for d in jax.devices()],

@@ -45,6 +45,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -56,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+from absl import logging as absl_logging
 from jax.sharding import PartitionSpec
 
 from posteriorjax import parallel
@@ -101,10 +103,13 @@ class ConfigGrid:
         return int(self.case.shape[0])
 
     def ids(self) -> list[str]:
-        """A stable identifier per configuration (case, seed and hyperparameter values)."""
+        """A stable identifier per configuration: `case=C;seed=S;name=value;...` (names sorted).
+
+        Values are written by `canonical_number`, so the ids do not depend on numpy's repr.
+        """
         names = sorted(self.hparams)
         return [
-            f"case={c};seed={s};" + ";".join(f"{n}={self.hparams[n][i]!r}" for n in names)
+            f"case={c};seed={s};" + ";".join(f"{n}={canonical_number(self.hparams[n][i])}" for n in names)
             for i, (c, s) in enumerate(zip(self.case.tolist(), self.seed.tolist(), strict=True))
         ]
 
@@ -116,6 +121,42 @@ class ConfigGrid:
             "seed": self.seed[index],
             "hparams": {k: v[index] for k, v in self.hparams.items()},
         }
+
+
+def canonical_number(value) -> str:
+    """`value` as it goes into a config id: an integer as `str(int)`, a float as Python's
+    `repr(float)` of the shortest decimal that round-trips in the value's own dtype
+    (`np.float32(0.1)` -> `0.1`, `np.float64(1e-5)` -> `1e-05`), whatever numpy's version."""
+    a = np.asarray(value)
+    if a.ndim != 0:
+        raise ValueError(f"value: expected a scalar, got shape {a.shape}")
+    if a.dtype.kind in "biu":
+        return str(int(a))
+    if a.dtype.kind != "f":
+        raise ValueError(f"value: expected an integer or float, got dtype {a.dtype}")
+    return repr(float(np.format_float_scientific(a[()], unique=True)))
+
+
+_NUMPY_SCALAR_REPR = re.compile(r"np\.(?:float|int|uint)\d+\(([^()]*)\)")
+
+
+def migrate_config_id(config_id: str) -> str:
+    """A config id written before `canonical_number` (values in numpy's repr), in today's form.
+
+    numpy >= 2 wrote `flip=np.float32(2.0)`, numpy 1 `flip=2.0`; both hold the shortest
+    decimal of the value in its dtype, so unwrapping it and passing it through `repr(float)`
+    gives `canonical_number`'s string. Ids already canonical are returned unchanged.
+    """
+    parts = []
+    for part in _NUMPY_SCALAR_REPR.sub(r"\1", config_id).split(";"):
+        name, sep, value = part.partition("=")
+        if sep and name not in ("case", "seed"):
+            try:
+                value = repr(float(value))
+            except ValueError:
+                pass
+        parts.append(name + sep + value)
+    return ";".join(parts)
 
 
 def expand(
@@ -422,9 +463,12 @@ def read_records(path: Path) -> list[dict]:
     good = []
     for line in path.read_text().splitlines():
         try:
-            good.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             break
+        if "config_id" in record:
+            record["config_id"] = migrate_config_id(record["config_id"])
+        good.append(record)
     return good
 
 
@@ -433,7 +477,8 @@ class ResultsFile:
 
     Each chunk's records are appended in one write and fsync-ed. On open, a
     torn last line (from a kill mid-write) is dropped and the file rewritten
-    atomically, so every stored line is a complete record.
+    atomically, so every stored line is a complete record; ids written in an
+    older form (`migrate_config_id`) are rewritten the same way.
     """
 
     def __init__(self, path: Path):
@@ -441,7 +486,8 @@ class ResultsFile:
         self.records: list[dict] = []
         if self.path.exists():
             good = read_records(self.path)
-            if len(good) != len(self.path.read_text().splitlines()):
+            lines = self.path.read_text().splitlines()
+            if lines != [json.dumps(r) for r in good]:
                 tmp = self.path.with_suffix(".tmp")
                 tmp.write_text("".join(json.dumps(r) + "\n" for r in good))
                 os.replace(tmp, self.path)
@@ -515,7 +561,7 @@ def run_pair(
     mesh=None,
     metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (),
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int, float, float], None] | None = None,
 ) -> list[dict]:
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
@@ -531,6 +577,8 @@ def run_pair(
       skip: config ids not to compute (default: those already in `results`).
       labels: `{"task": ..., "sampler": ...}` names recorded (default: registry-style names).
       diagnostics: names from `DIAGNOSTICS` computed per record.
+      progress: called after each chunk with (configurations done, configurations to do,
+        compile seconds of this chunk (0 after the first), run seconds of this chunk).
 
     Returns:
       The records computed (by this process's devices) in this call, skipped ones excluded.
@@ -553,13 +601,15 @@ def run_pair(
         index = np.asarray(todo[start : start + chunk])
         padded = np.concatenate([index, np.repeat(index[-1:], chunk - len(index))])
         configs = parallel.global_tree(grid.take(padded), parallel.batch_sharding(mesh))
+        chunk_compile_s = 0.0
         if compiled is None:
             t0 = time.perf_counter()
             compiled = program.lower(data, configs).compile()
-            compile_s = time.perf_counter() - t0
+            compile_s = chunk_compile_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         metrics = jax.block_until_ready(compiled(data, configs))
-        wall = (time.perf_counter() - t0) / chunk
+        run_s = time.perf_counter() - t0
+        wall = run_s / chunk
         rows, values = _local_rows(metrics)
         records = []
         for j, pos in enumerate(rows):
@@ -586,7 +636,7 @@ def run_pair(
             results.append(records)
         out.extend(records)
         if progress is not None:
-            progress(min(start + chunk, len(todo)), len(todo))
+            progress(min(start + chunk, len(todo)), len(todo), chunk_compile_s, run_s)
     return out
 
 
@@ -619,7 +669,7 @@ def save_samples(
     have: dict[str, np.ndarray] = {}
     if path.exists():
         with np.load(path) as z:
-            have = {str(c): z["samples"][j] for j, c in enumerate(z["config_id"])}
+            have = {migrate_config_id(str(c)): z["samples"][j] for j, c in enumerate(z["config_id"])}
     missing = [i for i in wanted if ids[i] not in have]
     if missing:
         one = sample_program(sampler, num_samples, seed=seed)
@@ -697,6 +747,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
     mesh = parallel.data_mesh()
     references_report, trained = {}, {}
+    study = _study_progress(s, workdir, store, enabled=progress and lead)
     for task_name, task_options in s.tasks.items():
         task = tasks.get(task_name, **task_options)
         cases = task.cases(s.seed, s.num_cases)
@@ -704,7 +755,11 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
         build = dict(seed=s.seed, workdir=workdir, path=path, overwrite=s.overwrite)
         rc = s.references[task_name]
         if lead:
-            ref_samples, ref_weights, report = load_or_build_reference(task, cases, rc, **build)
+            if progress:
+                absl_logging.info("[reference] %s: %s", task_name, rc["method"])
+            ref_samples, ref_weights, report = load_or_build_reference(
+                task, cases, rc, **build, progress=progress
+            )
         _sync(f"sweep-reference-{task_name}")
         if not lead:
             ref_samples, ref_weights, report = load_or_build_reference(task, cases, rc, **build)
@@ -736,16 +791,13 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
                 pair, lambda e=entry, sm=sampler: expand(s.num_cases, e.axes, s.seeds, sm.defaults)
             )
 
-            def report_progress(done, total, _pair=pair):
-                if progress and lead:
-                    print(f"[sweep] {_pair[0]} / {_pair[1]}: {done}/{total} configurations", flush=True)
-
             skip = store.done(pair) if not multi else _done_everywhere(workdir, pair)
+            study.start_pair(f"{task_name} / {entry.label}", len(set(grid.ids()) - skip), grid.size)
             run_pair(
                 task, sampler, cases, (ref_samples, ref_weights), grid, num_samples=s.num_samples,
                 seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size, results=own, skip=skip,
                 labels={"task": task_name, "sampler": entry.label}, mesh=mesh,
-                diagnostics=s.diagnostics, progress=report_progress,
+                diagnostics=s.diagnostics, progress=lambda done, _, c, r: study.chunk(done, c, r),
             )  # fmt: skip
             _sync(f"sweep-pair-{task_name}-{entry.label}")
             if lead and multi:
@@ -762,7 +814,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
     artifact_store.atomic_write_json(workdir / "references.json", references_report)
     summary = results_lib.write_tables(workdir, store.records)
     if progress:
-        print(summary)
+        print(summary, flush=True)  # the study's result, on stdout
     if s.figures:
         _render_figures(workdir, progress)
     return store.records
@@ -805,9 +857,23 @@ def _render_figures(workdir: Path, progress: bool) -> list[Any]:
     except ModuleNotFoundError as e:
         if e.name != "posteriorjax.figures":
             raise
-        print("[sweep] posteriorjax.figures is not available; no figures rendered", flush=True)
+        absl_logging.warning("posteriorjax.figures is not available; no figures rendered")
         return []
     paths = figures.render(workdir)
     if progress:
-        print(f"[sweep] {len(paths)} figure(s) in {workdir / 'figures'}", flush=True)
+        absl_logging.info("[figures] %d figure(s) in %s", len(paths), workdir / "figures")
     return paths
+
+
+def _study_progress(s: Settings, workdir: Path, store: ResultsFile | None, *, enabled: bool):
+    """`console.StudyProgress` over every (task, sampler) pair of the study, resumed records counted."""
+    from posteriorjax import console
+
+    sizes, done = [], 0
+    for task_name in s.tasks:
+        for entry in s.samplers:
+            if task_name in entry.tasks:
+                sizes.append(s.num_cases * math.prod(len(v) for v in entry.axes.values()) * len(s.seeds))
+                pair = (task_name, entry.label)
+                done += len(store.done(pair) if store is not None else _done_everywhere(workdir, pair))
+    return console.StudyProgress(len(sizes), sum(sizes), min(done, sum(sizes)), enabled=enabled)

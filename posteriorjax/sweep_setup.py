@@ -468,7 +468,7 @@ def _uniform(samples) -> tuple[np.ndarray, np.ndarray]:
     return samples, np.full(samples.shape[:2], 1.0 / samples.shape[1], samples.dtype)
 
 
-def _exact_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
+def _exact_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None, progress=False):
     """Exact posterior samples (linear-Gaussian tasks), uniform weights."""
     from posteriorjax.reference import exact
 
@@ -477,7 +477,7 @@ def _exact_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
     return (*_uniform(np.stack(samples)), [{} for _ in samples])
 
 
-def _pcn_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
+def _pcn_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None, progress=False):
     """MCMC chains (`mcmc_method`) on the prior latent; `num_samples` draws over `num_chains` chains."""
     from posteriorjax.reference import mcmc
 
@@ -495,11 +495,14 @@ def _pcn_reference(task: Task, cases: Cases, rc: Mapping, key, workdir=None):
             method=str(rc["mcmc_method"]),
         )
         samples.append(np.asarray(result.samples).reshape(-1, *task.unknown_shape))
-        info.append({"acceptance": float(np.mean(np.asarray(result.acceptance)))})
+        if result.samples.shape[1] >= 4:  # acceptance, rank-normalized R-hat, bulk/tail ESS
+            info.append(vars(mcmc.diagnose(result)))
+        else:  # too few draws per chain for R-hat
+            info.append({"acceptance": float(np.mean(np.asarray(result.acceptance)))})
     return (*_uniform(np.stack(samples)), info)
 
 
-def _pool(task: Task, rc: Mapping, key, workdir: Path):
+def _pool(task: Task, rc: Mapping, key, workdir: Path, progress: bool = False):
     """The prior pool of a task under `workdir/references/pools/` (built or resumed)."""
     from posteriorjax.reference import pool
 
@@ -514,7 +517,7 @@ def _pool(task: Task, rc: Mapping, key, workdir: Path):
         chunk_size=int(rc["pool_chunk"]),
         augment=bool(rc["augment"]),
         store_state=False,
-        progress=False,
+        progress=progress,
     )
 
 
@@ -522,12 +525,12 @@ def _case_seed(key, case: int) -> int:
     return int(jr.randint(jr.fold_in(key, case), (), 0, 2**31 - 1))
 
 
-def _rejection_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path):
+def _rejection_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path, progress=False):
     """The published eps rule (`rejection.eps_rule`) on a prior pool, per case."""
     from posteriorjax.reference import rejection
 
     k_pool, k_case = jr.split(key)
-    p = _pool(task, rc, k_pool, workdir)
+    p = _pool(task, rc, k_pool, workdir, progress)
     sigma = float(rc["sigma"]) or None
     refs = [
         rejection.eps_rule(
@@ -543,12 +546,12 @@ def _rejection_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Pa
     return _stack_references(refs)
 
 
-def _importance_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path):
+def _importance_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path, progress=False):
     """Bayesian importance weights over a prior pool (`rejection.importance`), resampled, per case."""
     from posteriorjax.reference import rejection
 
     k_pool, k_case = jr.split(key)
-    p = _pool(task, rc, k_pool, workdir)
+    p = _pool(task, rc, k_pool, workdir, progress)
     y_all = np.asarray(cases.y_obs)
     std = np.asarray(task.noise.variance(y_all.shape[1]), np.float64) ** 0.5
     refs = [
@@ -584,7 +587,15 @@ def reference_path(workdir: Path, task_name: str) -> Path:
 
 
 def load_or_build_reference(
-    task: Task, cases: Cases, rc: Mapping, *, seed: int, workdir: Path, path: Path, overwrite: bool = False
+    task: Task,
+    cases: Cases,
+    rc: Mapping,
+    *,
+    seed: int,
+    workdir: Path,
+    path: Path,
+    overwrite: bool = False,
+    progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """The reference of every case, reused from `path` when it was built by the same settings.
 
@@ -619,7 +630,7 @@ def load_or_build_reference(
                 f"reference: {path} was built with another {', '.join(mismatch)}; use another workdir "
                 "or pass --config.overwrite=True to rebuild it"
             )
-    samples, weights, info = REFERENCE_METHODS[rc["method"]](task, cases, rc, key, workdir)
+    samples, weights, info = REFERENCE_METHODS[rc["method"]](task, cases, rc, key, workdir, progress=progress)
     _write_npz(
         path,
         {
@@ -636,9 +647,19 @@ def load_or_build_reference(
     return np.asarray(samples), np.asarray(weights), _reference_report(task, rc, info)
 
 
+# the reference settings each method uses (the summary's header reports them)
+REFERENCE_SETTINGS = {
+    "exact": ("num_samples",),
+    "pcn": ("mcmc_method", "num_chains", "num_samples", "burn_in", "thin"),
+    "rejection": ("eps", "sigma", "num_samples", "pool_size", "augment"),
+    "importance": ("num_samples", "pool_size", "augment", "per_point"),
+}
+
+
 def _reference_report(task: Task, rc: Mapping, info: list[dict]) -> dict:
     return {
         "method": rc["method"],
+        "settings": {k: rc[k] for k in REFERENCE_SETTINGS.get(rc["method"], ())},
         "task_hash": task.config_hash(),
         "task": task.config_dict(),
         "cases": info,

@@ -51,7 +51,7 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 
-from posteriorjax import diffusion, nn, parallel, tasks
+from posteriorjax import console, diffusion, nn, parallel, tasks
 from posteriorjax.samplers import fundiff
 
 KINDS = ("prior", "joint", "surrogate", "inverse", "fundiff")
@@ -327,9 +327,9 @@ def fit(
         0.0, cfg.learning_rate, cfg.warmup_steps, max(cfg.num_steps, cfg.warmup_steps + 1),
         end_value=cfg.learning_rate * cfg.end_learning_rate_factor,
     )  # fmt: skip
-    bar = _progress(cfg, start, end)
     tick, tick_step = time.perf_counter(), start
-    with log_path.open("a") as log:
+    stage = console.Stage(f"train {workdir.name}", end, "steps", initial=start, enabled=cfg.progress)
+    with log_path.open("a") as log, stage as bar:
         for step in range(start + 1, end + 1):
             state, loss = step_fn(state, source)
             record = None
@@ -347,24 +347,11 @@ def fit(
             if record is not None:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
-                if bar is not None:
-                    bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4g}")
             if step % cfg.checkpoint_every == 0 or step == end:
                 checkpoints.save(state)
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.update(1, **({"loss": f"{record['loss']:.4g}"} if record and "loss" in record else {}))
     checkpoints.close()
     return eqx.combine(state.params, static), eqx.combine(state.ema, static), state
-
-
-def _progress(cfg: TrainConfig, start: int, end: int):
-    if not cfg.progress or end <= start:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=cfg.num_steps, initial=start, desc="train", dynamic_ncols=True)
 
 
 # -- data sources -------------------------------------------------------------------------------

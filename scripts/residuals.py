@@ -1,9 +1,9 @@
 """Discrete-consistency report: mean normalized PDE residual per family.
 
-    python scripts/residuals.py [--n 128] [--per-regime 4] [--families ...] [--json FILE]
+    python scripts/residuals.py [--n=128] [--per_regime=4] [--families=darcy,heat,...] [--json=FILE]
 
 For each of the seven observation-pattern families (PDE-OBS) this draws
-`--per-regime` smooth-GRF conditions per regime (low / medium / high), solves in
+`--per_regime` smooth-GRF conditions per regime (low / medium / high), solves in
 float64, and evaluates the normalized residual of the PDE-OBS quality report,
 rms(residual) / sum_i rms(term_i), on
 
@@ -34,13 +34,14 @@ consistency, free of the frame-sampling truncation above. The published means
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+import types
 from pathlib import Path
 
 import jax
+from absl import app, flags
 
 jax.config.update("jax_enable_x64", True)
 
@@ -50,7 +51,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from posteriorjax import parallel  # noqa: E402
+from posteriorjax import console, parallel  # noqa: E402
 from posteriorjax.grids import Grid  # noqa: E402
 from posteriorjax.physics import burgers, heat, spectral  # noqa: E402
 from posteriorjax.physics import navier_stokes as ns  # noqa: E402
@@ -240,22 +241,27 @@ def elliptic(name: str, n: int, per_regime: int, key) -> dict | None:
     return out
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+FAMILIES = ("heat", "reaction_diffusion", "burgers", "navier_stokes", "darcy", "poisson", "helmholtz")
+_N = flags.DEFINE_integer("n", 128, "Grid points per side.")
+_PER_REGIME = flags.DEFINE_integer("per_regime", 4, "Samples per parameter regime.")
+_FAMILIES = flags.DEFINE_list("families", list(FAMILIES), "PDE families to report (comma-separated).")
+_JSON = flags.DEFINE_string("json", None, "Also write the report to this JSON file.")
+_AUDIT = flags.DEFINE_integer("audit", 20, "Frame density of the dense audit trajectory (x 14 intervals).")
+
+
+def main(argv) -> None:
+    del argv
+    console.setup_logging()
+    args = types.SimpleNamespace(
+        n=_N.value,
+        per_regime=_PER_REGIME.value,
+        families=_FAMILIES.value,
+        json=_JSON.value,
+        audit=_AUDIT.value,
     )
-    parser.add_argument("--n", type=int, default=128)
-    parser.add_argument("--per-regime", type=int, default=4)
-    parser.add_argument(
-        "--families",
-        nargs="*",
-        default=["heat", "reaction_diffusion", "burgers", "navier_stokes", "darcy", "poisson", "helmholtz"],
-    )
-    parser.add_argument("--json", default=None)
-    parser.add_argument(
-        "--audit", type=int, default=20, help="frame density of the dense audit trajectory (x 14 intervals)"
-    )
-    args = parser.parse_args(argv)
+    unknown = sorted(set(args.families) - set(FAMILIES))
+    if unknown:
+        raise app.UsageError(f"--families: unknown {unknown}; expected names from {list(FAMILIES)}")
     key = jr.key(SEED)
     report = {}
     header = (
@@ -303,4 +309,4 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    main()
+    app.run(main)

@@ -34,3 +34,34 @@ def x64():
     """Run the test body with float64 enabled."""
     with jax.enable_x64(True):
         yield
+
+
+@pytest.fixture
+def console_log(monkeypatch):
+    """What an entry point shows after `console.setup_logging()` under CI, and the records it dropped."""
+    import io
+    import logging
+    import types
+
+    from absl import logging as absl_logging
+
+    from posteriorjax import console
+
+    monkeypatch.setattr(absl_logging.get_absl_logger(), "filters", [])
+    stream, dropped = io.StringIO(), []
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(pathname)s] %(message)s"))
+    keep = console._OwnInfoOnly.filter
+    monkeypatch.setattr(  # record what the filter drops
+        console._OwnInfoOnly, "filter", lambda self, r: keep(self, r) or dropped.append(r.pathname) or False
+    )
+    monkeypatch.setenv("CI", "true")  # one line per stage
+    verbosity = absl_logging.get_verbosity()
+    levels = {name: logging.getLogger(name).level for name in console.THIRD_PARTY_LOGGERS}
+    logging.getLogger().addHandler(handler)
+    console.setup_logging(absl_logging.INFO)
+    yield types.SimpleNamespace(stream=stream, dropped=dropped)
+    logging.getLogger().removeHandler(handler)
+    absl_logging.set_verbosity(verbosity)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)

@@ -141,16 +141,24 @@ def expected_sizes():
         )
     out["vshape_toy.png"] = panels(5, *figures.PANEL)
     out["coverage_toy.png"] = panels(2, figures.SQUARE, figures.SQUARE)
-    out["tarp_toy.png"] = panels(2, figures.SQUARE, figures.SQUARE)
+    # no tarp_toy.png: 3 cases are fewer than results.TARP_MIN_CONDITIONS (the table shows "-")
     out["mira_toy.png"] = (5.0, 4.0)  # three finite rows: clip(1.5 + 0.5 * 3, 5, 24)
     out["optimum_toy_good_guidance.png"] = (5.0, 3.6)
     return out
 
 
+DRAWN: dict = {}  # figure objects of the `rendered` workdir, by file name
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     root = make_workdir(tmp_path_factory.mktemp("sweep"))
-    return root, figures.render(root)
+    save = figures._save
+    figures._save = lambda fig, path: DRAWN.setdefault(Path(path).name, fig) and save(fig, path)
+    try:
+        return root, figures.render(root)
+    finally:
+        figures._save = save
 
 
 def test_render_writes_every_figure_as_a_png_of_its_size(rendered):
@@ -162,6 +170,66 @@ def test_render_writes_every_figure_as_a_png_of_its_size(rendered):
         w, h = expected[p.name]
         width, height = png_size(p)
         assert abs(width - w * figures.DPI) <= 1 and abs(height - h * figures.DPI) <= 1, p.name
+
+
+def _inside(fig, png: Path) -> bool:
+    """Everything drawn (the tight box, inches) lies inside the saved image."""
+    tight = fig.get_tightbbox(fig.canvas.get_renderer())
+    width, height = png_size(png)
+    if (width, height) == tuple(round(v * figures.DPI) for v in fig.get_size_inches()):
+        w, h = fig.get_size_inches()
+        return tight.x0 >= -0.01 and tight.y0 >= -0.01 and tight.x1 <= w + 0.01 and tight.y1 <= h + 0.01
+    return tight.width * figures.DPI <= width + 2 and tight.height * figures.DPI <= height + 2
+
+
+def test_every_figure_kind_labelled_log_where_set_and_not_clipped(rendered, tmp_path, monkeypatch):
+    paths, drawn, save = {p.name: p for p in rendered[1]}, dict(DRAWN), figures._save
+    kinds = {name.split("_")[0] for name in paths}
+    assert kinds == {"samples", "moments", "curves", "vshape", "coverage", "mira", "optimum"}
+    for name, fig in drawn.items():
+        assert _inside(fig, paths[name]), name
+        plots = [ax for ax in fig.axes if ax.axison and ax.lines and not ax.images]
+        for ax in plots:
+            assert ax.get_ylabel(), (name, ax.get_title())
+            assert ax.get_xlabel() or name.startswith("mira"), (name, ax.get_title())
+        if name.startswith(("samples", "moments")):  # image tiles: rows labelled by ensemble and channel
+            assert any("ch 0" in ax.get_ylabel() for ax in fig.axes), name
+    # V-shape: the toy's finite rows span less than a decade (1.05 ... 0.14): linear; one outlier
+    # two decades away: log axes, so the other points are not flattened against an edge
+    assert {ax.get_xscale() for ax in drawn["vshape_toy.png"].axes if ax.axison} == {"linear"}
+    outlier = [
+        record("t", "s", c, {"g": g}, {"rel_l2_mean": e, "mean_error": 2 * e, "mmd": 0.5})
+        for c in range(2) for g, e in ((1.0, 0.01), (2.0, 0.02), (3.0, 1.0))
+    ]  # fmt: skip
+    monkeypatch.setattr(
+        figures, "_save", lambda fig, path: drawn.setdefault(Path(path).name, fig) and save(fig, path)
+    )
+    figures.vshape_figure(tmp_path / "vshape_outlier.png", outlier)
+    (mean_panel, mmd_panel) = [ax for ax in drawn["vshape_outlier.png"].axes if ax.axison]
+    assert mean_panel.get_xscale() == mean_panel.get_yscale() == "log" and mmd_panel.get_yscale() == "linear"
+    # MIRA with long row labels: the image grows to hold them instead of clipping them
+    long = [
+        record("t", f"sampler_with_a_long_name_{i}", c, {"guidance_weight_of_the_sampler": 10.0**i},
+               {"mira_statistic": 0.6 + 0.01 * c})
+        for i in range(3) for c in range(3)
+    ]  # fmt: skip
+    path = figures.mira_figure(tmp_path / "mira_long.png", long)
+    fig = drawn["mira_long.png"]
+    assert png_size(path)[1] > 4.0 * figures.DPI and _inside(fig, path)
+
+
+def test_tarp_figure_only_with_enough_conditions(tmp_path):
+    rng = np.random.default_rng(3)
+    metrics = lambda: {"tarp_credibility": float(rng.uniform()), "mira_statistic": 0.6}  # noqa: E731
+    for cases, drawn in (
+        (figures.results.TARP_MIN_CONDITIONS - 1, False),
+        (figures.results.TARP_MIN_CONDITIONS, True),
+    ):
+        w = tmp_path / f"w{cases}"
+        w.mkdir()
+        recs = [record("t", "s", c, {}, metrics()) for c in range(cases)]
+        (w / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        assert ("tarp_t.png" in [p.name for p in figures.render(w)]) == drawn
 
 
 def subset(source: Path, target: Path, keep) -> Path:

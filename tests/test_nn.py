@@ -1,5 +1,7 @@
 """Networks: resolution invariance of the Fourier operators, registry-wide properties, MC dropout."""
 
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -195,6 +197,15 @@ def test_flax_linen_adapter_matches_module(key):
     )
     with pytest.raises(ValueError, match="module: expected a flax.linen.Module"):
         nn.from_linen(object(), variables)
+
+
+def test_flax_adapter_without_flax_names_the_extra(monkeypatch):
+    for name in ("flax", "flax.linen", "flax.nnx"):  # as if flax were not installed
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(ImportError, match=r"pip install 'posteriorjax\[flax\]'"):
+        nn.from_linen(object())
+    with pytest.raises(ImportError, match="needs flax"):
+        nn.from_nnx(object())
 
 
 def test_flax_nnx_adapter_matches_module(key):

@@ -1,4 +1,6 @@
-"""pCN/gpCN/MALA against an exact posterior, and the R-hat/ESS estimators against known answers."""
+"""pCN/gpCN/MALA against an exact posterior, and the R-hat/ESS estimators against known answers and ArviZ."""
+
+import warnings
 
 import jax.random as jr
 import numpy as np
@@ -78,6 +80,47 @@ def test_rhat_and_ess_known_answers(key):
     assert 0.75 * expect < mcmc.effective_sample_size(x) < 1.25 * expect
     shifted = iid + np.arange(8)[:, None, None]  # chains disagree -> R-hat >> 1
     assert np.all(mcmc.split_rhat(shifted) > 2)
+
+
+def _ar1(rng, shape, rho):
+    x = np.zeros(shape)
+    x[:, 0] = rng.standard_normal((shape[0], *shape[2:]))
+    for t in range(1, shape[1]):
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * rng.standard_normal((shape[0], *shape[2:]))
+    return x
+
+
+def test_rank_normalized_rhat_and_ess_match_arviz():
+    """Vehtari et al. (2021) estimators against ArviZ on fixed chains; a set only the rank version flags."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # ArviZ announces its refactor on import
+        import arviz as az
+    rng = np.random.default_rng(1)
+    chain_sets = {
+        "iid, odd n": rng.standard_normal((4, 201, 3)),
+        "AR(1) 0.9": _ar1(rng, (4, 300, 2), 0.9),
+        "one chain 3x wider": rng.standard_normal((4, 500, 2)) * np.array([1.0, 1, 1, 3])[:, None, None],
+        "Student t 1.5": rng.standard_t(1.5, (4, 100, 2)),
+        "short": rng.standard_normal((2, 7, 2)),
+        "(c, n, 2, 2) fields": _ar1(rng, (3, 60, 2, 2), 0.5),
+    }
+    for name, x in chain_sets.items():
+        ds = az.convert_to_dataset(x)
+        expected = {
+            "rank": (mcmc.rank_rhat, az.rhat(ds, method="rank")),
+            "split": (mcmc.split_rhat, az.rhat(ds, method="split")),
+            "bulk": (mcmc.ess_bulk, az.ess(ds, method="bulk")),
+            "tail": (mcmc.ess_tail, az.ess(ds, method="tail")),
+        }
+        for kind, (ours, theirs) in expected.items():
+            np.testing.assert_allclose(ours(x), theirs["x"].values, rtol=1e-6, err_msg=f"{name}: {kind}")
+    # same location, one chain three times wider: plain split R-hat passes, the rank-normalized one does not
+    wide = chain_sets["one chain 3x wider"]
+    assert np.all(mcmc.split_rhat(wide) < 1.01) and np.all(mcmc.rank_rhat(wide) > 1.1)
+    constant = np.ones((3, 50, 1))
+    assert mcmc.ess_bulk(constant)[0] == 150 and np.isnan(mcmc.rank_rhat(constant)[0])
+    with pytest.raises(ValueError, match=r"draws: expected shape \(chains, n >= 4"):
+        mcmc.rank_rhat(np.zeros((2, 3)))
 
 
 def test_bad_arguments(problem, key):

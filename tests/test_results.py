@@ -116,3 +116,53 @@ def test_calibration_table_marks_band_and_nan(sweep_records):
     assert f"| exact | - | {NUM_CASES} | {ok['mira']:.4f}{mark} |" in table
     # fewer than 20 cases: a one-bin ECP curve, whose ATC and KS say nothing, is shown as "-"
     assert ok["tarp_bins"] == 1 and table.count("| - | - |") == len(rows)
+
+
+def _record(task, case, evaluation, rng):
+    metrics = {k: float(rng.uniform(0.1, 1.0)) for k, _ in results.TABLE_METRICS}
+    metrics.update(mira_statistic=float(rng.uniform(0.5, 0.8)), tarp_credibility=float(rng.uniform()))
+    return {
+        "task": task, "sampler": "prior", "hparams": {}, "case": case, "seed": 0, "num_samples": 32,
+        "metrics": metrics, "wall_time_s": 0.1, "evaluation": evaluation,
+    }  # fmt: skip
+
+
+def test_summary_opens_with_a_header_and_every_table_has_a_legend(tmp_path):
+    import json
+
+    rng = np.random.default_rng(0)
+    records = [_record("darcy", c, "binarized@7.5", rng) for c in range(3)]
+    records += [_record("poisson_fixed", c, "identity", rng) for c in range(3)]
+    config = {"name": "quickstart", "num_cases": 3}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "provenance.json").write_text(json.dumps(results.provenance({"seed": 0})))
+    rejection = {"eps": 1e-3, "sigma": 0.0, "num_samples": 32, "pool_size": 4096, "augment": True}
+    references = {
+        "darcy": {"method": "rejection", "settings": rejection,
+                  "cases": [{"pool_size": 16384, "accepted": a} for a in (40, 75, 120)]},
+        "poisson_fixed": {"method": "exact", "settings": {"num_samples": 64}, "cases": [{}, {}, {}]},
+    }  # fmt: skip
+    (tmp_path / "references.json").write_text(json.dumps(references))
+    summary = results.write_tables(tmp_path, records)
+    assert (tmp_path / "summary.md").read_text() == summary + "\n"
+    lines = summary.splitlines()
+    digest = __import__("hashlib").sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    assert lines[0] == "# Study `quickstart`"
+    assert lines[2].startswith(f"- config `config.json`, sha256 `{digest}`; run 20")
+    assert lines[3].startswith("- machine: ") and "CPU core(s); JAX devices: 1 x cpu" in lines[3]
+    assert lines[4] == (
+        "- `darcy`: 3 case(s) x 1 seed(s) x 32 samples per configuration; reference: published eps rule on a "
+        "prior pool of 16,384 candidates (rotation-augmented): MAE <= eps = 0.001, K = 32 kept, weights "
+        "exp(-MAE² / 2 sigma²) with sigma = eps / 3; accepted per case 40–120"
+    )
+    assert lines[5].endswith("reference: exact posterior, 64 draws per case")
+    legends = [line for line in lines if line.startswith("Lower is better")]
+    assert len(legends) == 2 and "Fields scored after `binarized@7.5`" in legends[0]
+    assert "Fields as sampled" in legends[1]
+    calibration = [line for line in lines if line.startswith("L = conditions")]
+    needed = results.mira_conditions_needed(32)
+    assert len(calibration) == 2 and all(f"about {needed} conditions at N = 32" in c for c in calibration)
+    assert all("with L = 3 the band is ±0." in c and "TARP: '-' = fewer than 20" in c for c in calibration)
+    # the number of conditions named is the smallest whose ±2 se band is within the shift
+    _, var = mira.expected_moments(31)
+    assert 2 * math.sqrt(var / needed) <= results.MIRA_RESOLVED_SHIFT < 2 * math.sqrt(var / (needed - 1))

@@ -144,6 +144,50 @@ def test_resume_with_another_chunk_size_completes_without_duplicates(setup, full
         _assert_same(r["metrics"], by_id[r["config_id"]]["metrics"], rtol=1e-6)
 
 
+def _old_id(grid, i, numpy2):
+    """A config id as written before canonical ids: values in numpy 2's or numpy 1's repr."""
+    vals = [(n, str(grid.hparams[n][i])) for n in sorted(grid.hparams)]  # str: the same in numpy 1 and 2
+    body = ";".join(f"{n}=np.float32({v})" if numpy2 else f"{n}={v}" for n, v in vals)
+    return f"case={grid.case[i]};seed={grid.seed[i]};" + body
+
+
+def test_config_ids_are_canonical_numbers():
+    grid = sweep.expand(1, {"guidance": [0.1, 2.0, 1e-5]}, [3], {"guidance": 1.0, "inflation": 1.0})
+    assert grid.ids() == [
+        f"case=0;seed=3;guidance={g};inflation=1.0" for g in ("0.1", "2.0", "1e-05")
+    ]  # no numpy repr (`np.float32(0.1)`), no float32 noise (0.10000000149011612)
+    for numpy2 in (True, False):
+        assert [sweep.migrate_config_id(_old_id(grid, i, numpy2)) for i in range(3)] == grid.ids()
+    with pytest.raises(ValueError, match="value: expected a scalar"):
+        sweep.canonical_number(np.zeros(2))
+
+
+def test_workdir_with_old_ids_resumes_without_recomputing(setup, full, tmp_path, monkeypatch):
+    """Records and stored samples written with numpy-repr ids are found again: nothing recomputed."""
+    task, sampler, cases, reference = setup
+    grid, records = full
+    path = tmp_path / "results.jsonl"
+    old = [{**r, "config_id": _old_id(grid, r["index"], numpy2=r["index"] % 2 == 0)} for r in records]
+    path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    resumed = sweep.ResultsFile(path)
+    assert resumed.done((task.name, sampler.name)) == set(grid.ids())
+    assert [json.loads(line)["config_id"] for line in path.read_text().splitlines()] == [
+        r["config_id"] for r in records
+    ]  # migrated on disk
+    new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=4, **KWARGS)
+    assert new == []
+    assert len(path.read_text().splitlines()) == grid.size
+    # stored samples of case 0 under old ids: kept (sampling would fail here) and rewritten with new ids
+    samples, wanted = tmp_path / "s.npz", [i for i in range(grid.size) if grid.case[i] == 0]
+    stored = np.random.default_rng(0).normal(size=(len(wanted), 6, 1, RES, RES)).astype(np.float32)
+    np.savez(samples, samples=stored, config_id=np.asarray([_old_id(grid, i, True) for i in wanted]))
+    monkeypatch.setattr(sweep, "sample_program", lambda *a, **k: pytest.fail("recomputed stored samples"))
+    sweep.save_samples(samples, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
+    with np.load(samples) as z:
+        assert z["config_id"].tolist() == [grid.ids()[i] for i in wanted]
+        np.testing.assert_array_equal(z["samples"], stored)
+
+
 def _tiny_config(**overrides):
     config = ml_collections.ConfigDict()
     config.seed = 0
@@ -247,8 +291,9 @@ def test_bad_configs_fail_before_compute(tmp_path):
     sweep.prepare_workdir(tmp_path, config)  # the same config resumes
 
 
-def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
-    """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume."""
+def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_log):
+    """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume;
+    the console under CI: a line per stage, the study's progress with an ETA, no third-party INFO."""
     import types
 
     rendered = []
@@ -266,8 +311,14 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
         diagnostics=("pde_residual", "alpha"),
         save_samples=1,
     )
-    first = sweep.run(config, tmp_path, progress=False)
-    assert rendered == [tmp_path]
+    first = sweep.run(config, tmp_path)
+    shown = console_log.stream.getvalue().splitlines()
+    assert shown and all("/posteriorjax/" in line or line.startswith(("WARNING", "ERROR")) for line in shown)
+    assert any("[reference] poisson_fixed: exact" in line for line in shown)
+    progress = [line for line in shown if "[pair " in line and "ETA" in line]
+    assert "[pair 1/2] poisson_fixed / prior: 2/2 configurations | study 2/4 | compile" in progress[0]
+    assert "ETA unknown" not in progress[0] and progress[-1].endswith("ETA 0 s")
+    assert "[pair 2/2] poisson_fixed / smooth: 2/2 configurations | study 4/4" in progress[-1]
     assert {p.name for p in tmp_path.iterdir()} >= {
         "results.jsonl",
         "results.csv",
@@ -298,7 +349,9 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch):
     assert stored["samples"].shape == (1, 4, 1, RES, RES)
     assert stored["case"].tolist() == [0] and stored["config_id"].tolist() == [first[2]["config_id"]]
     assert set(stored.files) == {"samples", "case", "seed", "config_id"}  # no hyperparameters
-    again = sweep.run(config, tmp_path, progress=False)
+    again = sweep.run(config, tmp_path)
+    rerun = console_log.stream.getvalue().splitlines()[len(shown) :]
+    assert "[pair 2/2] poisson_fixed / smooth: all 2 configurations on disk" in "\n".join(rerun)
     assert len(again) == len(first) == 4
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == 4
@@ -480,8 +533,12 @@ def test_network_config_follows_the_spec():
 
 
 @pytest.mark.slow
-def test_networks_are_trained_once_shared_and_reused(tmp_path):
-    """Two samplers asking for the same network share one training run; a rerun only loads it."""
+def test_networks_are_trained_once_shared_and_reused(tmp_path, console_log):
+    """Two samplers asking for the same network share one training run; a rerun only loads it.
+
+    Console: no third-party INFO lines (orbax's checkpoint messages are dropped), one line per
+    stage (CI), and the study's progress with an ETA.
+    """
     config = _tiny_config(
         tasks={"poisson_fixed": {"resolution": 16, "num_sensors": 6}},
         samplers={
@@ -492,7 +549,17 @@ def test_networks_are_trained_once_shared_and_reused(tmp_path):
         save_samples=0,
         figures=False,
     )
-    first = sweep.run(config, tmp_path, progress=False)
+    first = sweep.run(config, tmp_path)
+    shown = console_log.stream.getvalue().splitlines()
+    assert any("/orbax/" in path for path in console_log.dropped)  # orbax did talk ...
+    assert shown and all("/posteriorjax/" in line or line.startswith(("WARNING", "ERROR")) for line in shown)
+    assert not any("/orbax/" in line or "/jax/" in line for line in shown)  # ... and none of it is shown
+    assert any("train inverse-" in line and "20 of 20 steps to do" in line for line in shown)
+    assert any("train inverse-" in line and "20 steps in" in line for line in shown)
+    progress = [line for line in shown if "[pair " in line and "ETA" in line]
+    assert "[pair 1/2] poisson_fixed / mcd: 2/2 configurations | study 2/4 | compile" in progress[0]
+    assert "[pair 2/2] poisson_fixed / mcd_again: 2/2 configurations | study 4/4" in progress[-1]
+    assert progress[-1].endswith("ETA 0 s") and "ETA unknown" not in progress[0]
     (net,) = (tmp_path / "networks" / "poisson_fixed").iterdir()
     assert net.name.startswith("inverse-") and len(net.name) == len("inverse-") + 12
     trained = json.loads((net / "config.json").read_text())

@@ -1,5 +1,6 @@
 """Training loop: bit-identical resume, checkpoint checks and fallbacks, config errors, surrogate accuracy."""
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -38,9 +39,14 @@ def _equal(a, b):
     return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb, strict=True))
 
 
-def test_resume_after_interruption_is_bit_identical(setup, tmp_path):
+def test_resume_after_interruption_is_bit_identical(setup, tmp_path, console_log):
     model, source = _model(setup), setup[3]
-    full, full_ema, full_state = train.fit(model, train.surrogate_loss, source, CFG, tmp_path / "a")
+    shown_cfg = dataclasses.replace(CFG, progress=True)  # the console under CI: a line per stage
+    full, full_ema, full_state = train.fit(model, train.surrogate_loss, source, shown_cfg, tmp_path / "a")
+    shown = [line.split("] ", 1)[1] for line in console_log.stream.getvalue().splitlines()]
+    assert any("/orbax/" in path for path in console_log.dropped)  # orbax's checkpoint INFO, not shown
+    assert shown[0] == "train a: 6 of 6 steps to do" and shown[1].startswith("train a: 6 steps in ")
+    assert len(shown) == 2
     train.fit(model, train.surrogate_loss, source, CFG, tmp_path / "b", stop_after=4)  # killed after step 4
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2, 3, 4]
@@ -67,6 +73,38 @@ def test_resume_after_interruption_is_bit_identical(setup, tmp_path):
         state = ckpt.restore_latest(template)
     ckpt.close()
     assert int(state.step) == 3
+
+
+def test_console_filter_levels_and_ci(monkeypatch):
+    import logging
+
+    from absl import logging as absl_logging
+
+    from posteriorjax import console
+
+    def record(path, level=logging.INFO):
+        return logging.LogRecord("absl", level, path, 1, "message", None, None)
+
+    own = str(Path(console.__file__))
+    orbax = "/site-packages/orbax/checkpoint/checkpoint_manager.py"
+    assert console._FILTER.filter(record(own)) and not console._FILTER.filter(record(orbax))
+    assert console._FILTER.filter(record(orbax, logging.WARNING))
+    verbosity = absl_logging.get_verbosity()
+    try:
+        console.setup_logging(1)  # --verbosity=1: everything shown
+        assert console._FILTER not in absl_logging.get_absl_logger().filters
+        assert logging.getLogger("orbax").level == logging.NOTSET
+        console.setup_logging(0)
+        assert console._FILTER in absl_logging.get_absl_logger().filters
+        assert logging.getLogger("jax").level == logging.WARNING
+    finally:
+        absl_logging.get_absl_logger().removeFilter(console._FILTER)
+        console.setup_logging(verbosity)
+        for name in console.THIRD_PARTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+    monkeypatch.setenv("CI", "true")
+    assert not console.interactive()
+    assert [console.duration(s) for s in (4.4, 125, 7260)] == ["4 s", "2 min 05 s", "2 h 01 min"]
 
 
 def test_bad_configs(tmp_path):

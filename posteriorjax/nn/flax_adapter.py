@@ -8,10 +8,24 @@ see them) and whose Flax structure is static. The call signature is the project'
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import equinox as eqx
 import jax
+
+
+def _flax(name: str):
+    """`flax.<name>`, imported on first use: flax is the optional `[flax]` extra."""
+    try:
+        return importlib.import_module(f"flax.{name}")
+    except ModuleNotFoundError as e:
+        if e.name not in ("flax", f"flax.{name}"):
+            raise
+        raise ImportError(
+            "posteriorjax.nn.flax_adapter needs flax, which is not installed: "
+            "pip install 'posteriorjax[flax]' (or pip install flax)"
+        ) from e
 
 
 class FlaxLinen(eqx.Module):
@@ -32,8 +46,7 @@ class FlaxNNX(eqx.Module):
     state: Any
 
     def __call__(self, x: jax.Array, *args, key=None, **kwargs) -> jax.Array:
-        from flax import nnx
-
+        nnx = _flax("nnx")
         if key is not None:
             raise ValueError("key: stochastic NNX modules carry their own Rngs; expected key=None")
         return nnx.merge(self.graphdef, self.state)(x, *args, **kwargs)
@@ -41,8 +54,7 @@ class FlaxNNX(eqx.Module):
 
 def from_linen(module, variables=None, *, key=None, example=None) -> FlaxLinen:
     """Wrap a linen module; pass its `variables`, or a `key` and an `example` input to initialize them."""
-    from flax import linen
-
+    linen = _flax("linen")
     if not isinstance(module, linen.Module):
         raise ValueError(f"module: expected a flax.linen.Module, got {type(module).__name__}")
     if variables is None:
@@ -54,8 +66,7 @@ def from_linen(module, variables=None, *, key=None, example=None) -> FlaxLinen:
 
 def from_nnx(model) -> FlaxNNX:
     """Wrap a `flax.nnx.Module` (its current state is copied into the wrapper)."""
-    from flax import nnx
-
+    nnx = _flax("nnx")
     if not isinstance(model, nnx.Module):
         raise ValueError(f"model: expected a flax.nnx.Module, got {type(model).__name__}")
     graphdef, state = nnx.split(model)

@@ -27,8 +27,12 @@ Chains are vmapped, steps run in `lax.scan`; pCN and MALA chains start from prio
 draws, gpCN chains from draws of its Laplace approximation. During burn-in each chain adapts
 its step size by Robbins-Monro on log(step): log s += t^-0.6 (a_t - target), a_t
 the acceptance probability; it is frozen afterwards (so the kept draws are a
-valid Markov chain). `split_rhat` and `effective_sample_size` follow Vehtari et
-al. (2021, rank normalization omitted), per dimension.
+valid Markov chain). Convergence diagnostics per dimension follow Vehtari, Gelman,
+Simpson, Carpenter & Bürkner (2021): `rank_rhat` (rank-normalized split R-hat, the
+larger of the bulk and folded-tail values), `ess_bulk` and `ess_tail`; `diagnose`
+reports them. `split_rhat` and `effective_sample_size` are the plain (not
+rank-normalized) estimators, kept because heavy tails or a chain stuck in a
+different scale fool them where the rank-normalized ones are not fooled.
 """
 
 from __future__ import annotations
@@ -297,53 +301,132 @@ def run(
     return _run(key, task, y, num_chains, num_draws, burn_in, thin, step, target, method)
 
 
-def split_rhat(draws) -> np.ndarray:
-    """Split R-hat per dimension of `draws (chains, n, ...)` (n >= 4)."""
+def _chains_by_dim(draws, name: str = "draws") -> np.ndarray:
     x = np.asarray(draws, np.float64)
-    c, n = x.shape[:2]
-    half = n // 2
-    x = np.concatenate([x[:, :half], x[:, n - half :]], axis=0).reshape(2 * c, half, -1)
+    if x.ndim < 2 or x.shape[1] < 4:
+        raise ValueError(f"{name}: expected shape (chains, n >= 4, ...), got {x.shape}")
+    return x.reshape(x.shape[0], x.shape[1], -1)
+
+
+def _split(x: np.ndarray) -> np.ndarray:
+    """`(c, n, d) -> (2c, n // 2, d)`: first and last halves as chains (an odd n drops the middle draw)."""
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
+
+
+def _rhat(x: np.ndarray) -> np.ndarray:
+    """sqrt(var+ / W) per dimension of `x (m, n, d)`: var+ = (n - 1) / n W + B / n (Gelman et al. 2013)."""
+    n = x.shape[1]
     w = x.var(axis=1, ddof=1).mean(axis=0)
-    b = half * x.mean(axis=1).var(axis=0, ddof=1)
-    var_plus = (half - 1) / half * w + b / half
-    return np.sqrt(var_plus / np.where(w > 0, w, np.nan)).reshape(np.shape(draws)[2:])
+    b = n * x.mean(axis=1).var(axis=0, ddof=1)
+    return np.sqrt(((n - 1) / n * w + b / n) / np.where(w > 0, w, np.nan))
+
+
+def _z_scale(x: np.ndarray) -> np.ndarray:
+    """Rank normalization (Vehtari et al. 2021, eq. 14): ranks over all chains and draws of each
+    dimension (ties averaged) mapped by Phi^-1((r - 3/8) / (S + 1/4)), S = chains x draws."""
+    import scipy.special
+    import scipy.stats
+
+    m, n, d = x.shape
+    ranks = scipy.stats.rankdata(x.reshape(m * n, d), method="average", axis=0).reshape(x.shape)
+    return scipy.special.ndtri((ranks - 0.375) / (m * n + 0.25))
+
+
+def split_rhat(draws) -> np.ndarray:
+    """Plain split R-hat per dimension of `draws (chains, n, ...)` (n >= 4), no rank normalization."""
+    x = _chains_by_dim(draws)
+    return _rhat(_split(x)).reshape(np.shape(draws)[2:])
+
+
+def rank_rhat(draws) -> np.ndarray:
+    """Rank-normalized split R-hat per dimension of `draws (chains, n, ...)` (Vehtari et al. 2021, sec. 4.3).
+
+    The larger of the bulk R-hat (split chains rank-normalized) and the tail R-hat (the same
+    for |x - median(x)|); it flags chains that differ in scale or have heavy tails, which plain
+    split R-hat misses. The same estimator as ArviZ's `rhat(method="rank")`.
+    """
+    x = _split(_chains_by_dim(draws))
+    bulk = _rhat(_z_scale(x))
+    tail = _rhat(_z_scale(np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0))))
+    return np.maximum(bulk, tail).reshape(np.shape(draws)[2:])
+
+
+def _ess(x: np.ndarray) -> np.ndarray:
+    """Multi-chain ESS per dimension of `x (m, n, d)` (Vehtari et al. 2021, eqs. 10-11).
+
+    Autocorrelations rho_t = 1 - (W - mean_chains acov_t) / var+ are summed in pairs
+    P_k = rho_2k + rho_2k+1 up to the first non-positive pair (Geyer's initial positive
+    sequence, at most lag n - 3), made monotone (Geyer's initial monotone sequence), and the
+    stopping pair's first autocorrelation is added once where positive:
+    tau = -1 + 2 sum_k P_k + rho_2K, ESS = m n / max(tau, 1 / log10(m n)).
+    A constant dimension has ESS m n.
+    """
+    m, n, d = x.shape
+    xc = x - x.mean(axis=1, keepdims=True)
+    f = np.fft.rfft(xc, n=2 * n, axis=1)
+    acov = np.fft.irfft(f * np.conj(f), n=2 * n, axis=1)[:, :n] / n  # (m, n, d)
+    w = acov[:, 0].mean(axis=0) * n / (n - 1)
+    var_plus = w * (n - 1) / n + (x.mean(axis=1).var(axis=0, ddof=1) if m > 1 else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = 1.0 - (w - acov.mean(axis=0)) / var_plus  # (n, d)
+    rho[0] = 1.0
+    num_pairs = len(range(1, n - 3, 2))  # pairs k = 1..num_pairs are examined
+    pairs = rho[2 : 2 * num_pairs + 2].reshape(num_pairs, 2, d).sum(axis=1)  # P_1..P_num_pairs
+    head = np.concatenate([(rho[0] + rho[1])[None], pairs], axis=0)  # P_0..P_num_pairs
+    first = np.argmax(np.concatenate([pairs <= 0, np.ones((1, d), bool)]), axis=0)
+    stop = np.where(head[0] <= 0, 0, np.minimum(first + 1, num_pairs))  # K per dimension
+    kept = np.arange(num_pairs + 1)[:, None] < stop[None, :]  # pairs 0..K-1
+    monotone = np.minimum.accumulate(np.where(kept, head, np.inf), axis=0)
+    even = np.take_along_axis(rho, 2 * stop[None, :], axis=0)[0]  # rho_2K
+    last_pair = np.take_along_axis(head, stop[None, :], axis=0)[0]
+    last = np.where((even > 0) | (last_pair >= 0), even, 0.0)
+    tau = -1.0 + 2.0 * np.where(kept, monotone, 0.0).sum(axis=0) + last
+    ess = m * n / np.maximum(tau, 1.0 / np.log10(m * n))
+    ess = np.where(np.isnan(rho).any(axis=0), np.nan, ess)
+    return np.where(np.ptp(x, axis=(0, 1)) < np.finfo(float).resolution, float(m * n), ess)
 
 
 def effective_sample_size(draws) -> np.ndarray:
-    """Multi-chain ESS per dimension of `draws (chains, n, ...)` (Geyer initial monotone sequence)."""
-    x = np.asarray(draws, np.float64)
-    c, n = x.shape[:2]
-    x = x.reshape(c, n, -1)
-    xc = x - x.mean(axis=1, keepdims=True)
-    f = np.fft.rfft(xc, n=2 * n, axis=1)
-    acov = np.fft.irfft(f * np.conj(f), axis=1)[:, :n] / n  # (c, n, d)
-    w = x.var(axis=1, ddof=1).mean(axis=0)
-    var_plus = (n - 1) / n * w + (x.mean(axis=1).var(axis=0, ddof=1) if c > 1 else 0.0)
-    rho = 1.0 - (w - acov.mean(axis=0)) / np.where(var_plus > 0, var_plus, np.nan)
-    rho[0] = 1.0
-    m = (n - 1) // 2
-    pairs = rho[: 2 * m].reshape(m, 2, -1).sum(axis=1)  # P_k = rho_2k + rho_2k+1
-    positive = np.cumprod(pairs > 0, axis=0).astype(bool)
-    pairs = np.where(positive, np.minimum.accumulate(np.where(positive, pairs, np.inf), axis=0), 0.0)
-    tau = -1.0 + 2.0 * pairs.sum(axis=0)
-    return (c * n / np.maximum(tau, 1.0 / np.log10(c * n + 10))).reshape(np.shape(draws)[2:])
+    """Plain multi-chain ESS per dimension of `draws (chains, n, ...)` (`_ess` on the chains as drawn)."""
+    return _ess(_chains_by_dim(draws)).reshape(np.shape(draws)[2:])
+
+
+def ess_bulk(draws) -> np.ndarray:
+    """Bulk ESS per dimension of `draws (chains, n, ...)`: ESS of the rank-normalized split chains
+    (Vehtari et al. 2021, sec. 4.2); ArviZ's `ess(method="bulk")`."""
+    return _ess(_z_scale(_split(_chains_by_dim(draws)))).reshape(np.shape(draws)[2:])
+
+
+def ess_tail(draws) -> np.ndarray:
+    """Tail ESS per dimension of `draws (chains, n, ...)`: the smaller ESS of the split-chain indicators
+    x <= q_0.05 and x <= q_0.95 (Vehtari et al. 2021, sec. 4.3); ArviZ's `ess(method="tail")`."""
+    x = _chains_by_dim(draws)
+    flat = x.reshape(-1, x.shape[-1])
+    ess = [_ess(_split((x <= np.quantile(flat, q, axis=0)).astype(np.float64))) for q in (0.05, 0.95)]
+    return np.minimum(*ess).reshape(np.shape(draws)[2:])
 
 
 @dataclasses.dataclass(frozen=True)
 class Diagnostics:
-    """Worst/median split R-hat and ESS over the dimensions, and mean acceptance."""
+    """Worst/median rank-normalized R-hat, bulk and tail ESS over the dimensions, and mean acceptance.
+
+    Vehtari et al. (2021) recommend R-hat < 1.01 and bulk and tail ESS > 100 per quantity.
+    """
 
     rhat_max: float
     rhat_median: float
-    ess_min: float
-    ess_median: float
+    ess_bulk_min: float
+    ess_bulk_median: float
+    ess_tail_min: float
+    ess_tail_median: float
     acceptance: float
 
 
 def diagnose(result: ChainResult) -> Diagnostics:
     samples = np.asarray(result.samples)
-    r, e = split_rhat(samples), effective_sample_size(samples)
+    r, bulk, tail = rank_rhat(samples), ess_bulk(samples), ess_tail(samples)
     return Diagnostics(
-        float(np.nanmax(r)), float(np.nanmedian(r)), float(np.nanmin(e)), float(np.nanmedian(e)),
-        float(np.mean(np.asarray(result.acceptance))),
+        float(np.nanmax(r)), float(np.nanmedian(r)), float(np.nanmin(bulk)), float(np.nanmedian(bulk)),
+        float(np.nanmin(tail)), float(np.nanmedian(tail)), float(np.mean(np.asarray(result.acceptance))),
     )  # fmt: skip

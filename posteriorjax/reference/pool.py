@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import parallel
+from posteriorjax import console, parallel
 from posteriorjax.reference import store
 
 
@@ -281,29 +281,23 @@ def build(
     todo = [i for i in range(num_chunks) if i not in done]
     if max_new_chunks is not None:
         todo = todo[:max_new_chunks]
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo) * pool.per_chunk, unit="cand", desc=f"pool {task.name}")
     base = jr.key(seed)
-    for index in todo:
-        idx, size = parallel.shard_batch(jnp.arange(chunk_size), mesh)
-        x, u, y = jax.device_get(_draw_chunk(task, jr.fold_in(base, index), idx, bool(augment), sharding))
-        if augment:  # drop padding of each rotation block
-            x, u, y = (
-                a.reshape((4, -1) + a.shape[1:])[:, :size].reshape((-1,) + a.shape[1:]) for a in (x, u, y)
-            )
-        else:
-            x, u, y = x[:size], u[:size], y[:size]
-        arrays = {"y": y} | ({"x": x} if store_unknown else {}) | ({"u": u} if store_state else {})
-        name = _chunk_name(index)
-        checksum = store.write_arrays(directory / f"{name}.npz", arrays)
-        fields = {k: store.array_checksum(a) for k, a in arrays.items()}
-        sidecar = {"sha256": checksum, "field_sha256": fields, "size": int(x.shape[0])}
-        store.atomic_write_json(directory / f"{name}.json", sidecar)
-        if bar is not None:
-            bar.update(pool.per_chunk)
-    if bar is not None:
-        bar.close()
+    stage = console.Stage(f"pool {task.name}", len(todo) * pool.per_chunk, "candidates", enabled=progress)
+    with stage:
+        for index in todo:
+            idx, size = parallel.shard_batch(jnp.arange(chunk_size), mesh)
+            x, u, y = jax.device_get(_draw_chunk(task, jr.fold_in(base, index), idx, bool(augment), sharding))
+            if augment:  # drop padding of each rotation block
+                x, u, y = (
+                    a.reshape((4, -1) + a.shape[1:])[:, :size].reshape((-1,) + a.shape[1:]) for a in (x, u, y)
+                )
+            else:
+                x, u, y = x[:size], u[:size], y[:size]
+            arrays = {"y": y} | ({"x": x} if store_unknown else {}) | ({"u": u} if store_state else {})
+            name = _chunk_name(index)
+            checksum = store.write_arrays(directory / f"{name}.npz", arrays)
+            fields = {k: store.array_checksum(a) for k, a in arrays.items()}
+            sidecar = {"sha256": checksum, "field_sha256": fields, "size": int(x.shape[0])}
+            store.atomic_write_json(directory / f"{name}.json", sidecar)
+            stage.update(pool.per_chunk)
     return pool
