@@ -125,7 +125,7 @@ def published_training(name: str, tiny: bool) -> dict:
 
 def _networks(name: str, tiny: bool, published: bool) -> dict | None:
     networks = NETWORKS.get(name)
-    if not published or name not in PUBLISHED_OPTIONS:
+    if not published or name not in PUBLISHED_OPTIONS or networks is None:
         return networks
     return {
         option: {"kind": kind, "training": published_training(name, tiny)} if option == "model" else kind
