@@ -70,6 +70,14 @@ def test_full_scale_matches_the_published_study():
     assert set(main.tasks) == {"darcy", "poisson", "ccs", "ltmi"}
     assert main.tasks.darcy.resolution == 128 and main.num_cases == 50 and main.num_samples == 100
     assert main.samplers.eci.tasks == ("darcy", "poisson")
+    published = {"fundps", "funddps", "ddis", "diffusionpde", "esmda"}
+    assert {k for k, v in main.samplers.items() if v.options.get("profile") == "published"} == published
+    specs = {e.label: e.networks for e in sweep.settings(main).samplers}
+    for name, noise in (("fundps", "rbf"), ("funddps", "rbf"), ("ddis", "rbf"), ("diffusionpde", "white")):
+        training = specs[name]["model"].training
+        assert training["diffusion.noise"] == noise and training["diffusion.data_scale"] == 0.5
+        assert training["diffusion.sigma_data"] == 0.5
+    assert specs["diffusionpde"]["model"].training["model.name"] == "unet"
     gc = _load("guidance_calibration")
     config = gc.get_config("")
     assert gc.thresholds(False) == (3e-4, 4e-4, 5e-4, 6e-4, 7e-4, 8e-4)
