@@ -7,7 +7,10 @@ The sweep part scores samplers on `poisson_fixed` (linear-Gaussian: the exact po
 the reference, and the `exact` sampler is calibrated by construction) over many cases, so
 the over-case statistics are meaningful: per-case CRPS and coverage against the true field
 (metric suite), and over cases the TARP expected-coverage curve and MIRA with its
-calibrated band (2/3 +- sqrt(1 / (18 L)), the "Calibration over cases" table). Samplers:
+band (2/3 +- 2 bootstrap se, the "Calibration over cases" table). MIRA's centres and TARP's
+reference points depend on the observation (`calibration` section: c = m(y) + U(-h, h), m(y)
+the reference posterior mean, h in data units; MIRA App. E.4), so the `prior` sampler, which
+ignores y and which uniform centres and prior references cannot see, is flagged by both. Samplers:
 the exact posterior, the prior, ES-MDA, pCN, the oracle-prior DPS / FunDPS / DDIS (exact
 GRF score, so the sampler's own error is isolated) and the learned Fun-DDPS and MC dropout.
 
@@ -47,6 +50,10 @@ def get_config(arg: str | None = None):
         samplers=samplers,
     )
     config.num_cases = 16 if tiny else 200
+    config.calibration = ml_collections.ConfigDict(
+        {"mira_centres": "observation", "tarp_reference": "observation", "mira_half_width": 0.05,
+         "tarp_half_width": 0.5}
+    )  # fmt: skip
     synthetic = bimodal.default_config()
     if tiny:
         synthetic.update(num_train=2048, num_steps=400, num_calibration=200, num_test=400, width=32)
