@@ -246,7 +246,7 @@ def program_data(task: Task, cases: Cases, reference: tuple, *, seed: int) -> di
 CALIBRATION_DEFAULTS = {
     "mira_centres": "uniform",
     "mira_half_width": mira.PAPER_HALF_WIDTH,
-    "mira_normalization": "candidates",
+    "mira_normalization": "with_truth",
     "mira_distance": "l2",
     "tarp_reference": "prior",
     "tarp_half_width": 0.5,
@@ -264,7 +264,11 @@ def calibration_settings(section=None) -> dict:
     (evaluated fields), a function of the observation only, so a sampler that
     ignores y (e.g. returns the prior) is caught; neither centre nor reference
     depends on the sampler under test. mira_normalization, mira_distance: see
-    `mira.options`.
+    `mira.options`. The sweep's normalization defaults to ``"with_truth"``, not
+    the paper's ``"candidates"``: with fields of d >> N values the truth leaves
+    the candidates' box in many dimensions and the paper's map biases the null
+    (`model_comparison:tiny`, d = 256, N = 32: the exact posterior scores 0.618,
+    z = -5.1 against its bootstrap se; see the README).
     """
     section = {} if section is None else dict(section.to_dict() if hasattr(section, "to_dict") else section)
     unknown = sorted(set(section) - set(CALIBRATION_DEFAULTS))
