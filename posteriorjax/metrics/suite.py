@@ -123,7 +123,10 @@ def _compute(
     `spectral_error_published`, `spectral_dc_excluded` (fields); with `truth`:
     `rel_l2_mean` (ensemble mean), `rel_l2_samples` (mean over members),
     `rel_l2_best`, `crps` (standard estimator, mean over elements),
-    `crps_fair` (N >= 2), `energy_score`, `coverage` `(K,)` and
+    `crps_fair` (N >= 2), `energy_score`, `marginal_w1` and `variance_ratio`
+    (marginal fidelity: W1 and variance ratio of the pooled values of all
+    members against the truth's values, `calibration.marginal_wasserstein`,
+    `variance_decomposition` with one case), `coverage` `(K,)` and
     `coverage_error` (N >= 2); `obs_misfit`; `num_invalid`. Every metric
     but the counts is NaN when any member is non-finite; the distributional
     ones use every member, valid or not.
@@ -162,6 +165,9 @@ def _compute(
         out["rel_l2_best"] = jnp.min(rel)
         out["crps"] = jnp.mean(scoring.crps(x, t))
         out["energy_score"] = scoring.energy_score(x, t)
+        # marginal fidelity within the case: all members' values pooled against the truth's values
+        out["marginal_w1"] = calibration.marginal_wasserstein(x[None], t[None])
+        out["variance_ratio"] = calibration.variance_decomposition(x[None], t[None])["predicted_ratio"]
         if n >= 2:
             out["crps_fair"] = jnp.mean(scoring.crps(x, t, estimator="fair"))
             cov = calibration.coverage(x, t, levels)
