@@ -142,6 +142,13 @@ def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATIO
     under calibration, no binning). Bootstraps draw from a fixed generator
     (seed 0), so the rows are reproducible. A group with a missing or
     non-finite statistic (a diverged sampler) reports NaN for that metric.
+    Split conformal over held-out cases (records with `conformal_inside`,
+    `metrics.suite`): the first half of the row's records (by case, seed)
+    calibrates, the second half tests; `conformal_scale` is the smallest q of
+    `suite.CONFORMAL_SCALES` whose pooled calibration coverage reaches the
+    level (a grid, so conservative by at most one step), `conformal_coverage`
+    and `conformal_width` its pooled coverage and mean width on the test half,
+    and `conformal_raw_coverage` the test coverage of the unscaled interval.
     """
     import jax.numpy as jnp
 
@@ -189,8 +196,34 @@ def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATIO
             row["tarp_ecp_lo"] = row["tarp_ecp_hi"] = None
             row.update(tarp_atc=math.nan, tarp_area=math.nan, tarp_ks=math.nan)
             row.update(tarp_ks_lo=math.nan, tarp_ks_hi=math.nan, tarp_ks_p=math.nan)
+        row.update(_split_conformal(recs))
         rows.append(row)
     return rows
+
+
+def _split_conformal(recs: Sequence[dict]) -> dict:
+    """`calibration_rows`' split-conformal entries of one row (empty without per-case grids)."""
+    from posteriorjax.metrics import suite
+
+    inside = [r["metrics"].get("conformal_inside") for r in recs]
+    widths = [r["metrics"].get("conformal_widths") for r in recs]
+    if len(recs) < 2 or any(v is None for v in inside + widths):
+        return {}
+    inside, widths = np.asarray(inside, np.float64), np.asarray(widths, np.float64)
+    half = len(recs) // 2
+    nan = {"conformal_scale": math.nan, "conformal_coverage": math.nan, "conformal_width": math.nan}
+    raw = float(inside[half:, suite.CONFORMAL_SCALES.index(1.0)].mean())
+    out = {"conformal_level": suite.CONFORMAL_LEVEL, "conformal_raw_coverage": raw, **nan}
+    if not (np.all(np.isfinite(inside)) and np.all(np.isfinite(widths))):
+        out["conformal_raw_coverage"] = math.nan
+        return out
+    reach = np.nonzero(inside[:half].mean(axis=0) >= suite.CONFORMAL_LEVEL)[0]
+    if reach.size:
+        j = int(reach[0])
+        out["conformal_scale"] = suite.CONFORMAL_SCALES[j]
+        out["conformal_coverage"] = float(inside[half:, j].mean())
+        out["conformal_width"] = float(widths[half:, j].mean())
+    return out
 
 
 def _bootstrap_ecp(f, bins: int):

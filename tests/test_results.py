@@ -150,3 +150,29 @@ def test_observation_dependent_statistics_flag_the_prior(sweep_records):
         sweep.calibration_settings({"mira_centres": "data"})
     with pytest.raises(ValueError, match="unknown key"):
         sweep.calibration_settings({"mira_width": 1.0})
+
+
+def test_split_conformal_over_held_out_cases(key):
+    """Per-case grids from `suite.compute`, calibrated on half the cases and tested on the other half."""
+    from posteriorjax.metrics import suite
+
+    num, n, d = 200, 20, 30
+    rng = np.random.default_rng(3)
+    theta = rng.normal(size=(num, d))
+    samples = jnp.asarray(theta[:, None] + rng.normal(size=(num, n, d)), jnp.float32)
+    noise = rng.normal(size=(num, d))
+    compute = jax.jit(jax.vmap(lambda s, t: suite.compute(s, s, None, t)))
+    rows = {}
+    for name, spread in (("calibrated", 1.0), ("overconfident", 2.0)):
+        metrics = compute(samples, jnp.asarray(theta + spread * noise, jnp.float32))
+        records = [
+            {"task": "toy", "sampler": name, "hparams": {}, "case": c, "seed": 0, "num_samples": n,
+             "metrics": {k: np.asarray(v[c]).tolist() for k, v in metrics.items()}}
+            for c in range(num)
+        ]  # fmt: skip
+        (rows[name],) = results.calibration_rows(records, num_bootstrap=10)
+    ok, over = rows["calibrated"], rows["overconfident"]
+    assert 0.8 <= ok["conformal_scale"] <= 1.25 and abs(ok["conformal_coverage"] - 0.9) < 0.03, ok
+    assert over["conformal_raw_coverage"] < 0.7 and over["conformal_scale"] > 1.6, over
+    assert abs(over["conformal_coverage"] - 0.9) < 0.03
+    assert over["conformal_width"] > 1.6 * ok["conformal_width"]
