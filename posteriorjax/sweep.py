@@ -18,7 +18,9 @@ depend on chunking, ordering or the number of devices.
 Besides the per-case metric suite, every record carries two per-case
 statistics that only make sense over many cases (aggregated by `results`):
 `tarp_credibility` (TARP, Lemos et al. 2023) and `mira_statistic` (MIRA,
-Sharief et al.), see `calibration_statistics`. The TARP reference point of a
+Sharief et al.), see `calibration_statistics` and `calibration_settings`
+(`config.calibration`: observation-dependent MIRA centres and TARP reference
+points). By default the TARP reference point of a
 case is a prior draw (`tarp_reference_fields`) and TARP's space is a fixed
 per-channel standardization (`tarp_normalization`), both independent of the
 cases, so the statistic is defined for any number of cases.
