@@ -141,17 +141,35 @@ def _main_legend(records: Sequence[dict], task: str) -> str:
     )
 
 
-def calibration_rows(records: Sequence[dict]) -> list[dict]:
+CALIBRATION_BOOTSTRAP = 1000
+
+
+def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATION_BOOTSTRAP) -> list[dict]:
     """Over-case calibration per (task, sampler, hparams), from each record's per-case statistics.
 
     MIRA: `mira` = mean of the records' `mira_statistic` over the L conditions
     (cases x seeds), with the calibrated mean and variance of one statistic
-    from `mira.expected_moments(N - 1)`, `mira_se` = sqrt(var / L) and
-    `mira_z` = (mira - mean) / se. TARP: the expected-coverage curve
-    `calibration.expected_coverage(f, K)` of the records' `tarp_credibility`
-    with K = max(L // 10, 1) bins (`calibration.tarp`'s default) and its
-    `tarp_summary` (`tarp_atc`, `tarp_area`, `tarp_ks`). A group with a missing
-    or non-finite statistic (a diverged sampler) reports NaN for that metric.
+    from `mira.expected_moments(N - 1)`; `mira_se_boot` = std of the score
+    over `num_bootstrap` resamples of the L conditions with replacement (the
+    MIRA paper's uncertainty, Sec. 3.4) and `mira_se` = sqrt(var / L) (one
+    region per condition: conservative); `mira_z_boot`, `mira_z` the z of
+    each. TARP: the expected-coverage curve `calibration.expected_coverage(f,
+    K)` of the records' `tarp_credibility` with K = max(L // 10, 1) bins
+    (`calibration.tarp`'s default), its `tarp_summary` (`tarp_ks` primary,
+    `tarp_atc`, `tarp_area`), the 2.5 / 97.5 % bootstrap percentiles of the
+    curve (`tarp_ecp_lo`, `tarp_ecp_hi`) and of KS (`tarp_ks_lo`, `tarp_ks_hi`),
+    and `tarp_ks_p`: the p-value of the KS test of the randomized
+    credibilities (N f + V) / (N + 1), V ~ U(0, 1), against U(0, 1) (exact
+    under calibration, no binning). Bootstraps draw from a fixed generator
+    (seed 0), so the rows are reproducible. A group with a missing or
+    non-finite statistic (a diverged sampler) reports NaN for that metric.
+    Split conformal over held-out cases (records with `conformal_inside`,
+    `metrics.suite`): the first half of the row's records (by case, seed)
+    calibrates, the second half tests; `conformal_scale` is the smallest q of
+    `suite.CONFORMAL_SCALES` whose pooled calibration coverage reaches the
+    level (a grid, so conservative by at most one step), `conformal_coverage`
+    and `conformal_width` its pooled coverage and mean width on the test half,
+    and `conformal_raw_coverage` the test coverage of the unscaled interval.
     """
     import jax.numpy as jnp
 
@@ -163,40 +181,98 @@ def calibration_rows(records: Sequence[dict]) -> list[dict]:
     rows = []
     for (task, sampler, hparams), recs in groups.items():
         recs = sorted(recs, key=lambda r: (r["case"], r["seed"]))
-        n = int(recs[0]["num_samples"])
-        row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "num_conditions": len(recs)}
+        n, num = int(recs[0]["num_samples"]), len(recs)
+        rng = np.random.default_rng(0)
+        idx = rng.integers(0, num, size=(num_bootstrap, num))
+        row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "num_conditions": num}
         row["num_samples"] = n
         stats = [r["metrics"].get("mira_statistic") for r in recs]
         mean, var = mira.expected_moments(n - 1)
-        se = math.sqrt(var / len(recs))
-        score = math.nan
+        se = math.sqrt(var / num)
+        score = boot = math.nan
         if all(v is not None and math.isfinite(v) for v in stats):
-            score = float(np.mean(np.asarray(stats, np.float64)))
+            values = np.asarray(stats, np.float64)
+            score, boot = float(values.mean()), float(values[idx].mean(axis=1).std())
         row.update(mira=score, mira_expected=mean, mira_se=se, mira_z=(score - mean) / se)
+        row.update(mira_se_boot=boot, mira_z_boot=(score - mean) / boot if boot > 0 else math.nan)
         f = [r["metrics"].get("tarp_credibility") for r in recs]
-        bins = max(len(recs) // 10, 1)
+        bins = max(num // 10, 1)
         row["tarp_bins"] = bins
         if all(v is not None and math.isfinite(v) for v in f):
+            f = np.asarray(f, np.float64)
             ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), bins)
             summary = calibration.tarp_summary(ecp, alpha)
             row["tarp_ecp"] = np.asarray(ecp).tolist()
             row["tarp_alpha"] = np.asarray(alpha).tolist()
             row.update({f"tarp_{k}": float(v) for k, v in summary.items()})
+            boot_ecp = _bootstrap_ecp(f[idx], bins)
+            lo, hi = calibration.tarp_band(boot_ecp)
+            row["tarp_ecp_lo"], row["tarp_ecp_hi"] = np.asarray(lo).tolist(), np.asarray(hi).tolist()
+            ks = np.asarray(calibration.tarp_summary(boot_ecp, alpha)["ks"])
+            row["tarp_ks_lo"], row["tarp_ks_hi"] = (float(v) for v in np.percentile(ks, [2.5, 97.5]))
+            u = (np.round(f * n) + rng.uniform(size=num)) / (n + 1)
+            row["tarp_ks_p"] = float(calibration.ks_uniform(jnp.asarray(u, jnp.float32))[1])
         else:
             row["tarp_ecp"], row["tarp_alpha"] = None, np.linspace(0.0, 1.0, bins + 1).tolist()
+            row["tarp_ecp_lo"] = row["tarp_ecp_hi"] = None
             row.update(tarp_atc=math.nan, tarp_area=math.nan, tarp_ks=math.nan)
+            row.update(tarp_ks_lo=math.nan, tarp_ks_hi=math.nan, tarp_ks_p=math.nan)
+        row.update(_split_conformal(recs))
         rows.append(row)
     return rows
 
 
-def calibration_table(rows: Sequence[dict]) -> str:
-    """Markdown table of `calibration_rows`: MIRA with its calibrated band, TARP ATC and KS, per task.
+def _split_conformal(recs: Sequence[dict]) -> dict:
+    """`calibration_rows`' split-conformal entries of one row (empty without per-case grids)."""
+    from posteriorjax.metrics import suite
 
-    The MIRA band is expected mean ± 2 standard errors of a calibrated sampler;
-    the column marks scores outside it with a dagger. ATC > 0 is under-confident,
-    < 0 over-confident or biased; KS is the largest distance of the ECP curve to the diagonal.
-    With fewer than 20 cases the ECP curve has one bin (only its end points), so ATC and KS
-    carry no information and are shown as "-".
+    inside = [r["metrics"].get("conformal_inside") for r in recs]
+    widths = [r["metrics"].get("conformal_widths") for r in recs]
+    if len(recs) < 2 or any(v is None for v in inside + widths):
+        return {}
+    inside, widths = np.asarray(inside, np.float64), np.asarray(widths, np.float64)
+    half = len(recs) // 2
+    nan = {"conformal_scale": math.nan, "conformal_coverage": math.nan, "conformal_width": math.nan}
+    raw = float(inside[half:, suite.CONFORMAL_SCALES.index(1.0)].mean())
+    out = {"conformal_level": suite.CONFORMAL_LEVEL, "conformal_raw_coverage": raw, **nan}
+    if not (np.all(np.isfinite(inside)) and np.all(np.isfinite(widths))):
+        out["conformal_raw_coverage"] = math.nan
+        return out
+    reach = np.nonzero(inside[:half].mean(axis=0) >= suite.CONFORMAL_LEVEL)[0]
+    if reach.size:
+        j = int(reach[0])
+        out["conformal_scale"] = suite.CONFORMAL_SCALES[j]
+        out["conformal_coverage"] = float(inside[half:, j].mean())
+        out["conformal_width"] = float(widths[half:, j].mean())
+    return out
+
+
+def _bootstrap_ecp(f, bins: int):
+    """`calibration.expected_coverage` of every row of `f (B, L)` -> `(B, bins + 1)`."""
+    import jax
+    import jax.numpy as jnp
+
+    from posteriorjax.metrics import calibration
+
+    return jax.vmap(lambda v: calibration.expected_coverage(v, bins)[0])(jnp.asarray(f, jnp.float32))
+
+
+def _fmt(v, spec=".3f"):
+    return format(v, spec) if math.isfinite(v) else "NaN"
+
+
+def calibration_table(rows: Sequence[dict]) -> str:
+    """Markdown table of `calibration_rows`: MIRA with its bootstrap band, TARP KS with its band, per task.
+
+    The MIRA band is the calibrated mean ± 2 bootstrap standard errors of the
+    row's score; the column marks scores outside it with a dagger; z (boot) and
+    z (1-region) use the bootstrap and the analytic single-region se. TARP KS is
+    the largest distance of the ECP curve to the diagonal with its 95 %
+    bootstrap interval and the KS-test p-value (`calibration_rows`); the sign
+    of ATC carries no confidence reading, so the table shows |ATC|. With fewer
+    than 20 cases the ECP curve has one bin (only its end points), so the
+    binned numbers carry no information and are shown as "-" (the p-value
+    does not bin).
     """
     out = []
     for task in sorted({r["task"] for r in rows}):
@@ -205,21 +281,26 @@ def calibration_table(rows: Sequence[dict]) -> str:
         )
         out.append(f"### {task}\n")
         out.append(_calibration_legend(trows) + "\n")
-        out.append("| sampler | hparams | L | MIRA | calibrated (±2 se) | z | TARP ATC | TARP KS |")
-        out.append("|---|---|---|---|---|---|---|---|")
+        out.append(
+            "| sampler | hparams | L | MIRA | calibrated (±2 boot se) | z (boot) | z (1-region) "
+            "| TARP KS [95%] | KS p | \\|ATC\\| |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in trows:
-            lo, hi = r["mira_expected"] - 2 * r["mira_se"], r["mira_expected"] + 2 * r["mira_se"]
+            boot = r.get("mira_se_boot", math.nan)
+            lo, hi = r["mira_expected"] - 2 * boot, r["mira_expected"] + 2 * boot
             score = "NaN"
             if math.isfinite(r["mira"]):
-                score = f"{r['mira']:.4f}" + ("" if lo <= r["mira"] <= hi else " †")
-            z = f"{r['mira_z']:.2f}" if math.isfinite(r["mira_z"]) else "NaN"
-            atc = f"{r['tarp_atc']:.3f}" if math.isfinite(r["tarp_atc"]) else "NaN"
-            ks = f"{r['tarp_ks']:.3f}" if math.isfinite(r["tarp_ks"]) else "NaN"
+                inside = not math.isfinite(boot) or lo <= r["mira"] <= hi
+                score = f"{r['mira']:.4f}" + ("" if inside else " †")
+            ks = f"{_fmt(r['tarp_ks'])} [{_fmt(r['tarp_ks_lo'])}, {_fmt(r['tarp_ks_hi'])}]"
+            atc = _fmt(abs(r["tarp_atc"]))
             if r.get("tarp_bins", 2) < 2:
                 atc = ks = "-"
             out.append(
                 f"| {r['sampler']} | {hparam_label(r['hparams'])} | {r['num_conditions']} | {score} | "
-                f"{r['mira_expected']:.4f} ± {2 * r['mira_se']:.3f} | {z} | {atc} | {ks} |"
+                f"{r['mira_expected']:.4f} ± {_fmt(2 * boot, '.4f')} | {_fmt(r['mira_z_boot'], '.2f')} | "
+                f"{_fmt(r['mira_z'], '.2f')} | {ks} | {_fmt(r['tarp_ks_p'], '.3g')} | {atc} |"
             )
         out.append("")
     return "\n".join(out)
@@ -241,17 +322,18 @@ def mira_conditions_needed(num_samples: int, shift: float = MIRA_RESOLVED_SHIFT)
 
 def _calibration_legend(trows: Sequence[dict]) -> str:
     text = (
-        "L = conditions (cases x seeds). MIRA: the score, and a calibrated sampler's mean ± 2 standard "
-        "errors († outside); z = (score - mean) / se. TARP: ATC (> 0 under-confident, < 0 over-confident "
-        "or biased) and KS (largest distance of the expected-coverage curve to the diagonal); 0 is "
-        "calibrated."
+        "L = conditions (cases x seeds). MIRA: the score, and a calibrated sampler's mean ± 2 bootstrap "
+        "standard errors († outside); z = (score - mean) / se, with the bootstrap se and with the "
+        "single-region one. TARP: KS (largest distance of the expected-coverage curve to the diagonal; "
+        "0 is calibrated) with its 95 % bootstrap interval and a KS-test p-value; |ATC| (its sign is no "
+        "reading of over- or under-confidence)."
     )
     little_l = min(r["num_conditions"] for r in trows)
     n = min(r["num_samples"] for r in trows)
     needed = mira_conditions_needed(n)
     notes = []
     if little_l < needed:
-        band = 2 * max(r["mira_se"] for r in trows)
+        band = 2 * max(r["mira_se"] for r in trows)  # the single-region se: a conservative band
         notes.append(
             f"MIRA: with L = {little_l} the band is ±{band:.3f}, too wide to resolve a shift of "
             f"{MIRA_RESOLVED_SHIFT} (about {needed} conditions at N = {n} would)"

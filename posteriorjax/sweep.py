@@ -18,7 +18,9 @@ depend on chunking, ordering or the number of devices.
 Besides the per-case metric suite, every record carries two per-case
 statistics that only make sense over many cases (aggregated by `results`):
 `tarp_credibility` (TARP, Lemos et al. 2023) and `mira_statistic` (MIRA,
-Sharief et al.), see `calibration_statistics`. The TARP reference point of a
+Sharief et al.), see `calibration_statistics` and `calibration_settings`
+(`config.calibration`: observation-dependent MIRA centres and TARP reference
+points). By default the TARP reference point of a
 case is a prior draw (`tarp_reference_fields`) and TARP's space is a fixed
 per-channel standardization (`tarp_normalization`), both independent of the
 cases, so the statistic is defined for any number of cases.
@@ -284,7 +286,60 @@ def program_data(task: Task, cases: Cases, reference: tuple, *, seed: int) -> di
     }
 
 
-def calibration_statistics(task: Task, samples, truth, shift, scale, tarp_point, mira_key) -> dict:
+CALIBRATION_DEFAULTS = {
+    "mira_centres": "uniform",
+    "mira_half_width": mira.PAPER_HALF_WIDTH,
+    "mira_normalization": "with_truth",
+    "mira_distance": "l2",
+    "tarp_reference": "prior",
+    "tarp_half_width": 0.5,
+}
+
+
+def calibration_settings(section=None) -> dict:
+    """Validated over-case calibration options (`config.calibration`, keys of `CALIBRATION_DEFAULTS`).
+
+    mira_centres: ``"uniform"`` (the paper's p(c) = U(0, 1)^d in the normalized
+    space) or ``"observation"`` (App. E.4: c = m(y) + U(-h, h)^d, h =
+    `mira_half_width` in data units); tarp_reference: ``"prior"`` (a prior draw
+    per case) or ``"observation"`` (m(y) + U(-h, h)^d, h = `tarp_half_width`,
+    data units). m(y) is the weighted mean of the case's reference posterior
+    (evaluated fields), a function of the observation only, so a sampler that
+    ignores y (e.g. returns the prior) is caught; neither centre nor reference
+    depends on the sampler under test. mira_normalization, mira_distance: see
+    `mira.options`. The sweep's normalization defaults to ``"with_truth"``, not
+    the paper's ``"candidates"``: with fields of d >> N values the truth leaves
+    the candidates' box in many dimensions and the paper's map biases the null
+    (`model_comparison:tiny`, d = 256, N = 32: the exact posterior scores 0.618,
+    z = -5.1 against its bootstrap se; see the README).
+    """
+    section = {} if section is None else dict(section.to_dict() if hasattr(section, "to_dict") else section)
+    unknown = sorted(set(section) - set(CALIBRATION_DEFAULTS))
+    if unknown:
+        expected = sorted(CALIBRATION_DEFAULTS)
+        raise ValueError(f"config.calibration: unknown key(s) {unknown}; expected {expected}")
+    out = {**CALIBRATION_DEFAULTS, **section}
+    for name in ("mira_centres", "tarp_reference"):
+        choices = ("uniform", "observation") if name == "mira_centres" else ("prior", "observation")
+        if out[name] not in choices:
+            raise ValueError(f"config.calibration.{name}: expected one of {choices}, got {out[name]!r}")
+    for name in ("mira_half_width", "tarp_half_width"):
+        if not float(out[name]) > 0:
+            raise ValueError(f"config.calibration.{name}: expected > 0 (data units), got {out[name]!r}")
+        out[name] = float(out[name])
+    mira.options(normalization=out["mira_normalization"], distance=out["mira_distance"])
+    return out
+
+
+def observation_anchor(task: Task, ref_samples, ref_weights) -> jax.Array:
+    """m(y): the weighted mean of a case's reference samples `(M, C, H, W)`, evaluated, flat `(d,)`."""
+    fields = jax.vmap(task.evaluation_field)(ref_samples)
+    return jnp.tensordot(ref_weights.astype(fields.dtype), fields, axes=1).reshape(-1)
+
+
+def calibration_statistics(
+    task: Task, samples, truth, shift, scale, tarp_point, mira_key, anchor=None, options=None, tarp_key=None
+) -> dict:
     """Per-case statistics of the over-case calibration metrics (NaN if any sample is non-finite).
 
     On the evaluated fields flattened to `d` values: `tarp_credibility` =
@@ -292,17 +347,34 @@ def calibration_statistics(task: Task, samples, truth, shift, scale, tarp_point,
     ((field - `shift (d,)`) / `scale (d,)`) with reference point
     `tarp_point (d,)` (already in that space), and `mira_statistic` =
     `mira.condition_statistic` (mean over `MIRA_REGIONS` regions drawn from
-    `mira_key`; needs N >= 2).
+    `mira_key`; needs N >= 2). `options` (`calibration_settings`) with
+    observation-dependent centres or references needs `anchor (d,)` =
+    `observation_anchor` (data units); the TARP reference is then
+    `calibration.observation_references(tarp_key, anchor, tarp_half_width)`.
     """
+    o = calibration_settings(options)
     n = samples.shape[0]
     x = jax.vmap(task.evaluation_field)(samples).reshape(n, -1)
     t = task.evaluation_field(truth).reshape(-1).astype(x.dtype)
     bad = ~jnp.all(jnp.isfinite(samples))
     xn, tn = (x - shift) / scale, (t - shift) / scale
+    if o["tarp_reference"] == "observation":
+        point = calibration.observation_references(tarp_key, anchor[None], o["tarp_half_width"])[0]
+        tarp_point = (point - shift) / scale
     f = calibration.tarp_credibility(xn[None], tn[None], tarp_point[None].astype(x.dtype))[0]
     out = {"tarp_credibility": f}
     if n >= 2:
-        out["mira_statistic"] = mira.condition_statistic(mira_key, x, t, num_regions=MIRA_REGIONS)
+        observed = o["mira_centres"] == "observation"
+        out["mira_statistic"] = mira.condition_statistic(
+            mira_key,
+            x,
+            t,
+            num_regions=MIRA_REGIONS,
+            center_anchor=anchor if observed else None,
+            anchor_half_width=o["mira_half_width"],
+            normalization=o["mira_normalization"],
+            distance=o["mira_distance"],
+        )
     return {k: jnp.where(bad, jnp.nan, v) for k, v in out.items()}
 
 
@@ -375,15 +447,18 @@ def case_program(
     seed: int,
     metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (),
+    calibration_options: Mapping | None = None,
 ) -> Callable:
     """`one(data, config) -> metrics`: sample and score one configuration (pure).
 
     `task` is the true task (cases, reference and scoring); the sampler may be
     built on a misspecified copy of it. `data` comes from `program_data` (same
     `seed`). Metrics: `suite.compute`'s, `observation_values`,
-    `calibration_statistics` and the requested `diagnostic_values`.
+    `calibration_statistics` (with `calibration_options`) and the requested `diagnostic_values`.
     """
     options = dict(metric_options or {})
+    calib = calibration_settings(calibration_options)
+    observed = calib["mira_centres"] == "observation" or calib["tarp_reference"] == "observation"
     keys = stream_keys(seed)
     state_model = _state_model(sampler)
 
@@ -412,6 +487,11 @@ def case_program(
                 data["tarp_scale"],
                 data["tarp_points"][case],
                 mira_case_key(keys["mira"], case),
+                observation_anchor(task, data["ref_samples"][case], data["ref_weights"][case])
+                if observed
+                else None,
+                calib,
+                jr.fold_in(jr.split(keys["tarp"])[1], case),
             )
         )
         if diagnostics:
@@ -562,6 +642,7 @@ def run_pair(
     metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (),
     progress: Callable[[int, int, float, float], None] | None = None,
+    calibration_options: Mapping | None = None,
 ) -> list[dict]:
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
@@ -579,6 +660,7 @@ def run_pair(
       diagnostics: names from `DIAGNOSTICS` computed per record.
       progress: called after each chunk with (configurations done, configurations to do,
         compile seconds of this chunk (0 after the first), run seconds of this chunk).
+      calibration_options: `calibration_settings` of the over-case statistics.
 
     Returns:
       The records computed (by this process's devices) in this call, skipped ones excluded.
@@ -592,8 +674,9 @@ def run_pair(
     todo = [i for i, cid in enumerate(ids) if cid not in skip]
     data = parallel.global_tree(program_data(task, cases, reference, seed=seed), parallel.replicated(mesh))
     one = case_program(
-        task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics
-    )
+        task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
+        calibration_options=calibration_options,
+    )  # fmt: skip
     program = eqx.filter_jit(chunk_program(one, mesh, batch_size))
 
     compiled, compile_s, out = None, 0.0, []
@@ -735,6 +818,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
     from posteriorjax import samplers, tasks
 
     s = settings(config)
+    calib = calibration_settings(config.get("calibration"))
     prebuilt = _build_samplers(s)
     workdir = Path(workdir)
     lead = jax.process_index() == 0
@@ -798,6 +882,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[di
                 seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size, results=own, skip=skip,
                 labels={"task": task_name, "sampler": entry.label}, mesh=mesh,
                 diagnostics=s.diagnostics, progress=lambda done, _, c, r: study.chunk(done, c, r),
+                calibration_options=calib,
             )  # fmt: skip
             _sync(f"sweep-pair-{task_name}-{entry.label}")
             if lead and multi:

@@ -30,13 +30,30 @@ def test_posterior_moments_match_exact_draws(key):
     assert float(near_mode[:, far].mean()) > 0.99
 
 
+THREE = ("point", "mixture", "generative")
+
+
 def test_rmse_prefers_the_point_estimator(result):
     assert bimodal.ranking(result, "rmse")[0] == "point"
+    m = result["metrics"]
+    # the exact posterior's ensemble mean is the MSE estimator's target: they tie on RMSE (mean),
+    # while one posterior draw is worse by the posterior spread
+    assert m["generative"]["rmse_mean"] == pytest.approx(m["point"]["rmse"], rel=0.05)
+    assert m["generative"]["rmse"] > 1.2 * m["generative"]["rmse_mean"]
+    # the MAE estimator learns the median (in the heavier mode): a larger RMSE than the MSE one
+    assert m["point_mae"]["rmse"] > m["point"]["rmse"]
+
+
+def test_crps_tie_with_a_coverage_gap(result):
+    m = result["metrics"]
+    exact, sharp = m["generative"], m["generative_sharp"]
+    assert abs(sharp["crps"] - exact["crps"]) < 0.02 * exact["crps"]  # a tie at this test size
+    assert sharp["coverage_error"] > 3 * exact["coverage_error"] and sharp["coverage_error"] > 0.05
 
 
 @pytest.mark.parametrize("metric", ["crps", "marginal_w1", "variance_ratio", "coverage_error"])
 def test_distributional_metrics_reverse_the_ranking(result, metric):
-    assert bimodal.ranking(result, metric)[-1] == "point"
+    assert bimodal.ranking(result, metric, THREE)[-1] == "point"
     m = result["metrics"]
     assert (
         m["point"][metric] > 1.5 * max(m["mixture"][metric], m["generative"][metric])

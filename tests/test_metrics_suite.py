@@ -52,6 +52,12 @@ def test_evaluate_on_task_binarizes_and_records(key):
     assert rec["rel_l2_best"] == pytest.approx(0.0, abs=1e-6)
     assert len(rec["coverage"]) == 19 and 0 <= rec["coverage_error"] <= 1
     assert rec["obs_misfit"] > 1.0  # raw (un-projected) samples miss the data by ~0.5 / 0.1
+    # marginal fidelity: the pooled values of all (projected) members against the truth's values
+    import scipy.stats
+
+    pooled, t = np.asarray(ref).ravel(), np.asarray(truth).ravel()
+    assert rec["marginal_w1"] == pytest.approx(scipy.stats.wasserstein_distance(pooled, t), rel=1e-4)
+    assert rec["variance_ratio"] == pytest.approx(pooled.var() / t.var(), rel=1e-4)  # total variance
     raw = suite.evaluate(noisy, ref, None, truth=truth)
     assert raw["evaluation"] == "identity" and raw["swd_normalization"] == "reference"
     assert raw["mean_error"] > 0.01 and "obs_misfit" not in raw

@@ -105,3 +105,63 @@ def test_sbc_projections_detect_miscalibration(key):
     samples, truth = _gaussian_posterior(key, 1000, 63, 4, truth_scale=2.0)
     over = C.sbc_test(jr.fold_in(key, 1), samples, truth, num_projections=8)
     assert float(over["min_p_value"]) < 1e-6
+
+
+def test_summary_reading_on_the_mira_toy(key):
+    """MIRA paper Sec. 5.1 toy: over- and under-confidence give S-shaped curves, atc ~ 0; ks detects them.
+
+    atc = 1/2 - mean(f) up to the binning (the documented reading), whatever the posterior.
+    """
+    from scipy.stats import norm
+
+    k1, k2, k3, k4 = jr.split(key, 4)
+    num, n = 1000, 500
+    theta = _rng(k1).uniform(-5.0, 5.0, size=(num, 2))
+    sigma = np.exp(_rng(k2).uniform(-5.0, -1.0, size=(num, 2)))
+    cand = theta[:, None] + sigma[:, None] * _rng(k3).normal(size=(num, n, 2))
+    z = _rng(k4).normal(size=(num, 2))
+    bias = np.sign(theta) * norm.isf(1 - np.abs(theta) / 5.0) * sigma
+    scenarios = {
+        "calibrated": (cand, theta + sigma * z),
+        "over": (cand, theta + np.sqrt(3.0) * sigma * z),
+        "under": (cand, theta + np.sqrt(0.5) * sigma * z),
+        "biased": (cand - bias[:, None], theta + sigma * z),
+    }
+    out = {}
+    for name, (s, t) in scenarios.items():
+        s, t = jnp.asarray(s, jnp.float32), jnp.asarray(t, jnp.float32)
+        ecp, alpha = C.tarp(jr.fold_in(key, 1), s, t, num_alpha_bins=50)
+        out[name] = {k: float(v) for k, v in C.tarp_summary(ecp, alpha).items()}
+        low, high = t.min(0), t.max(0)
+        refs = jr.uniform(jr.fold_in(key, 1), t.shape, t.dtype)  # tarp's own draw in the unit box
+        w = high - low + 1e-10
+        f = C.tarp_credibility((s - low) / w, (t - low) / w, refs)
+        assert out[name]["atc"] == pytest.approx(0.5 - float(f.mean()), abs=1.5 / 50)
+    assert out["calibrated"]["ks"] < 0.055, out
+    for name in ("over", "under"):
+        assert abs(out[name]["atc"]) < 0.02 and out[name]["ks"] > 0.065, (name, out[name])
+    assert out["biased"]["ks"] > 0.065, out
+
+
+def test_observation_references_catch_the_prior_as_posterior(key):
+    """MIRA App. E.4 / TARP Sec. 4.3: prior references miss p(y | x) = p(y), references at x do not."""
+    k1, k2, k3, k4 = jr.split(key, 4)
+    num, n = 500, 300
+    y = _rng(k1).normal(size=(num, 1))
+    x = y + 0.1 * _rng(k2).normal(size=(num, 1))
+    exact = x[:, None] / 1.01 + np.sqrt(0.01 / 1.01) * _rng(k3).normal(size=(num, n, 1))
+    prior = _rng(k4).normal(size=(num, n, 1))
+    prior_refs = _rng(jr.fold_in(key, 9)).normal(size=(num, 1))
+    obs_refs = C.observation_references(jr.fold_in(key, 8), jnp.asarray(x), 0.5)
+    ks = {}
+    for name, s in (("exact", exact), ("prior", prior)):
+        for rname, refs in (("prior_refs", prior_refs), ("obs_refs", obs_refs)):
+            ecp, alpha = C.tarp(key, s, y, references=refs, normalize=None)
+            ks[name, rname] = float(C.tarp_summary(ecp, alpha)["ks"])
+    assert ks["prior", "prior_refs"] < 0.1 and ks["exact", "prior_refs"] < 0.1, ks
+    assert ks["prior", "obs_refs"] > 0.3 and ks["exact", "obs_refs"] < 0.1, ks
+    boot, _ = C.tarp_bootstrap(key, prior, y, references=obs_refs, normalize=None, num_bootstrap=50)
+    lo, hi = C.tarp_band(boot)
+    assert np.all(np.asarray(lo) <= np.asarray(hi)) and float(jnp.max(hi - lo)) < 0.2
+    with pytest.raises(ValueError, match="half_width"):
+        C.observation_references(key, jnp.asarray(x), jnp.ones(3))

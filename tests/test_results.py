@@ -55,13 +55,16 @@ def test_aggregated_calibration_equals_direct_mira_and_tarp(sweep_records):
     keys = sweep.stream_keys(SEED)
 
     # MIRA: the records' statistics are mira.mira's per-condition values with the sweep's MIRA stream
-    direct = mira.mira(keys["mira"], samples, cases.x_true)
+    direct = mira.mira(keys["mira"], samples, cases.x_true, normalization="with_truth")  # the sweep's default
     per_record = [r["metrics"]["mira_statistic"] for r in sorted(records, key=lambda r: r["case"])]
     np.testing.assert_allclose(per_record, direct.per_condition, rtol=1e-6)
     np.testing.assert_allclose(row["mira"], direct.score, rtol=1e-6)
     np.testing.assert_allclose(row["mira_expected"], direct.expected_mean, rtol=1e-6)
     np.testing.assert_allclose(row["mira_se"], direct.standard_error, rtol=1e-6)
     np.testing.assert_allclose(row["mira_z"], direct.z, rtol=1e-4)
+    # bootstrap se of a mean of L values: close to their std / sqrt(L)
+    assert row["mira_se_boot"] == pytest.approx(np.std(per_record) / math.sqrt(NUM_CASES), rel=0.15)
+    assert row["mira_z_boot"] == pytest.approx((row["mira"] - row["mira_expected"]) / row["mira_se_boot"])
 
     # TARP: reference point of case c = a prior draw from fold_in(tarp stream, c); samples, truths and
     # points standardized by the task's field statistics; calibration.tarp on them gives the same curve
@@ -111,11 +114,12 @@ def test_calibration_table_marks_band_and_nan(sweep_records):
     table = results.calibration_table(list(rows.values()))
     assert f"| diverged | - | {NUM_CASES} | NaN |" in table
     ok = rows["exact"]
-    lo, hi = ok["mira_expected"] - 2 * ok["mira_se"], ok["mira_expected"] + 2 * ok["mira_se"]
+    lo, hi = ok["mira_expected"] - 2 * ok["mira_se_boot"], ok["mira_expected"] + 2 * ok["mira_se_boot"]
     mark = "" if lo <= ok["mira"] <= hi else " †"
-    assert f"| exact | - | {NUM_CASES} | {ok['mira']:.4f}{mark} |" in table
+    assert f"| exact | - | {NUM_CASES} | {ok['mira']:.4f}{mark} | {ok['mira_expected']:.4f} ± " in table
     # fewer than 20 cases: a one-bin ECP curve, whose ATC and KS say nothing, is shown as "-"
-    assert ok["tarp_bins"] == 1 and table.count("| - | - |") == len(rows)
+    assert ok["tarp_bins"] == 1 and f"| - | {ok['tarp_ks_p']:.3g} | - |" in table
+    assert 0.0 <= ok["tarp_ks_p"] <= 1.0
 
 
 def _record(task, case, evaluation, rng):
@@ -166,3 +170,59 @@ def test_summary_opens_with_a_header_and_every_table_has_a_legend(tmp_path):
     # the number of conditions named is the smallest whose ±2 se band is within the shift
     _, var = mira.expected_moments(31)
     assert 2 * math.sqrt(var / needed) <= results.MIRA_RESOLVED_SHIFT < 2 * math.sqrt(var / (needed - 1))
+
+
+@pytest.mark.slow
+def test_observation_dependent_statistics_flag_the_prior(sweep_records):
+    """A sampler returning the prior: blind uniform MIRA centres and prior TARP references, caught by
+    centres and references at the reference posterior mean m(y) (MIRA App. E.4), the exact one passes."""
+    task, cases, _, _ = sweep_records
+    exact = samplers.get("exact", task)
+    grid = sweep.expand(NUM_CASES, {}, [3], exact.defaults)
+    ref = jax.jit(jax.vmap(sweep.sample_program(exact, 32, seed=SEED + 1), in_axes=(None, 0)))(
+        {"y_obs": cases.y_obs}, grid.take(np.arange(grid.size))
+    )
+    reference = (ref, jnp.full((NUM_CASES, 32), 1 / 32))
+    rows = {}
+    for mode in ("blind", "observation"):
+        options = {"mira_centres": "observation", "tarp_reference": "observation"} if mode != "blind" else {}
+        for name in ("exact", "prior"):
+            recs = sweep.run_pair(
+                task, samplers.get(name, task), cases, reference, grid, num_samples=NUM_SAMPLES, seed=SEED,
+                chunk_size=NUM_CASES, batch_size=8, labels={"sampler": name}, calibration_options=options,
+            )  # fmt: skip
+            (rows[mode, name],) = results.calibration_rows(recs)
+    assert abs(rows["blind", "prior"]["mira_z_boot"]) < 3, rows["blind", "prior"]
+    assert rows["observation", "prior"]["mira_z_boot"] < -4, rows["observation", "prior"]
+    assert abs(rows["observation", "exact"]["mira_z_boot"]) < 3, rows["observation", "exact"]
+    assert rows["observation", "prior"]["tarp_ks_p"] < 1e-3 < rows["observation", "exact"]["tarp_ks_p"]
+    with pytest.raises(ValueError, match="config.calibration.mira_centres"):
+        sweep.calibration_settings({"mira_centres": "data"})
+    with pytest.raises(ValueError, match="unknown key"):
+        sweep.calibration_settings({"mira_width": 1.0})
+
+
+def test_split_conformal_over_held_out_cases(key):
+    """Per-case grids from `suite.compute`, calibrated on half the cases and tested on the other half."""
+    from posteriorjax.metrics import suite
+
+    num, n, d = 200, 20, 30
+    rng = np.random.default_rng(3)
+    theta = rng.normal(size=(num, d))
+    samples = jnp.asarray(theta[:, None] + rng.normal(size=(num, n, d)), jnp.float32)
+    noise = rng.normal(size=(num, d))
+    compute = jax.jit(jax.vmap(lambda s, t: suite.compute(s, s, None, t)))
+    rows = {}
+    for name, spread in (("calibrated", 1.0), ("overconfident", 2.0)):
+        metrics = compute(samples, jnp.asarray(theta + spread * noise, jnp.float32))
+        records = [
+            {"task": "toy", "sampler": name, "hparams": {}, "case": c, "seed": 0, "num_samples": n,
+             "metrics": {k: np.asarray(v[c]).tolist() for k, v in metrics.items()}}
+            for c in range(num)
+        ]  # fmt: skip
+        (rows[name],) = results.calibration_rows(records, num_bootstrap=10)
+    ok, over = rows["calibrated"], rows["overconfident"]
+    assert 0.8 <= ok["conformal_scale"] <= 1.25 and abs(ok["conformal_coverage"] - 0.9) < 0.03, ok
+    assert over["conformal_raw_coverage"] < 0.7 and over["conformal_scale"] > 1.6, over
+    assert abs(over["conformal_coverage"] - 0.9) < 0.03
+    assert over["conformal_width"] > 1.6 * ok["conformal_width"]

@@ -31,6 +31,9 @@ import numpy as np
 from posteriorjax.metrics import _checks, calibration, diagnostics, posterior, scoring
 
 DEFAULT_SPECTRAL_DC = "auto"
+CONFORMAL_LEVEL = 0.9
+# interval scale factors q of the split-conformal grid (q = 1: the ensemble's own interval)
+CONFORMAL_SCALES = tuple(float(v) for v in np.round(np.geomspace(0.25, 16.0, 25), 4))
 
 
 def finite_member(x: jax.Array) -> jax.Array:
@@ -123,7 +126,15 @@ def _compute(
     `spectral_error_published`, `spectral_dc_excluded` (fields); with `truth`:
     `rel_l2_mean` (ensemble mean), `rel_l2_samples` (mean over members),
     `rel_l2_best`, `crps` (standard estimator, mean over elements),
-    `crps_fair` (N >= 2), `energy_score`, `coverage` `(K,)` and
+    `crps_fair` (N >= 2), `energy_score`, `marginal_w1` and `variance_ratio`
+    (marginal fidelity: W1 and variance ratio of the pooled values of all
+    members against the truth's values, `calibration.marginal_wasserstein`,
+    `variance_decomposition` with one case), `conformal_inside` and
+    `conformal_widths` `(len(CONFORMAL_SCALES),)` (N >= 2: the fraction of
+    elements inside the central `CONFORMAL_LEVEL` interval scaled by each q of
+    `CONFORMAL_SCALES`, `calibration.conformal_intervals`, and its mean width;
+    split conformal over held-out cases is `results.calibration_rows`),
+    `coverage` `(K,)` and
     `coverage_error` (N >= 2); `obs_misfit`; `num_invalid`. Every metric
     but the counts is NaN when any member is non-finite; the distributional
     ones use every member, valid or not.
@@ -162,6 +173,18 @@ def _compute(
         out["rel_l2_best"] = jnp.min(rel)
         out["crps"] = jnp.mean(scoring.crps(x, t))
         out["energy_score"] = scoring.energy_score(x, t)
+        # marginal fidelity within the case: all members' values pooled against the truth's values
+        out["marginal_w1"] = calibration.marginal_wasserstein(x[None], t[None])
+        out["variance_ratio"] = calibration.variance_decomposition(x[None], t[None])["predicted_ratio"]
+        if n >= 2:
+            # split conformal over cases (aggregated in `results.calibration_rows`): per scale q the
+            # fraction of elements inside the q-scaled central interval and its mean width
+            score = calibration.interval_scores(x, t, CONFORMAL_LEVEL)
+            scales = jnp.asarray(CONFORMAL_SCALES, x.dtype)
+            out["conformal_inside"] = jnp.mean(score.reshape(1, -1) <= scales[:, None], axis=1)
+            q = scales.reshape((-1,) + (1,) * t.ndim)
+            lo, hi = calibration.conformal_intervals(x, CONFORMAL_LEVEL, q)
+            out["conformal_widths"] = jnp.mean((hi - lo).reshape(scales.shape[0], -1), axis=1)
         if n >= 2:
             out["crps_fair"] = jnp.mean(scoring.crps(x, t, estimator="fair"))
             cov = calibration.coverage(x, t, levels)
