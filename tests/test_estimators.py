@@ -170,7 +170,7 @@ def test_bad_confidences_are_rejected(problem, trained):
 
 
 def test_layout_views_follow_the_task_observation():
-    task = tasks.get("interface_transport", resolution=8, frames=1)
+    task = tasks.get("interface_transport", resolution=8, frames=1, num_sensors=6)
     layout = est.layout(task)
     assert (layout.frames, layout.count, layout.totals) == (2, task.observation.count, 0)
     x = task.prior.mean.reshape(task.unknown_shape)
