@@ -422,6 +422,7 @@ def run_configuration(
     config: TrainConfig = TrainConfig(),
     level: float = 0.9,
     delta: float = geo.DEFAULT_DELTA,
+    ood_task=None,
 ) -> dict:
     """Simulate, train and score every estimator family on one task configuration.
 
@@ -430,7 +431,10 @@ def run_configuration(
     family trains `num_seeds x num_members` members in one `fit` (member k of seed
     s from `fold_in(fold_in(fold_in(key, 1 + family), s), k)`); per seed, the
     ensemble's `confidences` on the calibration split and `evaluate` on the test
-    split. Returns ``{family: {"runs": [per-seed evaluate dict + "confidence"],
+    split. `ood_task` (the same observation model, a shifted coefficient prior):
+    an out-of-distribution test split of the same size (key `fold_in(key, 10_000)`),
+    scored with the in-distribution confidences under ``"ood"`` of each run.
+    Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" (+ "ood")],
     "final_loss": (num_seeds, num_members)}}``.
     """
     options = options or {}
@@ -438,6 +442,13 @@ def run_configuration(
     c, y = np.asarray(c, np.float64), np.asarray(y, np.float32)
     c_tr, c_ca, c_te = np.split(c, np.cumsum(sizes)[:-1])
     y_tr, y_ca, y_te = np.split(y, np.cumsum(sizes)[:-1])
+    if ood_task is not None:
+        if ood_task.num_observations != task.num_observations:
+            raise ValueError(
+                f"ood_task: expected {task.num_observations} observations, got {ood_task.num_observations}"
+            )
+        c_ood, y_ood = simulate(jr.fold_in(key, 10_000), ood_task, sizes[2])
+        c_ood, y_ood = np.asarray(c_ood, np.float64), np.asarray(y_ood, np.float32)
     y_std, c_std = Standardizer.fit(y_tr), Standardizer.fit(c_tr)
     lay = layout(task)
     out = {}
@@ -462,10 +473,14 @@ def run_configuration(
             return pred.reshape(num_seeds, num_members, *pred.shape[1:])
 
         pred_ca, pred_te = ensemble(y_ca), ensemble(y_te)
+        pred_ood = ensemble(y_ood) if ood_task is not None else None
         runs = []
         for s in range(num_seeds):
             conf = confidences(geometry, pred_ca[s], c_ca, level=level)
-            runs.append(evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf})
+            run = evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf}
+            if ood_task is not None:
+                run["ood"] = evaluate(geometry, pred_ood[s], c_ood, conf, delta=delta)
+            runs.append(run)
         out[name] = {
             "runs": runs,
             "final_loss": np.asarray(losses)[:, -1].reshape(num_seeds, num_members),
