@@ -345,7 +345,7 @@ def arc_sensors(grid: Grid, num: int, centre, radius: float, span: float, *, dir
 
 
 def _noise_std(physics, observation: InterfaceObservation, x0, strength: float, floor: float):
-    y0 = np.asarray(observation(physics(x0)), np.float64)
+    y0 = np.asarray(eqx.filter_jit(lambda p, o, x: o(p(x)))(physics, observation, x0), np.float64)
     stds, start = [], 0
     for size in observation.channel_sizes:
         block = y0[start : start + size]
