@@ -13,7 +13,8 @@ controlled 1600/500/800 x 5 seeds, learned 1600/500/800, 5 seeds x 5 members,
 3000 steps (hours on CPU; minutes per family on a GPU). `tiny`: 16², 20²,
 controlled 160/50/80 x 2 seeds; learned Battery M2 and Flooding M12, four
 families, 160/60/80, 2 seeds x 3 members, 300 steps. `reference`: Tables 1 and 2
-at full scale only (no learned estimators).
+at full scale only (no learned estimators). `medium`: 64² and the full splits, controlled
+3 seeds; learned MLP and GRU only, 3 seeds x 3 members, 2000 steps.
 """
 
 import ml_collections
@@ -94,8 +95,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.learned.options.gru = dict(hidden=32)
         config.learned.options.fno = dict(modes=4, width=8, layers=2, projection=16)
         config.learned.options.deeponet = dict(width=8, conv_layers=2, basis=16, trunk_depth=2)
+    elif arg == "medium":  # 64² geometry; the two cheap families, 3 seeds x 3 members, 2000 steps
+        config.controlled.num_seeds = 3
+        config.learned.estimators = ("mlp", "gru")
+        config.learned.num_seeds = 3
+        config.learned.num_members = 3
+        config.learned.num_steps = 2000
+        config.learned.options.gru = dict(hidden=64)
     elif arg == "reference":  # Tables 1 and 2 at full scale, no learned estimators
         config.learned.configurations = ()
     elif arg not in (None, ""):
-        raise ValueError(f"config argument: expected '', 'tiny' or 'reference', got {arg!r}")
+        raise ValueError(f"config argument: expected '', 'tiny', 'medium' or 'reference', got {arg!r}")
     return config

@@ -19,7 +19,8 @@ the config and writes the reports (`summary.md`, `results.json`, `figures/`):
   coefficients at the task prior's std against the task's noise), ID and OOD.
 * Tables 3 / 4 (`config.learned`): every family on every learning configuration,
   ID and OOD (`tasks.interface.shifted_prior`), seed means with macro-averages
-  over families; per confidence rule over all (configuration, family, split)
+  over families and the linear ridge baseline (`estimators.ridge_baseline`, same
+  splits); per confidence rule over all (configuration, family, split)
   combinations: pass count (no below-threshold claim at the rule's operating
   point and sCRS > 0), combinations with below-threshold claims, mean sCRS,
   CRC-AUC, geometric AUROC, D and D / D_geometric. Operating points (scale-free,
@@ -249,9 +250,10 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
             jr.fold_in(base, ci), task, g, estimators=tuple(cfg.estimators),
             sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test), num_seeds=cfg.num_seeds,
             num_members=cfg.num_members, options={k: dict(v) for k, v in cfg.options.items()},
-            config=train_config, level=cfg.level, delta=config.delta, ood_task=ood,
+            config=train_config, level=cfg.level, delta=config.delta, ood_task=ood, baseline=True,
         )  # fmt: skip
-        results[label] = {"geometry": g.summary()}
+        ridge = out.pop("baseline")["ridge"]
+        results[label] = {"geometry": g.summary(), "ridge": ridge}
         macro = {"id": [], "ood": []}
         for family, res in out.items():
             runs = res["runs"]
@@ -285,6 +287,10 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
             f"| {label} | **macro-average** | {g.num_retained} / {g.num_below} | "
             + " | ".join(f"{v:.3f}" for v in (*m_id, *m_ood))
             + " |"
+        )
+        rows3.append(
+            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | {ridge['id']:.3f} | – | – | "
+            f"{ridge['ood']:.3f} | – | – |"
         )
     rows4 = []
     for rule, items in combos.items():

@@ -320,6 +320,20 @@ def simulate(key, task, num: int, *, batch_size: int = 64) -> tuple[jax.Array, j
     return jax.lax.map(one, jnp.arange(num), batch_size=min(batch_size, num))
 
 
+def ridge_baseline(y_train, c_train, *, alpha: float = 1e-2):
+    """Linear ridge regression `y -> c` with intercept on standardized observations (closed form).
+
+    Minimizes ||Z W + 1 b - C||^2 + alpha N ||W||^2 over the training split (Z the
+    standardized `y_train (N, p)`); returns the predictor `y (n, p) -> c (n, m)`.
+    """
+    y_std = Standardizer.fit(y_train)
+    z = y_std.forward(np.asarray(y_train, np.float64))
+    c = np.asarray(c_train, np.float64)
+    cm = c.mean(axis=0)
+    w = np.linalg.solve(z.T @ z + alpha * len(z) * np.eye(z.shape[1]), z.T @ (c - cm))
+    return lambda y: y_std.forward(np.asarray(y, np.float64)) @ w + cm
+
+
 # ----------------------------------------------------------------------------
 # Direction-wise confidences and scores
 
@@ -423,6 +437,7 @@ def run_configuration(
     level: float = 0.9,
     delta: float = geo.DEFAULT_DELTA,
     ood_task=None,
+    baseline: bool = False,
 ) -> dict:
     """Simulate, train and score every estimator family on one task configuration.
 
@@ -435,7 +450,9 @@ def run_configuration(
     an out-of-distribution test split of the same size (key `fold_in(key, 10_000)`),
     scored with the in-distribution confidences under ``"ood"`` of each run.
     Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" (+ "ood")],
-    "final_loss": (num_seeds, num_members)}}``.
+    "final_loss": (num_seeds, num_members)}}``; with `baseline`, also
+    ``"baseline": {"ridge": {"id": NRMSE, "ood": NRMSE}}`` (`ridge_baseline` on the
+    same splits; coefficient NRMSE as in `evaluate`).
     """
     options = options or {}
     c, y = simulate(jr.fold_in(key, 0), task, sum(sizes))
@@ -452,6 +469,11 @@ def run_configuration(
     y_std, c_std = Standardizer.fit(y_tr), Standardizer.fit(c_tr)
     lay = layout(task)
     out = {}
+    if baseline:
+        ridge = ridge_baseline(y_tr, c_tr)
+        splits = {"id": (y_te, c_te)} | ({"ood": (y_ood, c_ood)} if ood_task is not None else {})
+        nrmse = {k: float(np.mean(geo.directional_nrmse(ridge(yy), cc))) for k, (yy, cc) in splits.items()}
+        out["baseline"] = {"ridge": nrmse}
     for i, name in enumerate(estimators):
         k_family = jr.fold_in(key, 1 + i)
         keys = jnp.stack(
@@ -505,6 +527,7 @@ __all__ = [
     "fit_member",
     "layout",
     "predict",
+    "ridge_baseline",
     "run_configuration",
     "simulate",
 ]

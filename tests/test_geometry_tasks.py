@@ -159,3 +159,19 @@ def test_controlled_battery_and_meltpool_reproduce_the_paper_verdicts(x64):
     for v in (battery, melt):
         assert v["ridge", "validation"] <= 0.1 and v["ridge", "oracle"] >= 0.95
     assert battery["tsvd", "oracle"] < 0.6 and 0.75 < melt["tsvd", "oracle"] < 1.0
+
+
+def test_ridge_baseline_is_the_regularized_normal_equations():
+    from posteriorjax import estimators as est
+
+    rng = np.random.default_rng(3)
+    y = rng.standard_normal((50, 6)) * np.arange(1, 7) + 2.0
+    w_true = rng.standard_normal((6, 3))
+    c = y @ w_true + 0.5
+    # alpha -> 0 on exact linear data: recovers the map
+    np.testing.assert_allclose(est.ridge_baseline(y, c, alpha=1e-12)(y[:5]), c[:5], atol=1e-6)
+    # alpha > 0: the stationarity condition Z^T (Z W + 1 b - C) + alpha N W = 0
+    pred = est.ridge_baseline(y, c, alpha=0.3)
+    z = (y - y.mean(0)) / y.std(0)
+    w = np.linalg.lstsq(z, pred(y) - pred(y).mean(0), rcond=None)[0]
+    np.testing.assert_allclose(z.T @ (pred(y) - c) + 0.3 * 50 * w, 0.0, atol=1e-8)
