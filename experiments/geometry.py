@@ -18,7 +18,9 @@ the config and writes the reports (`summary.md`, `results.json`, `figures/`):
 * Table 2: ridge and TSVD on the controlled problems (`geometry_study.controlled`,
   coefficients at the task prior's std against the task's noise), ID and OOD.
 * Tables 3 / 4 (`config.learned`): every family on every learning configuration,
-  ID and OOD (`tasks.interface.shifted_prior`), seed means with macro-averages
+  ID and OOD, field NRMSE (the interface field chi rendered from the predicted
+  coefficients against the true one; `estimators.field_nrmse`) and coefficient
+  NRMSE (OOD: `tasks.interface.shifted_prior`), seed means with macro-averages
   over families and the linear ridge baseline (`estimators.ridge_baseline`, same
   splits); per confidence rule over all (configuration, family, split)
   combinations: pass count (no below-threshold claim at the rule's operating
@@ -33,6 +35,7 @@ the config and writes the reports (`summary.md`, `results.json`, `figures/`):
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -223,6 +226,10 @@ def controlled_table(config, geoms: dict, path: Path | None) -> tuple[str, dict]
     return _table(header, rows), out
 
 
+def _interface_field(c, *, grid, width):
+    return interface.indicator(c, grid, width)
+
+
 def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray:
     """The rule's operating point (see module doc): bool claims `(m,)` from its confidence `u`."""
     if rule == "validation" or rule == "spread":
@@ -251,6 +258,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
             sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test), num_seeds=cfg.num_seeds,
             num_members=cfg.num_members, options={k: dict(v) for k, v in cfg.options.items()},
             config=train_config, level=cfg.level, delta=config.delta, ood_task=ood, baseline=True,
+            field=functools.partial(_interface_field, grid=task.grid, width=task.physics.width),
         )  # fmt: skip
         ridge = out.pop("baseline")["ridge"]
         results[label] = {"geometry": g.summary(), "ridge": ridge}
@@ -261,11 +269,13 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
             for split in ("id", "ood"):
                 ev = runs if split == "id" else [r["ood"] for r in runs]
                 nrmse = [r["nrmse"] for r in ev]
+                fld = [r["field_nrmse"] for r in ev]
                 val = [r["scrs_validation"].value or 0.0 for r in ev]
                 ora = [r["scrs_oracle"].value or 0.0 for r in ev]
-                macro[split].append((np.mean(nrmse), np.mean(val), np.mean(ora)))
-                cells.append(f"{_mean_std(nrmse)} | {np.mean(val):.3f} | {np.mean(ora):.3f}")
-                rec[split] = {"nrmse": nrmse, "scrs_validation": val, "scrs_oracle": ora,
+                macro[split].append((np.mean(fld), np.mean(nrmse), np.mean(val), np.mean(ora)))
+                cells.append(f"{_mean_std(fld)} | {_mean_std(nrmse)} | {np.mean(val):.3f} | "
+                             f"{np.mean(ora):.3f}")  # fmt: skip
+                rec[split] = {"nrmse": nrmse, "field_nrmse": fld, "scrs_validation": val, "scrs_oracle": ora,
                               "hits": [r["hits"] for r in ev]}  # fmt: skip
                 for r, run in zip(ev, runs, strict=True):
                     conf = run["confidence"]
@@ -289,8 +299,8 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
             + " |"
         )
         rows3.append(
-            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | {ridge['id']:.3f} | – | – | "
-            f"{ridge['ood']:.3f} | – | – |"
+            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | {ridge['field_id']:.3f} | "
+            f"{ridge['id']:.3f} | – | – | {ridge['field_ood']:.3f} | {ridge['ood']:.3f} | – | – |"
         )
     rows4 = []
     for rule, items in combos.items():
@@ -320,8 +330,8 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
             + " |"
         )
     t3 = _table(
-        ["configuration", "family", "retained / below", "ID coeff. NRMSE", "ID sCRS val.", "ID sCRS oracle",
-         "OOD coeff. NRMSE", "OOD sCRS val.", "OOD sCRS oracle"], rows3,
+        ["configuration", "family", "retained / below", "ID field NRMSE", "ID coeff. NRMSE", "ID sCRS val.",
+         "ID sCRS oracle", "OOD field NRMSE", "OOD coeff. NRMSE", "OOD sCRS val.", "OOD sCRS oracle"], rows3,
     )  # fmt: skip
     t4 = _table(
         ["rule", "passes", "combinations with below-threshold claims", "mean sCRS", "CRC-AUC",

@@ -320,6 +320,20 @@ def simulate(key, task, num: int, *, batch_size: int = 64) -> tuple[jax.Array, j
     return jax.lax.map(one, jnp.arange(num), batch_size=min(batch_size, num))
 
 
+def field_nrmse(field, pred, truth, *, batch_size: int = 128) -> float:
+    """Field NRMSE of coefficient predictions: RMS over cases and cells of field(pred) - field(truth),
+    divided by the std of the true fields (over cases and cells); `field: (m,) -> (H, W)`,
+    `pred`, `truth` `(N, m)`."""
+    pred, truth = np.asarray(pred, np.float64), np.asarray(truth, np.float64)
+    if pred.shape != truth.shape or pred.ndim != 2:
+        raise ValueError(f"pred, truth: expected equal (N, m) shapes, got {pred.shape} and {truth.shape}")
+    render = jax.jit(jax.vmap(field))
+    starts = range(0, len(pred), batch_size)
+    fp = np.concatenate([np.asarray(render(pred[i : i + batch_size])) for i in starts])
+    ft = np.concatenate([np.asarray(render(truth[i : i + batch_size])) for i in starts])
+    return float(np.sqrt(np.mean((fp - ft) ** 2)) / np.std(ft))
+
+
 def ridge_baseline(y_train, c_train, *, alpha: float = 1e-2):
     """Linear ridge regression `y -> c` with intercept on standardized observations (closed form).
 
@@ -438,6 +452,7 @@ def run_configuration(
     delta: float = geo.DEFAULT_DELTA,
     ood_task=None,
     baseline: bool = False,
+    field=None,
 ) -> dict:
     """Simulate, train and score every estimator family on one task configuration.
 
@@ -452,7 +467,9 @@ def run_configuration(
     Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" (+ "ood")],
     "final_loss": (num_seeds, num_members)}}``; with `baseline`, also
     ``"baseline": {"ridge": {"id": NRMSE, "ood": NRMSE}}`` (`ridge_baseline` on the
-    same splits; coefficient NRMSE as in `evaluate`).
+    same splits; coefficient NRMSE as in `evaluate`). `field: (m,) -> (H, W)`: each
+    run (and its ``"ood"``) also gets ``"field_nrmse"`` of the ensemble-mean
+    coefficients (`field_nrmse`), and the ridge baseline ``"field_id"``/``"field_ood"``.
     """
     options = options or {}
     c, y = simulate(jr.fold_in(key, 0), task, sum(sizes))
@@ -473,6 +490,8 @@ def run_configuration(
         ridge = ridge_baseline(y_tr, c_tr)
         splits = {"id": (y_te, c_te)} | ({"ood": (y_ood, c_ood)} if ood_task is not None else {})
         nrmse = {k: float(np.mean(geo.directional_nrmse(ridge(yy), cc))) for k, (yy, cc) in splits.items()}
+        if field is not None:
+            nrmse |= {f"field_{k}": field_nrmse(field, ridge(yy), cc) for k, (yy, cc) in splits.items()}
         out["baseline"] = {"ridge": nrmse}
     for i, name in enumerate(estimators):
         k_family = jr.fold_in(key, 1 + i)
@@ -500,8 +519,12 @@ def run_configuration(
         for s in range(num_seeds):
             conf = confidences(geometry, pred_ca[s], c_ca, level=level)
             run = evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf}
+            if field is not None:
+                run["field_nrmse"] = field_nrmse(field, pred_te[s].mean(axis=0), c_te)
             if ood_task is not None:
                 run["ood"] = evaluate(geometry, pred_ood[s], c_ood, conf, delta=delta)
+                if field is not None:
+                    run["ood"]["field_nrmse"] = field_nrmse(field, pred_ood[s].mean(axis=0), c_ood)
             runs.append(run)
         out[name] = {
             "runs": runs,
@@ -523,6 +546,7 @@ __all__ = [
     "confidences",
     "conformal_halfwidths",
     "evaluate",
+    "field_nrmse",
     "fit",
     "fit_member",
     "layout",

@@ -175,3 +175,13 @@ def test_ridge_baseline_is_the_regularized_normal_equations():
     z = (y - y.mean(0)) / y.std(0)
     w = np.linalg.lstsq(z, pred(y) - pred(y).mean(0), rcond=None)[0]
     np.testing.assert_allclose(z.T @ (pred(y) - c) + 0.3 * 50 * w, 0.0, atol=1e-8)
+
+
+def test_field_nrmse_of_a_constant_field():
+    from posteriorjax import estimators as est
+
+    rng = np.random.default_rng(4)
+    truth = rng.standard_normal((300, 3))
+    pred = truth + 0.1 * rng.standard_normal((300, 3))
+    got = est.field_nrmse(lambda c: jnp.broadcast_to(c[0], (2, 3)), pred, truth, batch_size=64)
+    assert got == pytest.approx(np.sqrt(np.mean((pred[:, 0] - truth[:, 0]) ** 2)) / np.std(truth[:, 0]))
