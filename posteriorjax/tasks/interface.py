@@ -35,7 +35,8 @@ kappa at 64^2). The transport regime defaults to ``"spectral"``: the exact
 solution u(t) = F^-1[exp(-(kappa |k|^2 + i b.k) t) F[chi]] of the constant-
 coefficient equation in the open plane, the grid being an observation window
 (`free_space_propagator`: FFT on the window zero-padded to twice its size, so
-fluid that leaves the window is gone, never wrapped back). It is linear in chi
+fluid that leaves the window is gone; it would wrap back only after travelling
+another window width, against b t = 0.1 L here). It is linear in chi
 with no numerical diffusion and no limiter, so the coefficient-to-observation
 map is smooth. ``"muscl"`` and ``"upwind"`` remain available there (Dirichlet
 walls, `physics.advection_diffusion`); MUSCL's limiter makes the map only
