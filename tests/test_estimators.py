@@ -197,7 +197,8 @@ def test_geometry_experiment_runs_end_to_end_at_tiny_scale(tmp_path):
         assert heading in text
     assert set(results["reference"]) == {"Battery", "Melt-pool", "Flooding"}
     label = "Flooding M2"
-    assert set(results["learned"][label]) == {"geometry", "mlp", "gru"}
+    assert set(results["learned"][label]) == {"geometry", "ridge", "mlp", "gru"}
+    assert results["learned"][label]["mlp"]["ood"]["field_nrmse"][0] > 0
     assert len(results["learned"][label]["mlp"]["ood"]["nrmse"]) == config.learned.num_seeds
     assert (tmp_path / "figures" / "learned_Flooding_M2_gru.png").exists()
     assert (tmp_path / "figures" / "spectra.png").exists()
