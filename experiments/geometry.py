@@ -190,9 +190,16 @@ def controlled_table(config, geoms: dict, path: Path | None) -> tuple[str, dict]
     for label, (task, g, cov) in geoms.items():
         per_seed = [
             study.controlled(
-                g, cov, np.asarray(task.prior.std, np.float64), seed=config.seed + s,
-                sizes=(cfg.num_train, cfg.num_val, cfg.num_test), latent_dim=cfg.latent_dim,
-                residual=cfg.residual_std, ridge=cfg.ridge, ood_shift=cfg.ood_shift, ood_scale=cfg.ood_scale,
+                g,
+                cov,
+                np.asarray(task.prior.std, np.float64),
+                seed=config.seed + s,
+                sizes=(cfg.num_train, cfg.num_val, cfg.num_test),
+                latent_dim=cfg.latent_dim,
+                residual=cfg.residual_std,
+                ridge=cfg.ridge,
+                ood_shift=cfg.ood_shift,
+                ood_scale=cfg.ood_scale,
                 delta=config.delta,
             )  # fmt: skip
             for s in range(cfg.num_seeds)
