@@ -320,6 +320,34 @@ def simulate(key, task, num: int, *, batch_size: int = 64) -> tuple[jax.Array, j
     return jax.lax.map(one, jnp.arange(num), batch_size=min(batch_size, num))
 
 
+def field_nrmse(field, pred, truth, *, batch_size: int = 128) -> float:
+    """Field NRMSE of coefficient predictions: RMS over cases and cells of field(pred) - field(truth),
+    divided by the std of the true fields (over cases and cells); `field: (m,) -> (H, W)`,
+    `pred`, `truth` `(N, m)`."""
+    pred, truth = np.asarray(pred, np.float64), np.asarray(truth, np.float64)
+    if pred.shape != truth.shape or pred.ndim != 2:
+        raise ValueError(f"pred, truth: expected equal (N, m) shapes, got {pred.shape} and {truth.shape}")
+    render = jax.jit(jax.vmap(field))
+    starts = range(0, len(pred), batch_size)
+    fp = np.concatenate([np.asarray(render(pred[i : i + batch_size])) for i in starts])
+    ft = np.concatenate([np.asarray(render(truth[i : i + batch_size])) for i in starts])
+    return float(np.sqrt(np.mean((fp - ft) ** 2)) / np.std(ft))
+
+
+def ridge_baseline(y_train, c_train, *, alpha: float = 1e-2):
+    """Linear ridge regression `y -> c` with intercept on standardized observations (closed form).
+
+    Minimizes ||Z W + 1 b - C||^2 + alpha N ||W||^2 over the training split (Z the
+    standardized `y_train (N, p)`); returns the predictor `y (n, p) -> c (n, m)`.
+    """
+    y_std = Standardizer.fit(y_train)
+    z = y_std.forward(np.asarray(y_train, np.float64))
+    c = np.asarray(c_train, np.float64)
+    cm = c.mean(axis=0)
+    w = np.linalg.solve(z.T @ z + alpha * len(z) * np.eye(z.shape[1]), z.T @ (c - cm))
+    return lambda y: y_std.forward(np.asarray(y, np.float64)) @ w + cm
+
+
 # ----------------------------------------------------------------------------
 # Direction-wise confidences and scores
 
@@ -422,6 +450,9 @@ def run_configuration(
     config: TrainConfig = TrainConfig(),
     level: float = 0.9,
     delta: float = geo.DEFAULT_DELTA,
+    ood_task=None,
+    baseline: bool = False,
+    field=None,
 ) -> dict:
     """Simulate, train and score every estimator family on one task configuration.
 
@@ -430,17 +461,38 @@ def run_configuration(
     family trains `num_seeds x num_members` members in one `fit` (member k of seed
     s from `fold_in(fold_in(fold_in(key, 1 + family), s), k)`); per seed, the
     ensemble's `confidences` on the calibration split and `evaluate` on the test
-    split. Returns ``{family: {"runs": [per-seed evaluate dict + "confidence"],
-    "final_loss": (num_seeds, num_members)}}``.
+    split. `ood_task` (the same observation model, a shifted coefficient prior):
+    an out-of-distribution test split of the same size (key `fold_in(key, 10_000)`),
+    scored with the in-distribution confidences under ``"ood"`` of each run.
+    Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" (+ "ood")],
+    "final_loss": (num_seeds, num_members)}}``; with `baseline`, also
+    ``"baseline": {"ridge": {"id": NRMSE, "ood": NRMSE}}`` (`ridge_baseline` on the
+    same splits; coefficient NRMSE as in `evaluate`). `field: (m,) -> (H, W)`: each
+    run (and its ``"ood"``) also gets ``"field_nrmse"`` of the ensemble-mean
+    coefficients (`field_nrmse`), and the ridge baseline ``"field_id"``/``"field_ood"``.
     """
     options = options or {}
     c, y = simulate(jr.fold_in(key, 0), task, sum(sizes))
     c, y = np.asarray(c, np.float64), np.asarray(y, np.float32)
     c_tr, c_ca, c_te = np.split(c, np.cumsum(sizes)[:-1])
     y_tr, y_ca, y_te = np.split(y, np.cumsum(sizes)[:-1])
+    if ood_task is not None:
+        if ood_task.num_observations != task.num_observations:
+            raise ValueError(
+                f"ood_task: expected {task.num_observations} observations, got {ood_task.num_observations}"
+            )
+        c_ood, y_ood = simulate(jr.fold_in(key, 10_000), ood_task, sizes[2])
+        c_ood, y_ood = np.asarray(c_ood, np.float64), np.asarray(y_ood, np.float32)
     y_std, c_std = Standardizer.fit(y_tr), Standardizer.fit(c_tr)
     lay = layout(task)
     out = {}
+    if baseline:
+        ridge = ridge_baseline(y_tr, c_tr)
+        splits = {"id": (y_te, c_te)} | ({"ood": (y_ood, c_ood)} if ood_task is not None else {})
+        nrmse = {k: float(np.mean(geo.directional_nrmse(ridge(yy), cc))) for k, (yy, cc) in splits.items()}
+        if field is not None:
+            nrmse |= {f"field_{k}": field_nrmse(field, ridge(yy), cc) for k, (yy, cc) in splits.items()}
+        out["baseline"] = {"ridge": nrmse}
     for i, name in enumerate(estimators):
         k_family = jr.fold_in(key, 1 + i)
         keys = jnp.stack(
@@ -462,10 +514,18 @@ def run_configuration(
             return pred.reshape(num_seeds, num_members, *pred.shape[1:])
 
         pred_ca, pred_te = ensemble(y_ca), ensemble(y_te)
+        pred_ood = ensemble(y_ood) if ood_task is not None else None
         runs = []
         for s in range(num_seeds):
             conf = confidences(geometry, pred_ca[s], c_ca, level=level)
-            runs.append(evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf})
+            run = evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf}
+            if field is not None:
+                run["field_nrmse"] = field_nrmse(field, pred_te[s].mean(axis=0), c_te)
+            if ood_task is not None:
+                run["ood"] = evaluate(geometry, pred_ood[s], c_ood, conf, delta=delta)
+                if field is not None:
+                    run["ood"]["field_nrmse"] = field_nrmse(field, pred_ood[s].mean(axis=0), c_ood)
+            runs.append(run)
         out[name] = {
             "runs": runs,
             "final_loss": np.asarray(losses)[:, -1].reshape(num_seeds, num_members),
@@ -486,10 +546,12 @@ __all__ = [
     "confidences",
     "conformal_halfwidths",
     "evaluate",
+    "field_nrmse",
     "fit",
     "fit_member",
     "layout",
     "predict",
+    "ridge_baseline",
     "run_configuration",
     "simulate",
 ]

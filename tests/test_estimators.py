@@ -170,7 +170,7 @@ def test_bad_confidences_are_rejected(problem, trained):
 
 
 def test_layout_views_follow_the_task_observation():
-    task = tasks.get("interface_transport", resolution=8, frames=1)
+    task = tasks.get("interface_transport", resolution=8, frames=1, num_sensors=6)
     layout = est.layout(task)
     assert (layout.frames, layout.count, layout.totals) == (2, task.observation.count, 0)
     x = task.prior.mean.reshape(task.unknown_shape)
@@ -190,14 +190,15 @@ def test_geometry_experiment_runs_end_to_end_at_tiny_scale(tmp_path):
 
     config = get_config("tiny")
     config.learned.estimators = ("mlp", "gru")
-    config.convergence.configurations = (("interface_transport", 0),)
-    config.convergence.schemes = ("muscl",)
-    config.convergence.resolutions = (12, 16)
+    config.learned.configurations = (("Flooding M2", "interface_transport", 2),)
     results = experiment.run(config, str(tmp_path))
     text = (tmp_path / "summary.md").read_text()
-    for heading in ("Learned estimators", "Confidence rankings", "Transport partition vs resolution"):
+    for heading in ("Table 1", "Table 2", "Table 3", "Table 4"):
         assert heading in text
-    label = "interface_transport F2"
-    assert set(results["learned"][label]) == {"mlp", "gru"}
-    assert len(results["learned"][label]["mlp"]["nrmse"]) == config.learned.num_seeds
-    assert (tmp_path / "figures" / "learned_interface_transport_F2_gru.png").exists()
+    assert set(results["reference"]) == {"Battery", "Melt-pool", "Flooding"}
+    label = "Flooding M2"
+    assert set(results["learned"][label]) == {"geometry", "ridge", "mlp", "gru"}
+    assert results["learned"][label]["mlp"]["ood"]["field_nrmse"][0] > 0
+    assert len(results["learned"][label]["mlp"]["ood"]["nrmse"]) == config.learned.num_seeds
+    assert (tmp_path / "figures" / "learned_Flooding_M2_gru.png").exists()
+    assert (tmp_path / "figures" / "spectra.png").exists()

@@ -76,7 +76,7 @@ def test_unstable_step_and_bad_arguments():
     with pytest.raises(ValueError, match="regime"):
         interface.build(regime="battery")
     with pytest.raises(ValueError, match="frames"):
-        interface.build(regime="potential", frames=2)
+        interface.build(regime="potential", frames=-1)
 
 
 def test_circle_indicator_area_and_radius(x64):
@@ -94,7 +94,7 @@ def _tasks():
     return {
         "interface_potential": tasks.get("interface_potential", resolution=N),
         "interface_meltpool": tasks.get("interface_meltpool", resolution=N, frames=2),
-        "interface_transport": tasks.get("interface_transport", resolution=N, frames=2),
+        "interface_transport": tasks.get("interface_transport", resolution=N, frames=2, num_sensors=6),
     }
 
 

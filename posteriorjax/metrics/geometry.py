@@ -270,6 +270,55 @@ def finite_difference_check(
     }
 
 
+def perturbation_ratio(
+    observe_fn: Callable, c0, geometry: Geometry, *, noise_cov, direction: int = -1, delta: float = 1e-3
+) -> dict:
+    """Finite-perturbation ratio along the right singular vector `direction` (default: the last).
+
+    With c_pm = c0 +- delta G^(-1/2) v_i (so ||c_+ - c_-||_G = 2 delta) and the
+    whitened observation change dy = Sigma^(-1/2) (H(c_+) - H(c_-)):
+
+        ratio = ||dy|| / (2 delta),   normalized = ratio / s_1.
+
+    For a map that is linear along v_i, ratio = s_i (0 on the null space); the
+    excess over s_i is the map's nonlinearity at amplitude delta. `normalized`
+    is on the scale of the normalized spectrum and does not depend on a uniform
+    scaling of the noise. Returns `{"delta", "ratio", "normalized", "singular_value"}`.
+    """
+    m = geometry.V.shape[0]
+    if not -m <= direction < m:
+        raise ValueError(f"direction: expected an index in [-{m}, {m}), got {direction!r}")
+    if not delta > 0:
+        raise ValueError(f"delta: expected a positive perturbation amplitude, got {delta!r}")
+    c0 = jnp.asarray(c0)
+    p = geometry.jacobian.shape[0]
+    _, sigma_isqrt = _spd_inverse_sqrt(noise_cov, p, "noise_cov")
+    step = np.linalg.solve(geometry.metric_sqrt, geometry.V[:, direction]) * delta
+    step = jnp.asarray(step.reshape(c0.shape), c0.dtype)
+    dy = np.asarray(observe_fn(c0 + step), np.float64) - np.asarray(observe_fn(c0 - step), np.float64)
+    ratio = float(np.linalg.norm(sigma_isqrt @ np.ravel(dy)) / (2 * delta))
+    s = geometry.singular_values
+    return {
+        "delta": float(delta),
+        "ratio": ratio,
+        "normalized": ratio / float(s[0]),
+        "singular_value": float(s[direction]),
+    }
+
+
+def coordinate_blind(geometry: Geometry, noise_cov) -> np.ndarray:
+    """Bool `(m,)`: coordinate-wise blind coefficients, whose whitened Jacobian column norm
+    ||Sigma^(-1/2) J e_k|| (metric-scaled, G^(-1/2) e_k) is below tau times the largest column norm.
+
+    The coordinate-wise diagnostic of perturbing one coefficient at a time; it can
+    find no blind coefficient although the joint map has a null space.
+    """
+    p, m = geometry.jacobian.shape
+    _, sigma_isqrt = _spd_inverse_sqrt(noise_cov, p, "noise_cov")
+    cols = np.linalg.norm(sigma_isqrt @ geometry.jacobian @ np.linalg.inv(geometry.metric_sqrt), axis=0)
+    return cols < geometry.tau * np.max(cols)
+
+
 # ----------------------------------------------------------------------------
 # Direction-wise recovery
 
@@ -469,11 +518,13 @@ __all__ = [
     "analyze",
     "auroc",
     "claims_at",
+    "coordinate_blind",
     "directional_nrmse",
     "finite_difference_check",
     "from_jacobian",
     "hits",
     "jacobian",
+    "perturbation_ratio",
     "project",
     "scrs",
     "selection",

@@ -10,19 +10,37 @@ about the centre (L/2, L/2), eps = `width` grid spacings. Prior: independent
 Gaussians, c_0 ~ N(0.25, 0.02^2), a_k, b_k ~ N(0, (0.03 / k)^2) (radius in
 units of L = 1). Three regimes:
 
-* ``interface_potential`` (diffuse-domain potential): -div(a grad u) = f with
-  a = 1 + 9 chi, f = 1 + x, u = 0 on the boundary (`physics.darcy`); sensors on
-  the ring of nodes next to the boundary, plus two auxiliary channels: the
-  inclusion area (integral of chi) and the energy (integral of f u).
-* ``interface_meltpool`` (low Peclet, |b| L / kappa = 5): heat source chi in a
-  flow b = (1, 0), kappa = 0.2; steady (`frames=0`) or transient from u = 0
-  with an observation history of `frames` earlier snapshots plus the final one.
-* ``interface_transport`` (high Peclet, 1000): concentration chi transported by
-  b = (1, 0.3) with kappa = 1e-3 up to t = 0.3; `frames` earlier snapshots plus the final one.
+* ``interface_potential`` (diffuse-domain battery potential): -div(a grad u) = f
+  with a = 1 + 9 chi, u = 0 on the boundary (`physics.darcy`); sensors on the
+  ring of nodes next to the boundary, plus (`auxiliary=True`) two auxiliary
+  channels: the inclusion area (integral of chi) and the energy (integral of
+  f u of the final frame). History (`frames` = F > 0): the potential is
+  quasi-static, and the applied load turns during the history, frame k of
+  0..F having f_k = 1 + x cos(phi_k) + y sin(phi_k), phi_k = (pi / 2)(F - k) / F;
+  the final frame (and `frames=0`) has f = 1 + x.
+* ``interface_meltpool`` (low Peclet, |b| L / kappa = 1 / 0.13 = 7.7): heat source
+  chi in a flow b = (1, 0), kappa = 0.13, up to t = 0.5; steady (`frames=0`) or
+  transient from u = 0 with an observation history of `frames` earlier
+  snapshots plus the final one; sensors on the ring of nodes n/8 in from the edge.
+* ``interface_transport`` (Flooding, high Peclet, |b| L / kappa = 1044): the
+  concentration chi transported by b = (1, 0.3) with kappa = 1e-3 up to t = 0.1;
+  `frames` earlier snapshots plus the final one. Sensors (`arc_sensors`): the
+  nodes nearest to `num_sensors` points evenly spaced on the downstream arc
+  (span 0.63 x 360 deg, centred on the +x direction) of the prior-mean front at
+  t = 0.1, i.e. the circle of radius 0.25 about (0.5, 0.5) + b t.
 
-(`physics.advection_diffusion`; `scheme` selects its advection scheme: by default
-first-order upwind for the meltpool regime and second-order MUSCL for transport,
-where upwind numerical diffusion ``|b| h / 2`` would exceed kappa several times over.)
+Advection schemes (`scheme`): the meltpool regime uses first-order upwind
+(`physics.advection_diffusion`; its numerical diffusion |b| h / 2 is 6 % of
+kappa at 64^2). The transport regime defaults to ``"spectral"``: the exact
+solution u(t) = F^-1[exp(-(kappa |k|^2 + i b.k) t) F[chi]] of the constant-
+coefficient equation in the open plane, the grid being an observation window
+(`free_space_propagator`: FFT on the window zero-padded to twice its size, so
+fluid that leaves the window is gone; it would wrap back only after travelling
+another window width, against b t = 0.1 L here). It is linear in chi
+with no numerical diffusion and no limiter, so the coefficient-to-observation
+map is smooth. ``"muscl"`` and ``"upwind"`` remain available there (Dirichlet
+walls, `physics.advection_diffusion`); MUSCL's limiter makes the map only
+piecewise smooth.
 
 Noise: per channel (sensor values of one
 frame, each auxiliary total), std = 1% of the channel's RMS at the prior-mean
@@ -62,7 +80,7 @@ def radius(c: jax.Array, theta: jax.Array) -> jax.Array:
 
 def indicator(c: jax.Array, grid: Grid, width: float = 1.0) -> jax.Array:
     """Smooth indicator `(n, n)` of {rho < r(theta)} on the grid nodes."""
-    x = (np.arange(grid.n) + (1 if grid.bc == "dirichlet" else 0.5)) * grid.spacing - 0.5 * grid.length
+    x = _node_coordinates(grid) - 0.5 * grid.length
     xx, yy = np.meshgrid(x, x)  # [y, x]
     rho = jnp.asarray(np.hypot(xx, yy), c.dtype)
     theta = jnp.asarray(np.arctan2(yy, xx), c.dtype)
@@ -97,8 +115,49 @@ def default_prior(radius0: float = 0.25, radius_std: float = 0.02, mode_std: flo
     return InterfacePrior(jnp.asarray(mean, jnp.float32), jnp.asarray(std, jnp.float32))
 
 
+TRANSPORT_SCHEMES = (*ad.SCHEMES, "spectral")
+MELTPOOL_KAPPA = 0.13
+TRANSPORT_VELOCITY = (1.0, 0.3)
+TRANSPORT_KAPPA = 1e-3
+TRANSPORT_TIME = 0.1
+ARC_SPAN = 0.63
+
+
+def _node_coordinates(grid: Grid) -> np.ndarray:
+    """Coordinates `(n,)` of the grid nodes along one axis (units of L)."""
+    return (np.arange(grid.n) + (1 if grid.bc == "dirichlet" else 0.5)) * grid.spacing
+
+
+def free_space_propagator(grid: Grid, velocity, kappa: float, t: float) -> np.ndarray:
+    """`(2n, 2n)` complex Fourier multiplier exp(-(kappa |k|^2 + i b.k) t) on the doubled lattice.
+
+    `_propagate` zero-pads the n x n window to 2n x 2n nodes (period 2n h), applies
+    this multiplier (wave numbers k = 2 pi fftfreq(2n, h), `[y, x]`) and crops the
+    window: the exact solution of u_t + b . grad u = kappa lap u in the open plane
+    for data inside the window, as long as the transported field stays within n
+    nodes of it (no wrap-around).
+    """
+    k = 2 * np.pi * np.fft.fftfreq(2 * grid.n, grid.spacing)
+    ky, kx = np.meshgrid(k, k, indexing="ij")
+    bx, by = velocity
+    return np.exp(-(kappa * (kx**2 + ky**2) + 1j * (bx * kx + by * ky)) * t)
+
+
+def _propagate(u0: jax.Array, multiplier: np.ndarray) -> jax.Array:
+    """`(..., n, n)`: the window of ifft2(fft2(pad(u0)) * multiplier), multiplier `(..., 2n, 2n)`."""
+    n = u0.shape[-1]
+    cdtype = jnp.complex128 if u0.dtype == jnp.float64 else jnp.complex64
+    padded = jnp.pad(u0, [(0, 0)] * (u0.ndim - 2) + [(0, n), (0, n)])
+    out = jnp.fft.ifft2(jnp.fft.fft2(padded) * jnp.asarray(multiplier, cdtype))
+    return jnp.real(out[..., :n, :n]).astype(u0.dtype)
+
+
 class InterfacePhysics(AbstractPhysics):
-    """`x (17, 1, 1) -> state (C_u, n, n)`; see the module doc for the regimes and channels."""
+    """`x (17, 1, 1) -> state (C_u, n, n)`; see the module doc for the regimes and channels.
+
+    States: potential `(F + 3, n, n)` (the F + 1 potential frames, chi, f u of the
+    final frame); meltpool steady `(1, n, n)`; transient regimes `(F + 1, n, n)`.
+    """
 
     grid: Grid = eqx.field(static=True)
     regime: str = eqx.field(static=True)
@@ -109,8 +168,8 @@ class InterfacePhysics(AbstractPhysics):
     def _setup(self) -> tuple[tuple[float, float], float, float]:
         """`((b_x, b_y), kappa, t_final)` of the advection-diffusion regimes."""
         if self.regime == "meltpool":
-            return (1.0, 0.0), 0.2, 0.5
-        return (1.0, 0.3), 1e-3, 0.3
+            return (1.0, 0.0), MELTPOOL_KAPPA, 0.5
+        return TRANSPORT_VELOCITY, TRANSPORT_KAPPA, TRANSPORT_TIME
 
     def _steps(self) -> int:
         (bx, by), _, t_final = self._setup()
@@ -119,18 +178,32 @@ class InterfacePhysics(AbstractPhysics):
         n = int(np.ceil(t_final * (abs(bx) + abs(by)) / (cfl * self.grid.spacing)))
         return per * int(np.ceil(n / per))
 
-    def _source_x(self, dtype):
-        x = (np.arange(self.grid.n) + 1) * self.grid.spacing
-        return jnp.asarray(np.broadcast_to(1.0 + x[None, :], self.grid.shape), dtype)
+    def sources(self, dtype) -> jax.Array:
+        """Potential regime: the loads `(F + 1, n, n)` of the frames (see the module doc)."""
+        x = _node_coordinates(self.grid)
+        xx, yy = np.meshgrid(x, x)  # [y, x]
+        f = self.frames
+        phi = np.pi / 2 * (f - np.arange(f + 1)) / max(f, 1)
+        loads = 1.0 + xx * np.cos(phi)[:, None, None] + yy * np.sin(phi)[:, None, None]
+        return jnp.asarray(loads, dtype)
+
+    def _multipliers(self, dt: float, count: int) -> np.ndarray:
+        velocity, kappa, _ = self._setup()
+        times = dt * (np.arange(count) + 1)
+        return np.stack([free_space_propagator(self.grid, velocity, kappa, t) for t in times])
 
     def __call__(self, x: jax.Array) -> jax.Array:
         chi = indicator(x[:, 0, 0], self.grid, self.width)
         dtype = chi.dtype
         if self.regime == "potential":
-            f = self._source_x(dtype)
-            u = darcy.solve(1.0 + 9.0 * chi, self.grid, f)
-            return jnp.stack([u, chi, f * u])
+            f = self.sources(dtype)
+            a = 1.0 + 9.0 * chi
+            u = jax.vmap(lambda fk: darcy.solve(a, self.grid, fk))(f)
+            return jnp.concatenate([u, chi[None], (f[-1] * u[-1])[None]])
         (bx, by), kappa, t_final = self._setup()
+        if self.scheme == "spectral":
+            per = self.frames + 1
+            return _propagate(chi[None], self._multipliers(t_final / per, per))
         velocity = ad.uniform_velocity(self.grid, bx, by, dtype)
         if self.regime == "meltpool" and self.frames == 0:
             return ad.solve_steady(velocity, kappa, self.grid, chi)[None]
@@ -158,19 +231,22 @@ class InterfacePhysics(AbstractPhysics):
         return jnp.isfinite(jnp.sum(jnp.abs(x)))
 
     def residual(self, x: jax.Array, u: jax.Array) -> jax.Array:
-        """Potential / steady: the discrete PDE residual. Transient: each frame minus the rollout
-        of the IMEX scheme from the previous frame (from the initial state for the first)."""
+        """Potential / steady: the discrete PDE residual of every frame. Transient: each frame minus
+        the rollout (or exact propagation) from the previous frame (from the initial state for the first)."""
         chi = indicator(x[:, 0, 0], self.grid, self.width)
         if self.regime == "potential":
-            f = self._source_x(chi.dtype)
-            return jnp.stack(
-                [darcy.residual(1.0 + 9.0 * chi, u[0], self.grid, f), u[1] - chi, u[2] - f * u[0]]
-            )
+            f = self.sources(chi.dtype)
+            a = 1.0 + 9.0 * chi
+            frames = u[: self.frames + 1]
+            res = jax.vmap(lambda uk, fk: darcy.residual(a, uk, self.grid, fk))(frames, f)
+            return jnp.concatenate([res, (u[-2] - chi)[None], (u[-1] - f[-1] * frames[-1])[None]])
         (bx, by), kappa, t_final = self._setup()
+        per = self.frames + 1
+        if self.scheme == "spectral":  # the exact solution at every frame time (the window forgets outflow)
+            return u - _propagate(chi[None], self._multipliers(t_final / per, per))
         velocity = ad.uniform_velocity(self.grid, bx, by, chi.dtype)
         if self.regime == "meltpool" and self.frames == 0:
             return ad.residual_steady(u[0], velocity, kappa, self.grid, chi)[None]
-        per = self.frames + 1
         steps = self._steps() // per
         starts = jnp.concatenate([(jnp.zeros_like(chi) if self.regime == "meltpool" else chi)[None], u[:-1]])
         f = chi if self.regime == "meltpool" else 0.0
@@ -243,8 +319,34 @@ def ring_sensors(grid: Grid, num: int, *, inset: int = 0) -> MaskObservation:
     return MaskObservation(mask, name="ring", params=(("num", num), ("inset", inset)))
 
 
+def arc_sensors(grid: Grid, num: int, centre, radius: float, span: float, *, direction: float = 0.0):
+    """Nodes nearest to `num` points evenly spaced on an arc of the circle (`centre`, `radius`).
+
+    The arc spans `span` x 360 degrees centred on the angle `direction` (radians);
+    point j sits at direction + span 2 pi ((j + 1/2) / num - 1/2).
+    """
+    if not 0.0 < span <= 1.0:
+        raise ValueError(f"span: expected a fraction of the circle in (0, 1], got {span!r}")
+    theta = direction + span * 2 * np.pi * ((np.arange(num) + 0.5) / num - 0.5)
+    offset = 1.0 if grid.bc == "dirichlet" else 0.5
+    ix = np.round((centre[0] + radius * np.cos(theta)) / grid.spacing - offset).astype(int)
+    iy = np.round((centre[1] + radius * np.sin(theta)) / grid.spacing - offset).astype(int)
+    if np.any((ix < 0) | (ix >= grid.n) | (iy < 0) | (iy >= grid.n)):
+        raise ValueError(f"radius: the arc of radius {radius} about {tuple(centre)} leaves the grid")
+    mask = np.zeros(grid.shape, bool)
+    mask[iy, ix] = True
+    if mask.sum() != num:
+        raise ValueError(
+            f"num_sensors: {num} sensors on the arc fall on {int(mask.sum())} distinct nodes of a "
+            f"{grid.n}-point grid; use a finer grid or fewer sensors"
+        )
+    return MaskObservation(
+        mask, name="arc", params=(("num", num), ("radius", radius), ("span", span), ("centre", tuple(centre)))
+    )
+
+
 def _noise_std(physics, observation: InterfaceObservation, x0, strength: float, floor: float):
-    y0 = np.asarray(observation(physics(x0)), np.float64)
+    y0 = np.asarray(eqx.filter_jit(lambda p, o, x: o(p(x)))(physics, observation, x0), np.float64)
     stds, start = [], 0
     for size in observation.channel_sizes:
         block = y0[start : start + size]
@@ -263,16 +365,30 @@ def build(
     noise_floor: float = 1e-6,
     width: float = 1.0,
     scheme: str | None = None,
+    auxiliary: bool | None = None,
+    prior_shift: float = 0.0,
+    prior_scale: float = 1.0,
 ) -> Task:
+    """One interface task (see the module doc).
+
+    `auxiliary`: the potential regime's area and energy channels (default: on for potential). `prior_shift`,
+    `prior_scale`: the coefficient distribution the task draws from (`shifted_prior`;
+    the defaults give the training prior); the noise is always set at the training
+    prior's mean, so shifted tasks share the observation model.
+    """
     if regime not in REGIMES:
         raise ValueError(f"regime: expected one of {REGIMES}, got {regime!r}")
     if not isinstance(frames, int) or frames < 0:
         raise ValueError(f"frames: expected a non-negative integer, got {frames!r}")
-    if regime == "potential" and frames:
-        raise ValueError(f"frames: the potential regime is steady (frames=0), got {frames}")
-    scheme = ("muscl" if regime == "transport" else "upwind") if scheme is None else scheme
-    if scheme not in ad.SCHEMES:
-        raise ValueError(f"scheme: expected one of {ad.SCHEMES}, got {scheme!r}")
+    if auxiliary is None:
+        auxiliary = regime == "potential"
+    if auxiliary and regime != "potential":
+        raise ValueError(f"auxiliary: only the potential regime has auxiliary channels, not {regime}")
+    default_scheme = {"potential": "upwind", "meltpool": "upwind", "transport": "spectral"}[regime]
+    scheme = default_scheme if scheme is None else scheme
+    allowed = TRANSPORT_SCHEMES if regime == "transport" else ad.SCHEMES
+    if scheme not in allowed:
+        raise ValueError(f"scheme: expected one of {allowed} for the {regime} regime, got {scheme!r}")
     grid = Grid(resolution, 1.0, "dirichlet")
     defaults = {"potential": 16, "meltpool": 12, "transport": 13}
     num_sensors = defaults[regime] if num_sensors is None else num_sensors
@@ -283,30 +399,46 @@ def build(
         observation = InterfaceObservation(
             sensors=sensors,
             shape=grid.shape,
-            sensor_channels=(0,),
-            total_channels=(1, 2),
+            sensor_channels=tuple(range(frames + 1)),
+            total_channels=(frames + 1, frames + 2) if auxiliary else (),
             cell_area=grid.spacing**2,
         )
     else:
-        sensors = ring_sensors(grid, num_sensors, inset=max(1, resolution // 8))
+        if regime == "transport":
+            (bx, by), t = TRANSPORT_VELOCITY, TRANSPORT_TIME
+            centre = (0.5 + bx * t, 0.5 + by * t)
+            sensors = arc_sensors(grid, num_sensors, centre, float(prior.mean[0]), ARC_SPAN)
+        else:
+            sensors = ring_sensors(grid, num_sensors, inset=max(1, resolution // 8))
         observation = InterfaceObservation(
             sensors=sensors, shape=grid.shape, sensor_channels=tuple(range(frames + 1))
         )
     std = _noise_std(physics, observation, prior.mean.reshape(prior.shape), noise_std, noise_floor)
     config = dict(
         regime=regime, resolution=resolution, frames=frames, num_sensors=num_sensors,
-        noise_std=noise_std, noise_floor=noise_floor, width=width, scheme=scheme,
+        noise_std=noise_std, noise_floor=noise_floor, width=width, scheme=scheme, auxiliary=auxiliary,
+        prior_shift=prior_shift, prior_scale=prior_scale,
     )  # fmt: skip
     return Task(
         name=name,
         grid=grid,
-        prior=prior,
+        prior=shifted_prior(prior, prior_shift, prior_scale),
         physics=physics,
         observation=observation,
         noise=GaussianNoise(jnp.asarray(std, jnp.float32)),
         field_stats=(float(jnp.mean(prior.mean)), float(jnp.mean(prior.std))),
         config=tuple(sorted(config.items())),
     )
+
+
+def shifted_prior(prior: InterfacePrior, shift: float = 0.0, scale: float = 1.0) -> InterfacePrior:
+    """The out-of-distribution coefficient law: every coefficient's mean moved by `shift` of its
+    std (mean + shift std) and its std multiplied by `scale` (shift = 0, scale = 1: `prior` itself)."""
+    if not (np.isfinite(shift) and np.isfinite(scale) and scale > 0):
+        raise ValueError(f"prior_shift, prior_scale: expected finite, scale > 0, got {shift!r}, {scale!r}")
+    if shift == 0.0 and scale == 1.0:
+        return prior
+    return InterfacePrior(prior.mean + shift * prior.std, scale * prior.std)
 
 
 def observation_map(task: Task):
