@@ -23,6 +23,9 @@ from posteriorjax.metrics import _checks
 from posteriorjax.metrics.posterior import wasserstein_1d
 
 DEFAULT_LEVELS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2).tolist())
+# `coverage(method="auto")` counts (no sort) for equal weights; False restores the sorted
+# quantiles (benchmark baseline). Read when a program is traced.
+COVERAGE_BY_COUNTING = True
 
 
 # ----------------------------------------------------------------------------
@@ -73,9 +76,10 @@ def coverage(samples, truth, levels=DEFAULT_LEVELS, weights=None, *, method="aut
     [q((1 - l)/2), q((1 + l)/2)] of `weighted_quantiles`. ``method="sort"`` builds
     the quantiles; ``"count"`` (equal weights only) inverts the piecewise-linear q
     at the truth from counts and the neighbouring members (`_counted_positions`), no
-    sort; ``"auto"`` counts when `weights` is None. Both give the same intervals, except
-    that for a truth equal to a member at a node p_k the sorted path's `jnp.interp` may
-    round q(p_k) = x_(k-1) + (x_(k) - x_(k-1)) below x_(k) and miss it; counting is exact.
+    sort; ``"auto"`` counts when `weights` is None (and `COVERAGE_BY_COUNTING`). Both give
+    the same intervals, except that for a truth equal to a member at a node p_k the
+    sorted path's `jnp.interp` may round q(p_k) = x_(k-1) + (x_(k) - x_(k-1)) below
+    x_(k) and miss it; counting is exact.
     """
     if method not in ("auto", "count", "sort"):
         raise ValueError(f"method: expected 'auto', 'count' or 'sort', got {method!r}")
@@ -88,7 +92,7 @@ def coverage(samples, truth, levels=DEFAULT_LEVELS, weights=None, *, method="aut
     _checks.finite(x, "samples")
     w = None if weights is None else _checks.weights(weights, x.shape[0], "weights", x.dtype)
     levels = tuple(float(v) for v in np.ravel(levels))
-    if w is None and method != "sort":
+    if w is None and (method == "count" or (method == "auto" and COVERAGE_BY_COUNTING)):
         return _coverage_counted(x, t, levels)
     return _coverage(x, t, levels, w)
 
@@ -137,9 +141,9 @@ def _counted_positions(x, t):
 
 @functools.partial(jax.jit, static_argnums=2)
 def _coverage_counted(x, t, levels):
-    upper, lower = _counted_positions(x, t)
-    lv = jnp.asarray(levels)  # the probabilities rounded as in `central_intervals`
-    lv = lv.reshape((-1,) + (1,) * t.ndim)
+    # flat members: XLA's CPU reductions over N are far slower on (N, 1, H, W)
+    upper, lower = _counted_positions(x.reshape(x.shape[0], -1), t.ravel())
+    lv = jnp.asarray(levels)[:, None]  # the probabilities rounded as in `central_intervals`
     inside = (((1 - lv) / 2).astype(x.dtype) <= upper) & (lower <= ((1 + lv) / 2).astype(x.dtype))
     cov = inside.reshape(inside.shape[0], -1).mean(axis=1)
     return _checks.nan_if_nonfinite(cov, x)
