@@ -59,17 +59,19 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", default=None, help="benchmark names to run (default: all)")
     parser.add_argument("--json", default=None, help="write the records to this JSON file")
     parser.add_argument("--device", action="store_true", help="accelerator-sized problems")
-    parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    parser.add_argument(
+        "--list", action="store_true", help="list the benchmark names (those --only selects) and exit"
+    )
     args = parser.parse_args(argv)
 
     available = collect()
-    if args.list:
-        print("\n".join(sorted(available)))
-        return
     names = sorted(available) if not args.only else select(args.only, available)
     unknown = [n for n in args.only or () if not select([n], available)]
     if unknown:
         parser.error(f"--only: unknown benchmark(s) {unknown}; available: {sorted(available)}")
+    if args.list:
+        print("\n".join(names))
+        return
 
     import jax
 
