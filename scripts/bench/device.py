@@ -35,7 +35,11 @@ def bench_fundps_full(args):
     s = samplers.get("fundps", task, model=model, **steps)
     h = s.hparams()
     y = task.cases(0, 1).y_obs[0]
-    run = jax.jit(lambda k: s.sample(k, y, num, h))
+    # sample() compiles itself with the network as an argument; an outer jit closing over the
+    # sampler would make its weights constants, which XLA then spends minutes constant-folding
+    def run(k):
+        return s.sample(k, y, num, h)
+
     start = time.perf_counter()
     jax.block_until_ready(run(jr.key(1)))
     compile_and_first = time.perf_counter() - start

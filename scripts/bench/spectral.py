@@ -7,7 +7,8 @@
   12.5 %-padded 144^2 grid, the UNO levels at 128^2). The chosen path is in the record.
 * ``spectral_grf``: cosine-basis GRF sampling, C^(1/2) xi = T^-1 (s . T xi) on a batch of
   white fields: the automatic transform (`random_fields.forward_transform`, DCT-II matrices)
-  against `jax.scipy.fft.dctn` / `idctn` (`method="fft"`).
+  against `jax.scipy.fft.dctn` / `idctn` (`method="fft"`), with the white-noise draw
+  (shared by both) and without it (`spectral_grf_transform`).
 Ratios are ours / baseline in throughput (higher is better), timed in alternation.
 """
 
