@@ -32,7 +32,8 @@ def test_coverage_by_counting_equals_sorted_quantile_intervals(key, n):
 
 
 @pytest.mark.parametrize("n", [5, 40])
-def test_pairwise_crps_equals_sorted_crps(key, n):
+def test_pairwise_crps_equals_sorted_crps(key, n, monkeypatch):
+    monkeypatch.setattr(scoring, "PAIRWISE_BLOCK", 64)  # 144 elements: two full blocks and a padded one
     # CRPS is per element: the four ensembles side by side are one call
     x, t = (jnp.concatenate(v, axis=-1) for v in zip(*_ensembles(jr.fold_in(key, n), n), strict=True))
     w = jr.uniform(jr.fold_in(key, 99), (n,)) + 0.1
