@@ -35,6 +35,7 @@ def bench_fundps_full(args):
     s = samplers.get("fundps", task, model=model, **steps)
     h = s.hparams()
     y = task.cases(0, 1).y_obs[0]
+
     # sample() compiles itself with the network as an argument; an outer jit closing over the
     # sampler would make its weights constants, which XLA then spends minutes constant-folding
     def run(k):
