@@ -18,7 +18,7 @@ def _ensembles(key, n):
     return [(x, t), (xb, tb), (x, x[0]), (xb, xb[1])]
 
 
-@pytest.mark.parametrize("n", [2, 40])
+@pytest.mark.parametrize("n", [pytest.param(2, marks=pytest.mark.slow), 40])
 def test_coverage_by_counting_equals_sorted_quantile_intervals(key, n):
     x, t = (jnp.stack(v) for v in zip(*_ensembles(jr.fold_in(key, n), n), strict=True))
     counted = jax.vmap(lambda s, y: calibration.coverage(s, y, method="count"))(x, t)
@@ -31,7 +31,7 @@ def test_coverage_by_counting_equals_sorted_quantile_intervals(key, n):
     assert float(jnp.max(counted[2] - sorted_[2])) <= 2.0 / t[2].size
 
 
-@pytest.mark.parametrize("n", [5, 40])
+@pytest.mark.parametrize("n", [pytest.param(5, marks=pytest.mark.slow), 40])
 def test_pairwise_crps_equals_sorted_crps(key, n, monkeypatch):
     monkeypatch.setattr(scoring, "PAIRWISE_BLOCK", 64)  # 144 elements: two full blocks and a padded one
     # CRPS is per element: the four ensembles side by side are one call
