@@ -29,5 +29,6 @@ def main(argv):
 
 if __name__ == "__main__":
     parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
+    parallel.enable_compilation_cache()  # persistent XLA cache, ~/.cache/posteriorjax/xla (see parallel)
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

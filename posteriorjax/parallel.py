@@ -27,6 +27,7 @@ import os
 import re
 import warnings
 from collections.abc import MutableMapping
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +35,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 AXIS = "data"
+CACHE_VARIABLE = "POSTERIORJAX_COMPILATION_CACHE"  # a directory, or "off"
 
 
 _THREAD_VARIABLES = ("PJRT_NPROC", "NPROC")  # read, in this order, by the XLA CPU client
@@ -188,3 +190,36 @@ def global_tree(tree, sharding: NamedSharding):
         return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
     return jax.tree.map(put, tree)
+
+
+def enable_compilation_cache(path=None, *, min_compile_time_s: float = 1.0) -> Path | None:
+    """Turn on JAX's persistent compilation cache (entry points call this once, before compiling).
+
+    The directory is `path`, else `$POSTERIORJAX_COMPILATION_CACHE`, else
+    ``~/.cache/posteriorjax/xla``: shared by every workdir, so a rerun in a fresh
+    workdir reuses the executables. Programs that compiled in at least
+    `min_compile_time_s` are written. ``POSTERIORJAX_COMPILATION_CACHE=off`` disables
+    it; an unwritable directory warns and leaves the cache off. Returns the directory
+    in use, or None.
+
+    Limit: JAX never writes a program with host callbacks (`jax/_src/compiler.py`,
+    `_cache_write`: "uses host callbacks"). Every traced `eqx.error_if` is one (a
+    `jax.pure_callback` when ``EQX_ON_ERROR=raise``, the default), so the sweep's
+    per-configuration program -- which checks reference weights, sampler
+    hyperparameters and physical inputs that way -- is compiled afresh by every
+    process; its setup programs (references, training, pools) are cached.
+    """
+    setting = path if path is not None else os.environ.get(CACHE_VARIABLE, "")
+    if str(setting).strip().lower() == "off":
+        return None
+    directory = Path(setting or Path.home() / ".cache" / "posteriorjax" / "xla").expanduser()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        message = f"path: compilation cache directory {directory} is unusable ({error}); cache off"
+        warnings.warn(message, stacklevel=2)
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_s))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return directory

@@ -2,6 +2,9 @@
 
     python scripts/benchmark.py [--only NAME ...] [--json FILE] [--device]
 
+`--only spectral metrics` runs the benchmarks named so, or, for a word that names none,
+every benchmark whose name contains it (`spectral_conv`, `spectral_grf`, `metrics`).
+
 Each module in `scripts/bench/` exposes `BENCHMARKS = {name: fn}` where
 `fn(args) -> list[record]` (see `bench/common.py`). `--device` runs the sizes
 meant for an accelerator; without it the sizes fit a 2-core CPU.
@@ -37,6 +40,18 @@ def collect() -> dict:
     return found
 
 
+def select(patterns, available) -> list[str]:
+    """Benchmark names for `--only`: a pattern that is a name selects it, else every name containing it.
+
+    Order: as given, names of one pattern sorted; each name once.
+    """
+    names = []
+    for pattern in patterns:
+        matches = [pattern] if pattern in available else sorted(n for n in available if pattern in n)
+        names += [n for n in matches if n not in names]
+    return names
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -44,17 +59,19 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", default=None, help="benchmark names to run (default: all)")
     parser.add_argument("--json", default=None, help="write the records to this JSON file")
     parser.add_argument("--device", action="store_true", help="accelerator-sized problems")
-    parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    parser.add_argument(
+        "--list", action="store_true", help="list the benchmark names (those --only selects) and exit"
+    )
     args = parser.parse_args(argv)
 
     available = collect()
-    if args.list:
-        print("\n".join(sorted(available)))
-        return
-    names = sorted(available) if not args.only else args.only
-    unknown = [n for n in names if n not in available]
+    names = sorted(available) if not args.only else select(args.only, available)
+    unknown = [n for n in args.only or () if not select([n], available)]
     if unknown:
         parser.error(f"--only: unknown benchmark(s) {unknown}; available: {sorted(available)}")
+    if args.list:
+        print("\n".join(names))
+        return
 
     import jax
 

@@ -23,6 +23,9 @@ from posteriorjax.metrics import _checks
 from posteriorjax.metrics.posterior import wasserstein_1d
 
 DEFAULT_LEVELS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2).tolist())
+# `coverage(method="auto")` counts (no sort) for equal weights; False restores the sorted
+# quantiles (benchmark baseline). Read when a program is traced.
+COVERAGE_BY_COUNTING = True
 
 
 # ----------------------------------------------------------------------------
@@ -65,25 +68,83 @@ def central_intervals(samples, levels=DEFAULT_LEVELS, weights=None):
     return q[:k], q[k:]
 
 
-def coverage(samples, truth, levels=DEFAULT_LEVELS, weights=None):
+def coverage(samples, truth, levels=DEFAULT_LEVELS, weights=None, *, method="auto"):
     """Empirical coverage `(K,)`: fraction of elements whose truth lies in the central l-interval.
 
     `samples (N, ...)`, `truth (...)`; averaged over all elements of the case.
-    Vmap over cases and average for a population coverage curve.
+    Vmap over cases and average for a population coverage curve. The interval is
+    [q((1 - l)/2), q((1 + l)/2)] of `weighted_quantiles`. ``method="sort"`` builds
+    the quantiles; ``"count"`` (equal weights only) inverts the piecewise-linear q
+    at the truth from counts and the neighbouring members (`_counted_positions`), no
+    sort; ``"auto"`` counts when `weights` is None (and `COVERAGE_BY_COUNTING`). Both give
+    the same intervals, except that for a truth equal to a member at a node p_k the
+    sorted path's `jnp.interp` may round q(p_k) = x_(k-1) + (x_(k) - x_(k-1)) below
+    x_(k) and miss it; counting is exact.
     """
+    if method not in ("auto", "count", "sort"):
+        raise ValueError(f"method: expected 'auto', 'count' or 'sort', got {method!r}")
+    if method == "count" and weights is not None:
+        raise ValueError("method: 'count' needs equal weights (weights=None); use 'sort' or 'auto'")
     x = _checks.ensemble(samples, "samples", min_size=2, min_ndim=1)
     t = jnp.asarray(truth, x.dtype)
     if t.shape != x.shape[1:]:
         raise ValueError(f"truth: expected shape {x.shape[1:]}, got {t.shape}")
     _checks.finite(x, "samples")
     w = None if weights is None else _checks.weights(weights, x.shape[0], "weights", x.dtype)
-    return _coverage(x, t, tuple(float(v) for v in np.ravel(levels)), w)
+    levels = tuple(float(v) for v in np.ravel(levels))
+    if w is None and (method == "count" or (method == "auto" and COVERAGE_BY_COUNTING)):
+        return _coverage_counted(x, t, levels)
+    return _coverage(x, t, levels, w)
 
 
 @functools.partial(jax.jit, static_argnums=2)
 def _coverage(x, t, levels, w):
     lo, hi = central_intervals(x, levels, w)
     inside = (lo <= t) & (t <= hi)
+    cov = inside.reshape(inside.shape[0], -1).mean(axis=1)
+    return _checks.nan_if_nonfinite(cov, x)
+
+
+def _counted_positions(x, t):
+    """`(P, Q)`, each `(...)`: q(p) <= t iff p <= P, and q(p) >= t iff p >= Q, for equal weights.
+
+    q is the piecewise-linear quantile through (p_i, x_(i)), p_i the plotting positions
+    of `weighted_quantiles` (built the same way, so ties land on the same p_i). With
+    k = #{x_i <= t} and a < t <= b the neighbouring members, P = p_k + (t - a) / (b - a)
+    (p_(k+1) - p_k) (+inf if k = N, -inf if k = 0); Q likewise with k = #{x_i < t}.
+    """
+    n = x.shape[0]
+    wn = jnp.full((n,), 1.0 / n, x.dtype)
+    pos = jnp.cumsum(wn) - 0.5 * wn
+    inf = jnp.asarray(jnp.inf, x.dtype)
+
+    def invert(count, below, above, exact_below, exact_above):
+        k0, k1 = jnp.clip(count - 1, 0, n - 1), jnp.clip(count, 0, n - 1)
+        gap = jnp.where(above > below, above - below, 1.0)
+        frac = jnp.where(exact_below, 0.0, jnp.where(exact_above, 1.0, (t - below) / gap))
+        p = pos[k0] + frac * (pos[k1] - pos[k0])
+        p = jnp.where(exact_above, pos[k1], p)
+        return jnp.where(count == 0, -inf, jnp.where(count == n, inf, p))
+
+    le, lt = x <= t, x < t
+    big = jnp.asarray(jnp.finfo(x.dtype).max, x.dtype)
+    # P: a = max{x <= t}, b = min{x > t}
+    a = jnp.max(jnp.where(le, x, -big), axis=0)
+    b = jnp.min(jnp.where(le, big, x), axis=0)
+    upper = invert(jnp.sum(le, axis=0), a, b, a == t, jnp.zeros_like(le[0]))
+    # Q: a = max{x < t}, b = min{x >= t}
+    a = jnp.max(jnp.where(lt, x, -big), axis=0)
+    b = jnp.min(jnp.where(lt, big, x), axis=0)
+    lower = invert(jnp.sum(lt, axis=0), a, b, jnp.zeros_like(lt[0]), b == t)
+    return upper, lower
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _coverage_counted(x, t, levels):
+    # flat members: XLA's CPU reductions over N are far slower on (N, 1, H, W)
+    upper, lower = _counted_positions(x.reshape(x.shape[0], -1), t.ravel())
+    lv = jnp.asarray(levels)[:, None]  # the probabilities rounded as in `central_intervals`
+    inside = (((1 - lv) / 2).astype(x.dtype) <= upper) & (lower <= ((1 + lv) / 2).astype(x.dtype))
     cov = inside.reshape(inside.shape[0], -1).mean(axis=1)
     return _checks.nan_if_nonfinite(cov, x)
 

@@ -42,27 +42,74 @@ def _prepare(samples, truth, weights, estimator):
     return x, y, w
 
 
-def crps(samples, truth, weights=None, *, estimator="standard"):
+CRPS_METHODS = ("auto", "pairwise", "sort")
+# "auto" uses the pairwise form up to this ensemble size: O(N^2) elementwise work against the
+# sort's O(N log N) comparator-bound passes (XLA's CPU sort); at N = 100 pairwise is ~6x faster.
+PAIRWISE_MAX_MEMBERS = 512
+
+
+def crps(samples, truth, weights=None, *, estimator="standard", method="auto"):
     """Per-element CRPS of the ensemble `samples (N, ...)` at `truth (...)` -> `(...)`.
 
-    CRPS(F, y) = int (F(t) - 1{t >= y})^2 dt for the weighted empirical F,
-    computed in O(N log N) by sorting: with members sorted along N, weights
-    w_(i) and their running sum C_i,
+    CRPS(F, y) = int (F(t) - 1{t >= y})^2 dt for the weighted empirical F:
 
-        CRPS = sum_i w_i |x_i - y| - sum_i w_(i) x_(i) (2 C_i - w_(i) - 1),
+        CRPS = sum_i w_i |x_i - y| - 1/2 sum_ij w_i w_j |x_i - x_j|.
 
-    the second sum being (1/2) sum_ij w_i w_j |x_i - x_j| (ties cancel). For
-    N = 1 it is |x - y|, the MAE of a point estimate. See the module docstring
+    ``method="pairwise"`` sums the spread term directly over the N(N-1)/2 pairs, one
+    member offset at a time (O(N^2) elementwise work, no sort, O(N) memory per element);
+    ``"sort"`` computes it in O(N log N) from the members sorted along N, weights
+    w_(i) and their running sum C_i: sum_i w_(i) x_(i) (2 C_i - w_(i) - 1) (ties cancel).
+    ``"auto"`` is pairwise for N <= `PAIRWISE_MAX_MEMBERS`. Both agree to rounding.
+    For N = 1 it is |x - y|, the MAE of a point estimate. See the module docstring
     for `estimator`.
     """
+    if method not in CRPS_METHODS:
+        raise ValueError(f"method: expected one of {CRPS_METHODS}, got {method!r}")
     x, y, w = _prepare(samples, truth, weights, estimator)
-    return _crps(x, y, w, weights is None, estimator)
+    if method == "auto":
+        method = "pairwise" if x.shape[0] <= PAIRWISE_MAX_MEMBERS else "sort"
+    return _crps(x, y, w, weights is None, estimator, method)
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4))
-def _crps(x, y, w, uniform, estimator):
+PAIRWISE_BLOCK = 2048  # elements per block: N x 2048 float32 members stay in cache
+
+
+def _pairwise_spread(x, w):
+    """1/2 sum_ij w_i w_j |x_i - x_j| over axis 0 of `x (N, ...)`, one member offset per scan step.
+
+    Pair (i, i + k mod N) for k = 1 .. N // 2 covers every unordered pair once, the
+    k = N / 2 pairs (even N) twice, so that step is halved: N^2 / 2 absolute differences.
+    Elements go in blocks of `PAIRWISE_BLOCK` so that the N / 2 passes over the
+    members hit cache (4x faster at N = 100, 128^2 than one pass over all elements).
+    """
+    n = x.shape[0]
+    flat = x.reshape(n, -1)  # XLA's CPU reduction over N is ~20x slower on (N, 1, H, W)
+    size = flat.shape[1]
+    if size > PAIRWISE_BLOCK:
+        blocks = -(-size // PAIRWISE_BLOCK)
+        flat = jnp.pad(flat, ((0, 0), (0, blocks * PAIRWISE_BLOCK - size)))
+        flat = flat.reshape(n, blocks, PAIRWISE_BLOCK).transpose(1, 0, 2)
+        out = jax.lax.map(lambda b: _pairwise_block(b, w), flat).reshape(-1)[:size]
+    else:
+        out = _pairwise_block(flat, w)
+    return out.reshape(x.shape[1:])
+
+
+def _pairwise_block(flat, w):
+    n = flat.shape[0]
+    ext, wext = jnp.concatenate([flat, flat]), jnp.concatenate([w, w])
+
+    def offset(acc, k):  # member i against member i + k (mod N)
+        ww = w * jax.lax.dynamic_slice_in_dim(wext, k, n) * jnp.where(2 * k == n, 0.5, 1.0)
+        other = jax.lax.dynamic_slice_in_dim(ext, k, n)
+        return acc + jnp.sum(ww[:, None] * jnp.abs(flat - other), axis=0), None
+
+    total, _ = jax.lax.scan(offset, jnp.zeros(flat.shape[1:], flat.dtype), jnp.arange(1, n // 2 + 1))
+    return total
+
+
+def _sorted_spread(x, w, uniform):
     wb = w.reshape((-1,) + (1,) * (x.ndim - 1))
-    accuracy = jnp.sum(wb * jnp.abs(x - y), axis=0)
     if uniform:
         xs = jnp.sort(x, axis=0)
         ws = jnp.broadcast_to(wb, x.shape)
@@ -71,7 +118,19 @@ def _crps(x, y, w, uniform, estimator):
         xs = jnp.take_along_axis(x, order, axis=0)
         ws = jnp.take(w, order)
     cum = jnp.cumsum(ws, axis=0)
-    spread = jnp.sum(ws * xs * (2.0 * cum - ws - 1.0), axis=0)
+    return jnp.sum(ws * xs * (2.0 * cum - ws - 1.0), axis=0)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5))
+def _crps(x, y, w, uniform, estimator, method):
+    if method == "pairwise":  # on flat members: XLA's CPU reductions over N are far slower on (N, 1, H, W)
+        flat = x.reshape(x.shape[0], -1)
+        accuracy = jnp.sum(w[:, None] * jnp.abs(flat - y.ravel()), axis=0).reshape(y.shape)
+        spread = _pairwise_spread(x, w)
+    else:
+        wb = w.reshape((-1,) + (1,) * (x.ndim - 1))
+        accuracy = jnp.sum(wb * jnp.abs(x - y), axis=0)
+        spread = _sorted_spread(x, w, uniform)
     if estimator == "fair":
         spread = spread / (1.0 - jnp.sum(w**2))
     return _checks.nan_if_nonfinite(accuracy - spread, x)

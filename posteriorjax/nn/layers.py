@@ -7,12 +7,27 @@ a key switches dropout on -- during training, and at inference for MC dropout.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
+
+SPECTRAL_PATHS = ("auto", "fft", "matmul")
+# Full float32 products for the DFT matrices: on accelerators the default precision may round
+# the operands to bf16/TF32, which an FFT never does (CPU ignores the setting).
+DFT_PRECISION = jax.lax.Precision.HIGHEST
+# Matmul path when its multiply-adds are at most this many times the FFT cost model's
+# N log2 N terms (see `spectral_path`). CPU: forward + VJP on the 2-core x86 (XLA's CPU FFT
+# runs at 3-10 % of its matmul rate) won from ratio ~2.1 down (tiny config at 32^2 and up,
+# 1.8-7x) and was even or lost at 3.2-16 (16^2 tiny, modes near n/2, the full-size
+# shapes, where the channel mixing dominates); 2.5 keeps FFTs wherever matmuls did not
+# clearly win. gpu/tpu: not measured; matrix units favour dense DFTs, and
+# `scripts/benchmark.py --device --only spectral` records the ratio there.
+MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 16.0, "tpu": 16.0}
 
 
 def _check_channels(x: jax.Array, expected: int, name: str = "x") -> None:
@@ -112,15 +127,30 @@ class SpectralConv(eqx.Module):
         self.weight_im = scale * jr.uniform(k2, shape)
         self.modes = (int(m1), int(m2))
 
-    def __call__(self, x: jax.Array, out_size: tuple[int, int] | None = None) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, out_size: tuple[int, int] | None = None, *, path: str = "auto"
+    ) -> jax.Array:
+        """`(C_in, H, W) -> (C_out, *out_size)`; `path` is ``"fft"``, ``"matmul"`` or ``"auto"``."""
         h, w = x.shape[-2:]
-        sh, sw = (h, w) if out_size is None else out_size
+        sh, sw = (h, w) if out_size is None else tuple(out_size)
         m1, m2 = self.modes
         if 2 * m1 > min(h, sh) or m2 > min(w, sw) // 2 + 1:
             raise ValueError(
                 f"x: grid {(h, w)} -> {(sh, sw)} resolves fewer Fourier modes than modes={self.modes}; "
                 f"expected H, W >= {2 * m1}, {2 * (m2 - 1)}"
             )
+        if path == "auto":
+            path = spectral_path((h, w), (sh, sw), self.modes, x.shape[0], self.weight_re.shape[1])
+        if path == "fft":
+            return self._fft(x, (sh, sw))
+        if path == "matmul":
+            return self._matmul(x, (sh, sw))
+        raise ValueError(f"path: expected one of {SPECTRAL_PATHS}, got {path!r}")
+
+    def _fft(self, x, out_size):
+        h, w = x.shape[-2:]
+        sh, sw = out_size
+        m1, m2 = self.modes
         f = jnp.fft.rfft2(x)
         wgt = (self.weight_re + 1j * self.weight_im).astype(f.dtype)
         top = jnp.einsum("oixy,ixy->oxy", wgt[0], f[:, :m1, :m2])
@@ -128,6 +158,92 @@ class SpectralConv(eqx.Module):
         out = jnp.zeros((wgt.shape[1], sh, sw // 2 + 1), f.dtype)
         out = out.at[:, :m1, :m2].set(top).at[:, sh - m1 :, :m2].set(bottom)
         return (jnp.fft.irfft2(out, s=(sh, sw)) * (sh * sw) / (h * w)).astype(x.dtype)
+
+    def _matmul(self, x, out_size):
+        """The same operator as `_fft` by real matmuls with truncated DFT matrices (`dft_matrices`).
+
+        With A = x [cos | -sin] along W (kept k_x), G = [C_r; C_i] A along H (kept k_y),
+        the kept rfft2 coefficients are f = (G_rr - G_ii) + i (G_ri + G_ir); after the
+        complex channel mixing Z = R f, B = [E_r | -E_i] [[Z_r, Z_i]; [Z_i, -Z_r]] is the
+        inverse DFT along H and B [c cos; -c sin] / (H W) the inverse real DFT along W,
+        c_k the Hermitian weights (1 at k_x = 0 and Nyquist, 2 elsewhere).
+        """
+        h, w = x.shape[-2:]
+        m1, m2 = self.modes
+        fw, fh, eh, pw = (jnp.asarray(a, x.dtype) for a in dft_matrices((h, w), tuple(out_size), self.modes))
+        mm = functools.partial(jnp.einsum, precision=DFT_PRECISION)
+        a = mm("chw,wk->chk", x, fw)
+        g = mm("jh,chk->cjk", fh, a)
+        fr = g[:, : 2 * m1, :m2] - g[:, 2 * m1 :, m2:]
+        fi = g[:, : 2 * m1, m2:] + g[:, 2 * m1 :, :m2]
+        o, i = self.weight_re.shape[1:3]
+        wr = jnp.moveaxis(self.weight_re, 0, 2).reshape(o, i, 2 * m1, m2).astype(x.dtype)
+        wi = jnp.moveaxis(self.weight_im, 0, 2).reshape(o, i, 2 * m1, m2).astype(x.dtype)
+        mix = functools.partial(jnp.einsum, "oijk,ijk->ojk")
+        zr = mix(wr, fr) - mix(wi, fi)
+        zi = mix(wr, fi) + mix(wi, fr)
+        z = jnp.concatenate([jnp.concatenate([zr, zi], -1), jnp.concatenate([zi, -zr], -1)], axis=1)
+        b = mm("yj,ojk->oyk", eh, z)
+        return mm("oyk,kx->oyx", b, pw).astype(x.dtype)
+
+
+@functools.lru_cache(maxsize=128)
+def dft_matrices(in_size: tuple[int, int], out_size: tuple[int, int], modes: tuple[int, int]):
+    """Truncated DFT matrices of `SpectralConv._matmul` (float64 NumPy, read-only).
+
+    For input grid (H, W), output grid (S_h, S_w), kept rows j in [0, m1) u [n - m1, n)
+    and columns k in [0, m2):
+      fw `(W, 2 m2)` = [cos | -sin](2 pi x k / W)                  forward, along W;
+      fh `(4 m1, H)` = [cos; -sin](2 pi j y / H)                   forward, along H;
+      eh `(S_h, 4 m1)` = [cos | -sin](2 pi y j / S_h)              inverse, along H;
+      pw `(2 m2, S_w)` = [c cos; -c sin](2 pi k x / S_w) / (H W)   inverse real DFT, along W,
+    with c_k = 1 for k = 0 and k = S_w / 2, else 2 (irfft's Hermitian weights; the
+    1/(H W) is the operator's normalization, as in the FFT path).
+    """
+    (h, w), (sh, sw), (m1, m2) = in_size, out_size, modes
+    k = np.arange(m2)
+    ang = 2 * np.pi * np.outer(np.arange(w), k) / w
+    fw = np.concatenate([np.cos(ang), -np.sin(ang)], axis=1)
+    rows = np.concatenate([np.arange(m1), np.arange(h - m1, h)])
+    ang = 2 * np.pi * np.outer(rows, np.arange(h)) / h
+    fh = np.concatenate([np.cos(ang), -np.sin(ang)], axis=0)
+    rows = np.concatenate([np.arange(m1), np.arange(sh - m1, sh)])
+    ang = 2 * np.pi * np.outer(np.arange(sh), rows) / sh
+    eh = np.concatenate([np.cos(ang), -np.sin(ang)], axis=1)
+    c = np.where((k == 0) | (2 * k == sw), 1.0, 2.0)[:, None]
+    ang = 2 * np.pi * np.outer(k, np.arange(sw)) / sw
+    pw = np.concatenate([c * np.cos(ang), -c * np.sin(ang)], axis=0) / (h * w)
+    for a in (fw, fh, eh, pw):
+        a.setflags(write=False)
+    return fw, fh, eh, pw
+
+
+def spectral_cost(in_size, out_size, modes, in_channels: int, out_channels: int) -> tuple[float, float]:
+    """`(matmul multiply-adds, FFT cost N log2 N)` of one `SpectralConv` call (channel mixing excluded).
+
+    Matmul: C_in (H W 2 m2 + 4 m1 H 2 m2) + C_out (S_h 4 m1 2 m2 + S_h 2 m2 S_w); FFT:
+    C_in H W log2(H W) + C_out S_h S_w log2(S_h S_w) for rfft2 and irfft2.
+    """
+    (h, w), (sh, sw), (m1, m2) = in_size, out_size, modes
+    mm = in_channels * (h * w * 2 * m2 + 4 * m1 * h * 2 * m2) + out_channels * (
+        sh * 4 * m1 * 2 * m2 + sh * 2 * m2 * sw
+    )
+    fft = in_channels * h * w * math.log2(h * w) + out_channels * sh * sw * math.log2(sh * sw)
+    return float(mm), float(fft)
+
+
+def spectral_path(
+    in_size, out_size, modes, in_channels: int, out_channels: int, backend: str | None = None
+) -> str:
+    """``"matmul"`` where the truncated-DFT matmuls beat the FFTs on `backend`, else ``"fft"``.
+
+    The rule: matmul multiply-adds <= `MATMUL_COST_RATIO[backend]` x the FFT's N log2 N
+    (`spectral_cost`). Few kept modes (modes << n/2) favour matmuls, modes near n/2 the
+    FFT. `backend` defaults to `jax.default_backend()`.
+    """
+    backend = jax.default_backend() if backend is None else backend
+    mm, fft = spectral_cost(in_size, out_size, modes, in_channels, out_channels)
+    return "matmul" if mm <= MATMUL_COST_RATIO.get(backend, MATMUL_COST_RATIO["gpu"]) * fft else "fft"
 
 
 def periodic_coordinates(shape: tuple[int, int], dtype=jnp.float32) -> jax.Array:

@@ -34,3 +34,21 @@ def record(name: str, unit: str, ours: float, baseline: float | None, baseline_n
         "ratio": ratio,
         "config": config,
     }
+
+
+def best_times_interleaved(fns, *args, repeats: int = 5, warmup: int = 1) -> list[float]:
+    """Best wall time of each `fn(*args)` with the functions run in alternation, round by round.
+
+    On a shared machine the load drifts between rounds; alternating keeps the ratio of two
+    implementations from depending on which one ran during a quiet spell.
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            jax.block_until_ready(fn(*args))
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best

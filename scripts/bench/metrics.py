@@ -7,17 +7,22 @@ For N = M = 100 member ensembles at 64 x 64 and 128 x 128 (single channel):
   * per-pixel CRPS vs `properscoring.crps_ensemble`;
   * MMD (median bandwidth, V-statistic) vs a NumPy implementation of the
     published definition (float64, Gram form).
+  * the whole suite again against itself with today's sorted CRPS and coverage
+    (`metrics/suite_vs_sort`: `scoring.PAIRWISE_MAX_MEMBERS = 0` and
+    `calibration.COVERAGE_BY_COUNTING = False` while it compiles).
 Throughput unit: cases per second (higher is better); ratio = ours / baseline.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from bench.common import best_time, record
+from bench.common import best_time, best_times_interleaved, record
 
 
 def _numpy_mmd(x, y, wx, wy):
@@ -88,13 +93,34 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
     def full(a, b, c, t):
         return suite.compute(a, b, c, t, field_stats=stats, directions=dirs)
 
+    from posteriorjax.metrics import calibration
+
+    saved = scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING
+    scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING = 0, False
+    try:  # compiled now, with the sorted paths baked in
+        sorted_suite = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
+        sorted_suite = sorted_suite.lower(x, y, w, truth).compile()
+    finally:
+        scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING = saved
+    got, ref = full(x, y, w, truth), sorted_suite(x, y, w, truth)
+    for k in ("crps", "crps_fair", "coverage"):
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5, atol=1e-6)
+
     t_swd = best_time(swd, x, y, w, repeats=3)
     t_crps = best_time(crps, x, truth, repeats=3)
     t_mmd = best_time(mmd, x, y, w, repeats=3)
-    t_suite = best_time(full, x, y, w, truth, repeats=3)
+    t_suite, t_sorted = best_times_interleaved([full, sorted_suite], x, y, w, truth, repeats=3)
     base = "POT SWD + properscoring CRPS + NumPy MMD"
     return [
         record(f"metrics/suite {h}x{h}", "cases/s", 1 / t_suite, 1 / (t_pot + t_ps + t_np), base, **cfg),
+        record(
+            f"metrics/suite_vs_sort {h}x{h}",
+            "cases/s",
+            1 / t_suite,
+            1 / t_sorted,
+            "same suite, sorted CRPS + coverage",
+            **cfg,
+        ),  # fmt: skip
         record(
             f"metrics/swd {h}x{h}", "cases/s", 1 / t_swd, 1 / t_pot, "ot.sliced_wasserstein_distance", **cfg
         ),

@@ -1,0 +1,118 @@
+"""Spectral kernels: the automatic path (truncated-DFT matmuls where they win) vs today's FFT path.
+
+* ``spectral_conv``: forward + VJP (gradient of sum(y^2) w.r.t. the layer and its input)
+  of one `nn.SpectralConv` on a vmapped batch, `path="auto"` (`nn.layers.spectral_path`)
+  against `path="fft"` (rfft2 / irfft2), at the tiny training config (6 modes, width 16)
+  on 16^2 to 128^2 and at the full-size shapes (FNO fundiff / surrogate / inverse on the
+  12.5 %-padded 144^2 grid, the UNO levels at 128^2). The chosen path is in the record.
+* ``spectral_grf``: cosine-basis GRF sampling, C^(1/2) xi = T^-1 (s . T xi) on a batch of
+  white fields: the automatic transform (`random_fields.forward_transform`, DCT-II matrices)
+  against `jax.scipy.fft.dctn` / `idctn` (`method="fft"`), with the white-noise draw
+  (shared by both) and without it (`spectral_grf_transform`).
+Ratios are ours / baseline in throughput (higher is better), timed in alternation.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+from bench.common import best_times_interleaved, record
+from posteriorjax import random_fields
+from posteriorjax.nn.layers import SpectralConv, spectral_path
+
+# (label, n_in, n_out, modes, c_in, c_out)
+TINY = [(f"tiny {n}", n, n, 6, 16, 16) for n in (16, 32, 64, 128)]
+FULL = [
+    ("fno fundiff 144", 144, 144, 32, 64, 64),
+    ("fno surrogate 144", 144, 144, 16, 48, 48),
+    ("fno inverse 144", 144, 144, 32, 128, 128),
+    ("uno down0 128->64", 128, 64, 16, 64, 128),
+    ("uno down1 64->32", 64, 32, 8, 128, 256),
+    ("uno down2 32->16", 32, 16, 4, 256, 512),
+    ("uno mid 16", 16, 16, 4, 512, 512),
+    ("uno up0 16->32", 16, 32, 4, 1024, 256),
+    ("uno up1 32->64", 32, 64, 8, 512, 128),
+    ("uno up2 64->128", 64, 128, 16, 256, 64),
+]
+
+
+def _conv_fns(op, out_size, path):
+    def apply(o, x):
+        return jax.vmap(lambda v: o(v, out_size, path=path))(x)
+
+    # gradient w.r.t. the weights (training) and the input (guidance differentiates through it)
+    fwd_vjp = eqx.filter_value_and_grad(lambda ox: jnp.sum(apply(*ox) ** 2))
+    return eqx.filter_jit(lambda o, x: fwd_vjp((o, x)))
+
+
+def bench_conv(args):
+    device = getattr(args, "device", False)
+    records = []
+    for label, n, s, m, ci, co in TINY + FULL:
+        batch = (32 if device else 8) if label.startswith("tiny") else (16 if device else 2)
+        op = SpectralConv(ci, co, (m, m), key=jr.key(0))
+        x = jr.normal(jr.key(1), (batch, ci, n, n))
+        chosen = spectral_path((n, n), (s, s), (m, m), ci, co)
+        fns = [_conv_fns(op, (s, s), p) for p in ("auto", "fft")]
+        t_auto, t_fft = best_times_interleaved(fns, op, x, repeats=5 if label.startswith("tiny") else 2)
+        records.append(
+            record(
+                f"spectral_conv fwd+vjp {label}",
+                "evals/s",
+                batch / t_auto,
+                batch / t_fft,
+                "rfft2/irfft2 path",
+                batch=batch,
+                n=n,
+                out=s,
+                modes=m,
+                c_in=ci,
+                c_out=co,
+                path=chosen,
+            )  # fmt: skip
+        )
+    return records
+
+
+def bench_grf(args):
+    device = getattr(args, "device", False)
+    records = []
+    batch = 256 if device else 32
+    for n in (32, 64, 128):
+        s = random_fields.grf_mode_std(n, 2.0, 3.0, "cosine")
+
+        def sample(key, method, s=s, n=n, batch=batch):
+            xi = jr.normal(key, (batch, 1, n, n))
+            c = random_fields.forward_transform(xi, "cosine", method=method) * s
+            return random_fields.inverse_transform(c, "cosine", method=method)
+
+        def transform(xi, method, s=s):
+            c = random_fields.forward_transform(xi, "cosine", method=method) * s
+            return random_fields.inverse_transform(c, "cosine", method=method)
+
+        fns = [jax.jit(lambda k, m=m: sample(k, m)) for m in ("auto", "fft")]
+        t_mm, t_fft = best_times_interleaved(fns, jr.key(0), repeats=5)
+        xi = jr.normal(jr.key(1), (batch, 1, n, n))
+        fns = [jax.jit(lambda v, m=m: transform(v, m)) for m in ("auto", "fft")]
+        t_mm_t, t_fft_t = best_times_interleaved(fns, xi, repeats=5)
+        base = "jax.scipy.fft dctn/idctn"
+        records += [
+            record(f"spectral_grf cosine {n}", "samples/s", batch / t_mm, batch / t_fft, base, n=n),
+            record(
+                f"spectral_grf_transform cosine {n}",
+                "samples/s",
+                batch / t_mm_t,
+                batch / t_fft_t,
+                base,
+                batch=batch,
+                n=n,
+                note="T^-1 (s T xi) on given white noise (no random draw)",
+            ),  # fmt: skip
+        ]
+    return records
+
+
+BENCHMARKS = {"spectral_conv": bench_conv, "spectral_grf": bench_grf}

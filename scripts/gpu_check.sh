@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prepared accelerator run, under 10 minutes on one GPU (sized for an H200): the same JSON
+# records as the CPU benchmarks, one file per step, in OUT (default ./gpu_check).
+#
+#   bash scripts/gpu_check.sh [OUT]          run every step (each under its own timeout)
+#   bash scripts/gpu_check.sh --dry-run      check that every step's benchmarks exist; run nothing
+#
+# Steps (scripts/benchmark.py --device):
+#   spectral        FNO/UNO spectral layers, matmul path vs FFT (forward + VJP); cosine GRF
+#   metrics         suite.compute cases/s (and vs the sorted paths and POT/properscoring/NumPy)
+#   reference_pool  Darcy / Poisson pool candidates/s (+ the time of a 2M-candidate pool)
+#   fundps_full     one FunDPS case at 128^2, untrained full-size UNO: time, NFE, samples/s
+#   sweep           the sweep program vs a Python loop of jitted calls
+# A step that fails or times out is recorded in OUT/status.txt and the next one runs.
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python}
+STEPS=("spectral 100" "metrics 90" "reference_pool 90" "fundps_full 140" "sweep 130")
+
+if [ "${1:-}" = "--dry-run" ]; then
+    names=()
+    for step in "${STEPS[@]}"; do names+=("${step%% *}"); done
+    exec "$PY" scripts/benchmark.py --device --list --only "${names[@]}"
+fi
+
+OUT=${1:-gpu_check}
+mkdir -p "$OUT"
+"$PY" -c "import jax; print(jax.devices())" | tee "$OUT/devices.txt"
+: > "$OUT/status.txt"
+for step in "${STEPS[@]}"; do
+    name=${step%% *}
+    limit=${step##* }
+    start=$(date +%s)
+    timeout "$limit" "$PY" scripts/benchmark.py --device --only "$name" --json "$OUT/$name.json" \
+        2>&1 | tee "$OUT/$name.log"
+    rc=${PIPESTATUS[0]}
+    echo "$name rc=$rc seconds=$(( $(date +%s) - start ))" | tee -a "$OUT/status.txt"
+done

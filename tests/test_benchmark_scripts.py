@@ -1,0 +1,43 @@
+"""The benchmark entry point's selection and the prepared accelerator script (syntax, dry run)."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _benchmark_module():
+    spec = importlib.util.spec_from_file_location("benchmark_script", ROOT / "scripts" / "benchmark.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_selects_exact_names_then_substrings():
+    select = _benchmark_module().select
+    available = {"darcy": 0, "pool_darcy_64": 0, "spectral_conv": 0, "spectral_grf": 0, "metrics": 0}
+    assert select(["darcy"], available) == ["darcy"]  # an exact name does not pull in pool_darcy_64
+    assert select(["spectral", "metrics"], available) == ["spectral_conv", "spectral_grf", "metrics"]
+    assert select(["spectral_grf", "spectral"], available) == ["spectral_grf", "spectral_conv"]
+    assert select(["nothing"], available) == []
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_check_script_parses():
+    subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")], check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_check_dry_run_finds_every_step():
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--dry-run"],
+        check=True, capture_output=True, text=True, env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    expected = {"spectral_conv", "spectral_grf", "metrics", "reference_pool", "fundps_full", "sweep"}
+    assert expected <= set(out.stdout.split())

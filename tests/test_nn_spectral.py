@@ -1,0 +1,107 @@
+"""Spectral layers: the truncated-DFT matmul path against the rfft2/irfft2 path, and the selector."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax import nn
+from posteriorjax.nn import layers
+
+# (in grid, out grid, modes): square and odd grids, Nyquist row/column kept, UNO-style resampling
+SHAPES = [
+    ((16, 16), (16, 16), (8, 9)),
+    ((15, 17), (15, 17), (7, 9)),
+    ((32, 32), (16, 16), (4, 4)),
+    ((8, 8), (16, 16), (4, 5)),
+]
+
+
+def _pair(key, in_size, out_size, modes, cin=3, cout=2):
+    k1, k2 = jr.split(key)
+    return nn.SpectralConv(cin, cout, modes, key=k1), jr.normal(k2, (cin, *in_size))
+
+
+def _both_paths(ops, xs, out_sizes):
+    """Outputs and gradients of every layer on both paths, in one compiled program."""
+
+    def loss(ox, path):
+        ys = [o(x, s, path=path) for o, x, s in zip(*ox, out_sizes, strict=True)]
+        return sum(jnp.sum(jnp.sin(y) * y) for y in ys), ys
+
+    grad = eqx.filter_value_and_grad(loss, has_aux=True)
+    return eqx.filter_jit(lambda ox: (grad(ox, "fft"), grad(ox, "matmul")))((ops, xs))
+
+
+def _assert_paths_agree(ops, xs, out_sizes):
+    ((_, y_fft), g_fft), ((_, y_mm), g_mm) = _both_paths(ops, xs, out_sizes)
+    for a, b, s in zip(y_mm, y_fft, out_sizes, strict=True):
+        assert a.shape[-2:] == tuple(s)
+        np.testing.assert_allclose(a, b, atol=2e-6 * float(jnp.max(jnp.abs(b))))
+    for a, b in zip(jax.tree.leaves(g_mm), jax.tree.leaves(g_fft), strict=True):
+        np.testing.assert_allclose(a, b, atol=5e-6 * float(jnp.max(jnp.abs(b))))
+
+
+def test_matmul_path_equals_fft_path_with_gradients(key):
+    pairs = [_pair(jr.fold_in(key, i), *shape) for i, shape in enumerate(SHAPES)]
+    ops, xs = zip(*pairs, strict=True)
+    _assert_paths_agree(ops, xs, [s[1] for s in SHAPES])
+
+
+def _cpu_matmul_sizes(limit):
+    return [
+        n
+        for n in range(8, limit + 1)
+        if layers.spectral_path((n, n), (n, n), (6, 6), 4, 4, "cpu") == "matmul"
+    ]
+
+
+def test_sizes_the_cpu_selector_picks_matmul_for_agree(key):
+    """Tiny-config (6 modes) grids where the CPU rule chooses matmul: the first ones, odd and even."""
+    chosen = _cpu_matmul_sizes(64)
+    assert chosen and min(chosen) > 16  # 16^2 and below keep the FFT on a CPU
+    assert chosen == list(range(chosen[0], 65))  # one crossover, matmul above it
+    sizes = [chosen[0], 32]
+    pairs = [_pair(jr.fold_in(key, n), (n, n), (n, n), (6, 6), 4, 4) for n in sizes]
+    ops, xs = zip(*pairs, strict=True)
+    _assert_paths_agree(ops, xs, [(n, n) for n in sizes])
+
+
+@pytest.mark.slow
+def test_every_size_the_cpu_selector_picks_matmul_for_agrees(key):
+    sizes = _cpu_matmul_sizes(160)
+    pairs = [_pair(jr.fold_in(key, n), (n, n), (n, n), (6, 6), 4, 4) for n in sizes]
+    ops, xs = zip(*pairs, strict=True)
+    _assert_paths_agree(ops, xs, [(n, n) for n in sizes])
+
+
+def test_selector_keeps_the_fft_where_modes_approach_half_the_grid():
+    path = layers.spectral_path
+    assert path((64, 64), (64, 64), (6, 6), 16, 16, "cpu") == "matmul"
+    assert path((64, 64), (64, 64), (32, 32), 16, 16, "cpu") == "fft"
+    assert path((144, 144), (144, 144), (32, 32), 64, 64, "cpu") == "fft"
+    assert path((64, 64), (64, 64), (16, 16), 64, 64, "gpu") == "matmul"
+
+
+def test_spectral_conv_rejects_an_unknown_path(key):
+    op, x = _pair(key, (16, 16), (16, 16), (4, 4))
+    with pytest.raises(ValueError, match="path"):
+        op(x, path="dft")
+
+
+def test_dft_matrices_reproduce_numpy_rfft2(key):
+    """fw/fh give the kept rfft2 coefficients; eh/pw invert a Hermitian half spectrum like irfft2."""
+    h, w, m1, m2 = 12, 10, 3, 6
+    fw, fh, eh, pw = layers.dft_matrices((h, w), (h, w), (m1, m2))
+    x = np.asarray(jr.normal(key, (h, w)), np.float64)
+    g = fh @ (x @ fw)
+    f = (g[: 2 * m1, :m2] - g[2 * m1 :, m2:]) + 1j * (g[: 2 * m1, m2:] + g[2 * m1 :, :m2])
+    ref = np.fft.rfft2(x)
+    rows = np.r_[0:m1, h - m1 : h]
+    np.testing.assert_allclose(f, ref[rows, :m2], atol=1e-12)
+    z = np.concatenate([np.concatenate([f.real, f.imag], 1), np.concatenate([f.imag, -f.real], 1)], 0)
+    spec = np.zeros((h, w // 2 + 1), complex)
+    spec[rows, :m2] = f
+    np.testing.assert_allclose(eh @ z @ pw * (h * w), np.fft.irfft2(spec, s=(h, w)) * (h * w), atol=1e-10)
