@@ -69,6 +69,7 @@ def block_hash(config, family: str, model: str) -> str:
             num_test=config.num_test,
             seed=config.seed,
             mask_seed=config.mask_seed,
+            mask_scheme=config.get("mask_scheme", "pdeobs"),
             model_config=model_config,
             mixed=model in config.mixed_models,
         ),
@@ -190,6 +191,7 @@ def run(config, workdir: str | Path) -> dict:
             config.num_test,
             config.seed,
             mask_seed=config.mask_seed,
+            mask_scheme=config.get("mask_scheme", "pdeobs"),
             cache_dir=workdir / "data",
         )
         print(f"[{family}] data {time.perf_counter() - start:.1f} s", flush=True)
