@@ -41,16 +41,16 @@ def backend(name: str):
         return baselines
     from posteriorjax.transfer import models
 
-    if name in models.MODELS:
+    if name in models.MODELS + models.VARIANTS:
         return models
-    raise ValueError(f"model: expected one of {baselines.MODELS + tuple(models.MODELS)}, got {name!r}")
+    raise ValueError(f"model: expected one of {available_models()}, got {name!r}")
 
 
 def available_models() -> tuple[str, ...]:
-    """Baselines, then the learned models."""
+    """Baselines, then the learned models and our variants."""
     from posteriorjax.transfer import models
 
-    return (*baselines.MODELS, *models.MODELS)
+    return (*baselines.MODELS, *models.MODELS, *models.VARIANTS)
 
 
 def _plain(value):
