@@ -3,9 +3,10 @@
 `run(config, workdir)`: for each family, the records (`data.make_dataset`,
 cached under `workdir/data`), then for each model the nine per-view models
 trained as one program on the training records under `data.VIEWS`, scored on
-the test records under every view (the 9 x 9 blocks), the R50-trained model
-under the density views, and (for `config.mixed_models`) one model trained on
-the nine-view mixture, scored on the nine views. Each (family, model) result
+the test records under every view (the 9 x 9 blocks), every view's model
+under the extra density views random20/35, and (for `config.mixed_models`)
+one model trained on the balanced nine-view mixture, scored on the nine views,
+the extra densities and the unseen protocol (line 30 / random 20). Each (family, model) result
 is written to `workdir/blocks/{family}__{model}.json` (per-record ids and
 errors of every block, timings, the configuration hash) as soon as it is
 done; a rerun skips every block file whose hash matches. Finally
@@ -88,7 +89,10 @@ def load_block_file(path: Path) -> dict:
     raw = json.loads(Path(path).read_text())
     raw["blocks"] = {
         tuple(k.split("|")): protocol.Block(
-            np.asarray(b["record"], np.int64), np.asarray(b["error"]), np.asarray(b["hidden"])
+            np.asarray(b["record"], np.int64),
+            np.asarray(b["error"]),
+            np.asarray(b["hidden"]),
+            None if b.get("frames") is None else np.asarray(b["frames"], np.float64),
         )
         for k, b in raw["blocks"].items()
     }
@@ -97,11 +101,14 @@ def load_block_file(path: Path) -> dict:
 
 
 def _encode(block: protocol.Block) -> dict:
-    return {
+    out = {
         "record": block.record.tolist(),
         "error": [float(e) for e in block.error],
         "hidden": [float(e) for e in block.hidden],
     }
+    if block.frames is not None and block.frames.shape[1] > 1:
+        out["frames"] = np.asarray(block.frames, np.float64).tolist()
+    return out
 
 
 class _Views:
@@ -138,9 +145,10 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
         inputs, masks = test_views(w)
         for v, block in zip(data.VIEWS, _score(test, module.predict(fitted, inputs), masks), strict=True):
             blocks[f"{v}|{w}"] = _encode(block)
-    for w in DENSITY_ONLY:
+    for w in DENSITY_ONLY:  # every training view's model at the extra densities
         inputs, masks = test_views(w)
-        blocks[f"R50|{w}"] = _encode(_score(test, module.predict(fitted, inputs)[:1], masks)[0])
+        for v, block in zip(data.VIEWS, _score(test, module.predict(fitted, inputs), masks), strict=True):
+            blocks[f"{v}|{w}"] = _encode(block)
     predict_seconds = time.perf_counter() - start
     out = {"fit_seconds": fit_seconds, "predict_seconds": predict_seconds}
     if model in config.mixed_models:
@@ -149,7 +157,7 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
         mixed = module.fit_views(
             jr.fold_in(key, 1), model, mix_inputs, train.target, config=model_config, dataset=dataset
         )
-        for w in data.VIEWS:
+        for w in (*data.VIEWS, *DENSITY_ONLY, *data.UNSEEN):  # nine views, densities, unseen protocols
             inputs, masks = test_views(w)
             blocks[f"{data.MIXTURE}|{w}"] = _encode(_score(test, module.predict(mixed, inputs), masks)[0])
         out["mixed_seconds"] = time.perf_counter() - start
