@@ -366,6 +366,8 @@ def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
         "figures/heatmaps.png",
         "figures/density.png",
         "figures/mixed.png",
+        "figures/heatmaps_mix.png",
+        "figures/mix_density.png",
     ):
         assert (tmp_path / name).exists(), name
     assert "| poisson_field |" in (tmp_path / "summary.md").read_text()

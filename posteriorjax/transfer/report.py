@@ -105,7 +105,8 @@ def heatmaps(matrices: dict, path: Path, *, views=data.VIEWS, norm_range=None) -
             if i == len(families) - 1:
                 ax.set_xticks(range(len(views)), views, rotation=90, fontsize=6)
             if j == 0:
-                ax.set_yticks(range(len(views)), views, fontsize=6)
+                rows = [*views, data.MIXTURE][: matrix.shape[0]]
+                ax.set_yticks(range(len(rows)), rows, fontsize=6)
     if image is not None:
         label = "mean relative L2 (rows: train view, columns: test view)"
         fig.colorbar(image, ax=axes, shrink=0.6, label=label)
@@ -125,6 +126,25 @@ def density_figure(curves: dict, path: Path) -> None:
                 ax.plot(100 * sweep["densities"], sweep["errors"], "o-", label=model, ms=3)
         ax.set(yscale="log", xlabel="test density (%)", title=family.replace("_field", ""))
     axes[0, 0].set_ylabel("mean relative L2 (R50-trained)")
+    axes[0, -1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def mix_density_figure(curves: dict, path: Path) -> None:
+    """Fig. 5: MIX error against random test density (solid), destination-trained references (open)."""
+    plt = _pyplot()
+    keys = list(curves)
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 3), squeeze=False)
+    densities = 100 * np.asarray(list(data.DENSITIES.values()))
+    for ax, key in zip(axes[0], keys, strict=True):
+        mix, reference = curves[key]
+        ax.plot(densities, mix, "o-", color="C3", label="MIX")
+        ax.plot(densities[2:], reference, "o", mfc="none", color="k", label="destination-trained")
+        ax.axvspan(15, 40, color="0.9", zorder=0)  # densities absent from training
+        ax.set(yscale="log", xlabel="test density (%)", title=f"{key[0].replace('_field', '')} / {key[1]}")
+    axes[0, 0].set_ylabel("mean relative L2")
     axes[0, -1].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -488,6 +508,21 @@ def write(workdir, config=None) -> dict:
     mixed = {k: r["mixed"] for k, r in analysis.items() if "mixed" in r}
     if mixed:
         mixed_figure(mixed, figures / "mixed.png")
+        # Fig. 3 (top): the nine single-view rows and the MIX row on the shared scale
+        with_mix = {k: np.vstack([analysis[k]["matrix"], analysis[k]["mix_row"][None]]) for k in mixed}
+        heatmaps(with_mix, figures / "heatmaps_mix.png", norm_range=scale if matrices else None)
+    mix_curves = {
+        k: (
+            r["mix_density"],
+            np.asarray(
+                [r["matrix"][data.VIEWS.index(v), data.VIEWS.index(v)] for v in ("R50", "R65", "R80")]
+            ),
+        )
+        for k, r in analysis.items()
+        if "mix_density" in r
+    }
+    if mix_curves:
+        mix_density_figure(mix_curves, figures / "mix_density.png")
     family_table, medians = _family_table(analysis, families)
     invalid = [
         f"- {f} / {m}: train {v} / test {w}: {reason}"
