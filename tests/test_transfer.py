@@ -77,7 +77,7 @@ def test_exact_counts_per_view(ids):
 
 def test_same_record_same_mask_across_datasets(ids):
     a = synthetic(ids, seed=0)
-    b = synthetic(ids[::-1][:4], seed=1, family="heat_field")  # other order, subset, other fields
+    b = synthetic(ids[::-1][:4], seed=1)  # other order, subset, other fields
     for view in (*data.VIEWS, *data.DENSITY_VIEWS, data.MIXTURE):
         ma, mb = data.view_masks(a, view), data.view_masks(b, view)
         for j, r in enumerate(b.record):
@@ -296,6 +296,24 @@ def test_pipeline_runs_and_resumes(heat_run):
     assert len(stored["blocks"]) == 81 + 2 + 9 and len(stored["expected"]) == 6
 
 
+def test_per_frame_scores_and_horizon_matrices():
+    rng = np.random.default_rng(0)
+    target = rng.standard_normal((5, 3, 4, 4))
+    pred = target + rng.standard_normal((5, 3, 4, 4)) * np.array([0.1, 0.2, 0.4])[None, :, None, None]
+    masks = rng.random((5, 4, 4)) < 0.5
+    block = protocol.score_block(np.arange(5), pred, target, masks)
+    for c in range(3):
+        num = np.linalg.norm((pred - target)[:, c].reshape(5, -1), axis=1)
+        np.testing.assert_allclose(
+            block.frames[:, c], num / np.linalg.norm(target[:, c].reshape(5, -1), axis=1)
+        )
+    blocks = {(v, w): block for v in data.VIEWS for w in data.VIEWS}
+    m2 = protocol.error_matrix(blocks, np.arange(5), metric="frame2")
+    np.testing.assert_allclose(m2, block.frames[:, 2].mean())
+    with pytest.raises(ValueError, match="metric"):
+        protocol.error_matrix(blocks, np.arange(5), metric="frames")
+
+
 def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
     """The whole protocol on a synthetic low-rank family (the solver-generated data: slow tier)."""
     rng = np.random.default_rng(1)
@@ -348,6 +366,8 @@ def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
         "figures/heatmaps.png",
         "figures/density.png",
         "figures/mixed.png",
+        "figures/heatmaps_mix.png",
+        "figures/mix_density.png",
     ):
         assert (tmp_path / name).exists(), name
     assert "| poisson_field |" in (tmp_path / "summary.md").read_text()
@@ -356,4 +376,9 @@ def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
     pipeline.run(config, tmp_path)
     assert calls == ["poisson_field"] and block_file.stat().st_mtime_ns == stamp  # resumed: nothing redone
     stored = json.loads(block_file.read_text())
-    assert len(stored["blocks"]) == 81 + 2 + 9 and stored["expected"] == records[18:].tolist()
+    # 81 cells, every row at random20/35, MIX on the nine views, two densities and line 30 / random 20
+    assert len(stored["blocks"]) == 81 + 18 + 9 + 3 and stored["expected"] == records[18:].tolist()
+    assert set(res["mix_unseen"]) == {"random20", "random35", "line30_random20"}
+    assert len(res["density_all"]) == 9 and (tmp_path / "cells.md").exists()
+    text = (tmp_path / "summary.md").read_text()
+    assert "Table 65" in text and "Classical baselines per test view" in text

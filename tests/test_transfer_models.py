@@ -11,7 +11,7 @@ from posteriorjax.tasks import fields
 from posteriorjax.transfer import data, models
 
 RES = 16
-TINY_FNO = dict(scale="tiny", steps=3, batch_size=4, model=dict(width=4, modes=3, layers=1, projection=8))
+TINY_FNO = dict(scale="tiny", steps=3, batch_size=4, model=dict(width=4, modes=3, layers=1))
 
 
 def synthetic_dataset(family, n_train=8, n_test=4, c_out=1, seed=0):
@@ -56,9 +56,13 @@ def test_defaults_follow_the_published_settings():
     assert (dict(ts[0].model)["hidden"], ts[0].batch_size, ts[0].clip) == (128, 4, 0.1)
     assert (dict(ts[1].model)["hidden"], ts[1].batch_size, ts[1].clip) == (256, 2, 0.0)
     assert models.fit_config("gnot").schedule == "onecycle" and models.fit_config("cno").optimizer == "adamw"
-    tiny = models.fit_config("deeponet", {"scale": "tiny", "steps": 7, "model": {"basis": 4}})
-    assert tiny.steps == 7 and dict(tiny.model)["basis"] == 4 and dict(tiny.model)["branch"] == "conv"
-    assert set(models.MODELS) == set(models.DEFAULTS["full"]) == set(models.DEFAULTS["tiny"])
+    tiny = models.fit_config("deeponet", {"scale": "tiny", "steps": 7, "model": {"latent": 4}})
+    assert tiny.steps == 7 and dict(tiny.model)["latent"] == 4 and dict(tiny.model)["grid"] == 4
+    assert dict(models.fit_config("ufno").model) == dict(width=36, modes=12, padding=8)
+    gnot = models.fit_config("gnot")
+    assert (gnot.div_factor, gnot.final_div_factor, gnot.warmup) == (1e4, 1e4, 0.2)
+    all_models = set(models.MODELS + models.VARIANTS)
+    assert all_models == set(models.DEFAULTS["full"]) == set(models.DEFAULTS["tiny"])
     with pytest.raises(ValueError, match="config: unknown keys"):
         models.fit_config("fno", {"epochs": 3})
     with pytest.raises(ValueError, match="model_name"):
@@ -84,7 +88,8 @@ def test_vmapped_nine_view_training_equals_nine_separate_trainings(key):
             key, "fno", inputs[v : v + 1], train.target, config=TINY_FNO, dataset=dataset, views=[v]
         )
         for a, b in zip(jax.tree.leaves(eqx.filter(alone, eqx.is_array)), stacked_leaves, strict=True):
-            np.testing.assert_allclose(a[0], b[v], rtol=1e-4, atol=1e-6)
+            # float32: the GroupNorm of the PDE-OBS FNO amplifies reduction-order differences
+            np.testing.assert_allclose(a[0], b[v], rtol=1e-4, atol=1e-5)
     # the nine models really differ (own init key and own view)
     assert not jnp.allclose(joint[0], joint[1], atol=1e-4)
     with pytest.raises(ValueError, match="dataset: expected 4 training records"):
@@ -126,3 +131,31 @@ def test_pino_residual_forecast_small_on_solver_frames(family, key):
     (exact, noisy), grad = values_and_grad(preds)
     assert exact < 1e-3 and noisy > 0.1
     assert bool(jnp.all(jnp.isfinite(grad)))
+
+
+@pytest.mark.parametrize("name", models.MODELS)
+def test_parameter_counts_equal_table_6_at_the_published_settings(name):
+    """Abstract (shape-only) builds of the full-size networks; counts within 1 % of Table 6."""
+    from posteriorjax import nn
+    from posteriorjax.nn import pdeobs
+
+    cfg = models.fit_config(name)
+    net = eqx.filter_eval_shape(
+        lambda k: nn.get(models.NETWORK[name], k, in_channels=2, out_channels=1, **dict(cfg.model)), jr.key(0)
+    )
+    count = pdeobs.parameter_count(net)
+    # PINO's count is not printed in the paper: its FNO backbone at width 64, 20 modes, 5 layers
+    published = models.PUBLISHED_PARAMETERS.get(name, 32_798_273)
+    assert abs(count - published) <= 0.01 * published, (name, count, published)
+
+
+@pytest.mark.slow
+def test_pdeobs_networks_map_tiny_fields(key):
+    x = jnp.stack([jr.normal(key, (RES, RES)), jnp.ones((RES, RES))])
+    for name in models.MODELS:
+        cfg = models.fit_config(name, {"scale": "tiny"}, forecast=True)
+        net = __import__("posteriorjax").nn.get(
+            models.NETWORK[name], key, in_channels=2, out_channels=3, **dict(cfg.model)
+        )
+        y = net(x)
+        assert y.shape == (3, RES, RES) and bool(jnp.all(jnp.isfinite(y))), name

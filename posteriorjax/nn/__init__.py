@@ -21,6 +21,7 @@ from posteriorjax.nn.normalized import (
     field_normalizer,
     state_statistics,
 )
+from posteriorjax.nn.pdeobs import MODELS as _PDEOBS_MODELS
 from posteriorjax.nn.transolver import GNOT, Transolver, grid_tokens
 from posteriorjax.nn.unet import UNet
 from posteriorjax.nn.uno import UNO
@@ -33,6 +34,7 @@ _MODELS = {
     "cno": CNO,
     "transolver": Transolver,
     "gnot": GNOT,
+    **_PDEOBS_MODELS,  # the seven PDE-OBS networks (nn.pdeobs), as "pdeobs_<name>"
 }
 
 

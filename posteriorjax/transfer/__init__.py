@@ -1,5 +1,8 @@
 """Observation-pattern transfer (PDE-OBS): records and views, classical baselines, protocol, reports.
 
+* `masks`     -- the PDE-OBS mask factories bit for bit (BLAKE2b record seeds),
+  the nine paper views at any resolution, the mask-spec grammar and the
+  balanced mixture cycle;
 * `data`      -- `Dataset`, `make_dataset`, the nine views `VIEWS`, density
   views, `view_masks`, `view_inputs`, `mixture_inputs`;
 * `baselines` -- Gaussian RBF interpolation and gappy POD with the

@@ -21,11 +21,33 @@ dataset of the same family, resolution and seed, whatever the split sizes; the
 masks depend only on (view, mask seed, record id), so the same record gets the
 same mask under the same view in training and testing runs.
 
-Views: the nine PDE-OBS presets `VIEWS` (`observations.pattern`), and the
-density views ``random20``, ``random35`` (random cells, 20 % / 35 %, drawn
-from a generator of their own so the densities are not nested) and
-``random50``, ``random65``, ``random80`` (the R50, R65, R80 masks: the PDE-OBS
-density sweep reuses those views at 50/65/80 %).
+Views: the nine PDE-OBS presets `VIEWS`; the density views ``random20``,
+``random35`` and ``random50``, ``random65``, ``random80`` (the R50, R65, R80
+masks: the PDE-OBS density sweep reuses those views at 50/65/80 %); the
+unseen-protocol mixture ``line30_random20`` (PDE-OBS Table 65: one of line
+sensors covering 30 % and random 20 % per record); and ``MIX``, the balanced
+nine-view mixture.
+
+Mask schemes (`Dataset.mask_scheme`):
+
+  * ``pdeobs`` (default): bit-identical with the public PDE-OBS factories
+    (`transfer.masks`): record r of regime g gets the identity
+    ``seed-{seed}/{pde}/{boundary}/smooth_grf/{low|medium|high}/{index:06d}``
+    with index = i for training and 2^24 + i for test records (i its index in
+    its (split, regime) block, so the identity does not depend on the split
+    sizes), and its mask is seeded by
+    derive_seed(mask_seed, "mask", identity, protocol). As in PDE-OBS, the
+    random views of one record share a seed; above 10,000 cells (128 x 128)
+    NumPy's choice without replacement is a partial tail shuffle, so there
+    random20 lies inside R50, R50 inside R65 and R65 inside R80 (the paper
+    states they are sampled separately; its code nests them at 128 x 128).
+    Mixtures rotate the weight-expanded component cycle by
+    derive_seed(mask_seed, "mask_mixture", spec, pde, boundary, setting,
+    regime) and index it by the position in the regime, so component counts
+    differ by at most one within every (split, regime) block.
+  * ``posteriorjax``: `observations.pattern` with generators
+    SeedSequence(mask_seed, spawn_key=(crc32(view), record)), density views
+    from their own generators (not nested), mixtures drawn i.i.d. per record.
 
 Inputs are not normalized: channel 0 is the observed field in its physical
 units with zeros where unobserved, channel 1 is the mask (1.0 observed).
@@ -46,18 +68,21 @@ import numpy as np
 from posteriorjax import observations
 from posteriorjax.grids import Grid
 from posteriorjax.tasks import fields
+from posteriorjax.transfer import masks as pdeobs_masks
 
 VIEWS = ("R50", "H", "V", "CL", "BL", "LI", "BD", "R65", "R80")
 DENSITY_VIEWS = ("random20", "random35", "random50", "random65", "random80")
 DENSITIES = {"random20": 0.20, "random35": 0.35, "random50": 0.50, "random65": 0.65, "random80": 0.80}
 _DENSITY_PRESETS = {"random50": "R50", "random65": "R65", "random80": "R80"}
 MIXTURE = "MIX"
+UNSEEN = {"line30_random20": "line 30 + random 20"}  # PDE-OBS Table 65 (random 20/35 are density views)
+MASK_SCHEMES = ("pdeobs", "posteriorjax")
 RECOVERY = ("darcy_field", "poisson_field", "helmholtz_field")
 FORECAST = ("heat_field", "reaction_diffusion_field", "burgers_field", "navier_stokes_field")
 FAMILIES = RECOVERY + FORECAST
 RECORD_BLOCK = 2**24
 TRAIN, TEST = 0, 1
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class Dataset(eqx.Module):
@@ -67,6 +92,8 @@ class Dataset(eqx.Module):
       family: task name in `posteriorjax.tasks.fields` (static).
       resolution: grid points per axis, H = W = resolution (static).
       mask_seed: seed of the observation masks (static).
+      mask_scheme: ``pdeobs`` or ``posteriorjax`` (see module doc; static).
+      seed: the records' seed, part of their PDE-OBS identities (static).
       record: `(N,)` int64 record ids (see module doc).
       regime: `(N,)` int64, 0 low, 1 medium, 2 high.
       split: `(N,)` int64, 0 train, 1 test.
@@ -86,6 +113,8 @@ class Dataset(eqx.Module):
     state: np.ndarray
     observed: np.ndarray
     target: np.ndarray
+    mask_scheme: str = eqx.field(static=True, default="pdeobs")
+    seed: int = eqx.field(static=True, default=0)
 
     @property
     def forecast(self) -> bool:
@@ -109,6 +138,8 @@ class Dataset(eqx.Module):
             self.resolution,
             self.mask_seed,
             *(take(getattr(self, k)) for k in _ARRAYS),
+            mask_scheme=self.mask_scheme,
+            seed=self.seed,
         )
 
     @property
@@ -157,7 +188,13 @@ def _generate_split(family: str, resolution: int, num: int, seed: int, split: in
 
 
 def config_hash(
-    family: str, resolution: int, num_train: int, num_test: int, seed: int, mask_seed: int
+    family: str,
+    resolution: int,
+    num_train: int,
+    num_test: int,
+    seed: int,
+    mask_seed: int,
+    mask_scheme: str = "pdeobs",
 ) -> str:
     """SHA-256 (hex, 16 characters) of the dataset configuration (the cache key)."""
     text = json.dumps(
@@ -168,6 +205,7 @@ def config_hash(
             num_test=num_test,
             seed=seed,
             mask_seed=mask_seed,
+            mask_scheme=mask_scheme,
             version=FORMAT_VERSION,
         ),
         sort_keys=True,
@@ -183,6 +221,7 @@ def make_dataset(
     seed: int,
     *,
     mask_seed: int = fields.PATTERN_SEED,
+    mask_scheme: str = "pdeobs",
     cache_dir: str | Path | None = None,
 ) -> Dataset:
     """Generate (or load from `cache_dir`) the records of `family`.
@@ -201,10 +240,12 @@ def make_dataset(
     num_test = _positive(num_test, "num_test")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
-    digest = config_hash(family, resolution, num_train, num_test, int(seed), int(mask_seed))
+    if mask_scheme not in MASK_SCHEMES:
+        raise ValueError(f"mask_scheme: expected one of {MASK_SCHEMES}, got {mask_scheme!r}")
+    digest = config_hash(family, resolution, num_train, num_test, int(seed), int(mask_seed), mask_scheme)
     path = None if cache_dir is None else Path(cache_dir) / f"{family}_{digest}.npz"
     if path is not None and path.exists():
-        return _load(path, family, resolution, mask_seed, digest)
+        return _load(path, family, resolution, mask_seed, digest, mask_scheme, int(seed))
     parts = [
         _generate_split(family, resolution, n, int(seed), split)
         for split, n in ((TRAIN, num_train), (TEST, num_test))
@@ -228,6 +269,8 @@ def make_dataset(
         state,
         np.ascontiguousarray(observed),
         np.ascontiguousarray(target),
+        mask_scheme=mask_scheme,
+        seed=int(seed),
     )
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -237,12 +280,21 @@ def make_dataset(
     return dataset
 
 
-def _load(path: Path, family: str, resolution: int, mask_seed: int, digest: str) -> Dataset:
+def _load(
+    path: Path, family: str, resolution: int, mask_seed: int, digest: str, mask_scheme: str, seed: int
+) -> Dataset:
     with np.load(path) as data:
         stored = str(data["config_hash"])
         if stored != digest:
             raise ValueError(f"cache: {path} holds configuration {stored}, expected {digest}")
-        return Dataset(family, resolution, int(mask_seed), *(data[k] for k in _ARRAYS))
+        return Dataset(
+            family,
+            resolution,
+            int(mask_seed),
+            *(data[k] for k in _ARRAYS),
+            mask_scheme=mask_scheme,
+            seed=seed,
+        )
 
 
 # ----------------------------------------------------------------------------
@@ -250,8 +302,8 @@ def _load(path: Path, family: str, resolution: int, mask_seed: int, digest: str)
 
 
 def view_names() -> tuple[str, ...]:
-    """Every view `view_masks` accepts: the nine presets, the density views and the mixture."""
-    return (*VIEWS, *DENSITY_VIEWS, MIXTURE)
+    """Every view `view_masks` accepts: the presets, density views, unseen protocols and the mixture."""
+    return (*VIEWS, *DENSITY_VIEWS, *UNSEEN, MIXTURE)
 
 
 def _density_seed(mask_seed: int, view: str) -> int:
@@ -260,8 +312,75 @@ def _density_seed(mask_seed: int, view: str) -> int:
     return int(sequence.generate_state(1)[0])
 
 
-def record_mask(view: str, grid: Grid, *, mask_seed: int, record: int) -> np.ndarray:
-    """Bool mask `(H, W)` (True observed) of one record under `view`."""
+def _split_regime_index(record: int) -> tuple[int, int, int]:
+    block, index = divmod(int(record), RECORD_BLOCK)
+    split, regime = divmod(block, 3)
+    return split, regime, index
+
+
+def pdeobs_identity(family: str, record: int, *, seed: int) -> str:
+    """PDE-OBS identity string of record id `record` (index i, or 2^24 + i for test records)."""
+    split, regime, index = _split_regime_index(record)
+    return pdeobs_masks.sample_id(family, regime, split * RECORD_BLOCK + index, seed=seed)
+
+
+def _view_spec(view: str, shape) -> pdeobs_masks.Spec:
+    if view in VIEWS:
+        return pdeobs_masks.views_spec([view], shape)
+    if view in _DENSITY_PRESETS:
+        return pdeobs_masks.views_spec([_DENSITY_PRESETS[view]], shape)
+    if view in DENSITIES:
+        return pdeobs_masks.parse_spec(f"random {100 * DENSITIES[view]:g}")
+    if view in UNSEEN:
+        return pdeobs_masks.parse_spec(UNSEEN[view])
+    return pdeobs_masks.views_spec(VIEWS, shape)
+
+
+def _pdeobs_mask(view: str, family: str, shape, *, mask_seed: int, seed: int, record: int) -> np.ndarray:
+    spec = _view_spec(view, shape)
+    component = spec.components[0]
+    if spec.is_mixture:
+        split, regime, index = _split_regime_index(record)
+        pde, boundary = pdeobs_masks.PDE_NAMES[family]
+        stratum = (pde, boundary, pdeobs_masks.SETTING, pdeobs_masks.REGIME_NAMES[regime])
+        position = split * RECORD_BLOCK + index
+        component = spec.components[spec.select(mask_seed=mask_seed, stratum=stratum, position=position)]
+    return component.mask(shape, mask_seed=mask_seed, identity=pdeobs_identity(family, record, seed=seed))
+
+
+def mixture_components(dataset: Dataset, view: str = MIXTURE) -> np.ndarray:
+    """Component index `(N,)` each record of `dataset` takes under mixture `view` (``pdeobs`` scheme)."""
+    if dataset.mask_scheme != "pdeobs":
+        raise ValueError(f"dataset: expected mask_scheme 'pdeobs', got {dataset.mask_scheme!r}")
+    spec = _view_spec(view, dataset.grid.shape)
+    out = []
+    for r in dataset.record:
+        split, regime, index = _split_regime_index(int(r))
+        pde, boundary = pdeobs_masks.PDE_NAMES[dataset.family]
+        stratum = (pde, boundary, pdeobs_masks.SETTING, pdeobs_masks.REGIME_NAMES[regime])
+        out.append(
+            spec.select(mask_seed=dataset.mask_seed, stratum=stratum, position=split * RECORD_BLOCK + index)
+        )
+    return np.asarray(out, np.int64)
+
+
+def record_mask(
+    view: str,
+    grid: Grid,
+    *,
+    mask_seed: int,
+    record: int,
+    scheme: str = "pdeobs",
+    family: str = "darcy_field",
+    seed: int = 0,
+) -> np.ndarray:
+    """Bool mask `(H, W)` (True observed) of one record under `view` and mask `scheme`."""
+    if view not in view_names():
+        raise ValueError(f"view: expected one of {view_names()}, got {view!r}")
+    if scheme == "pdeobs":
+        return _pdeobs_mask(view, family, grid.shape, mask_seed=mask_seed, seed=seed, record=record)
+    if scheme != "posteriorjax":
+        raise ValueError(f"scheme: expected one of {MASK_SCHEMES}, got {scheme!r}")
     if view in VIEWS:
         obs = observations.pattern(view, grid, seed=mask_seed, record=record)
     elif view in _DENSITY_PRESETS:
@@ -270,24 +389,37 @@ def record_mask(view: str, grid: Grid, *, mask_seed: int, record: int) -> np.nda
         obs = observations.pattern(
             "random", grid, seed=_density_seed(mask_seed, view), record=record, ratio=DENSITIES[view]
         )
-    elif view == MIXTURE:
-        obs = observations.mixture(VIEWS, grid, seed=mask_seed, record=record)
+    elif view in UNSEEN:
+        obs = observations.mixture(
+            [("lines", {"ratio": 0.3}), ("random", {"ratio": 0.2})], grid, seed=mask_seed, record=record
+        )
     else:
-        raise ValueError(f"view: expected one of {view_names()}, got {view!r}")
+        obs = observations.mixture(VIEWS, grid, seed=mask_seed, record=record)
     return np.asarray(obs.mask, bool)
 
 
 def view_masks(dataset: Dataset, view: str) -> np.ndarray:
     """Masks `(N, H, W)` bool of every record of `dataset` under `view` (True observed).
 
-    Per record from `observations.pattern(view, grid, seed=dataset.mask_seed,
-    record=record id)`; ``MIX`` is `observations.mixture` over the nine views.
+    Per record by `record_mask` with the dataset's mask seed, scheme, family
+    and seed; ``MIX`` is the nine-view mixture.
     """
     if view not in view_names():
         raise ValueError(f"view: expected one of {view_names()}, got {view!r}")
-    grid = dataset.grid
-    seed = dataset.mask_seed
-    return np.stack([record_mask(view, grid, mask_seed=seed, record=int(r)) for r in dataset.record])
+    return np.stack(
+        [
+            record_mask(
+                view,
+                dataset.grid,
+                mask_seed=dataset.mask_seed,
+                record=int(r),
+                scheme=dataset.mask_scheme,
+                family=dataset.family,
+                seed=dataset.seed,
+            )
+            for r in dataset.record
+        ]
+    )
 
 
 def masked_inputs(observed: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -315,9 +447,9 @@ def view_inputs(dataset: Dataset, view: str) -> np.ndarray:
 def mixture_inputs(dataset: Dataset) -> np.ndarray:
     """Inputs `(N, 2, H, W)` of the deterministic nine-view mixture (one view per record).
 
-    The view of a record is drawn uniformly from `VIEWS` by
-    `observations.mixture` with the record's own generator, so it is fixed per
-    record and independent of the other records.
+    ``pdeobs`` scheme: the balanced seeded cycle of PDE-OBS (counts per view
+    differ by at most one within each (split, regime) block); ``posteriorjax``:
+    one view drawn uniformly per record from the record's own generator.
     """
     return view_inputs(dataset, MIXTURE)
 

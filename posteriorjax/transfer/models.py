@@ -2,18 +2,26 @@
 
 Each model maps the masked observation `(2, H, W)` (observed field with zeros where
 unobserved, mask) of one record to the full target `(C_out, H, W)` (recovery: u; forecasting:
-frames 1..3). The seven PDE-OBS architectures (`MODELS`) are networks of `posteriorjax.nn`:
+frames 1..3). The seven PDE-OBS architectures (`MODELS`) are the PDE-OBS adaptations of
+`posteriorjax.nn.pdeobs`, at the published settings of the paper's Table 6 (parameter counts
+for the static task, one output channel):
 
-  ``fno``         FNO (width 32, 12 modes, 4 layers)
-  ``uno``         U-shaped FNO (`nn.UNO`; width 36, 12 modes, the U-FNO-2D slot)
-  ``cno``         CNO with FFT-filtered resampling (`nn.CNO`; width 32)
-  ``deeponet``    DeepONet with the spatial-CNN branch (`branch="conv"`; width 64, grid 4,
-                  hidden 128, latent 128)
-  ``gnot``        GNOT (hidden 128, 3 layers, 1 head, 2 experts)
-  ``transolver``  Transolver (hidden 128, 8 layers, 8 heads, 64 slices; forecasting:
-                  hidden 256, 32 slices, batch 2, no clipping)
-  ``pino``        FNO (width 64, 20 modes, 5 layers) + a PDE-residual loss, weighted
-                  data : residual = 5 : 1 (`pino_weight` 0.2)
+  ``ufno``        U-FNO-2D (`UFNO2d`; width 36, 12 modes, padding 8)           5,049,545
+  ``fno``         FNO (`CompactFNO2d`; width 32, 12 modes, 4 layers)           2,366,145
+  ``cno``         CNO-inspired CNN (`CompactCNO2d`; width 32)                    103,617
+  ``deeponet``    DeepONet, spatial-CNN branch (`SpatialDeepONet`; hidden 128,
+                  latent 128, branch width 64, grid 4)                            221,121
+  ``gnot``        GNOT (`MaskGNOT`; hidden 128, 3 layers, 1 head, 2 experts)    2,099,975
+  ``transolver``  Transolver (`MaskTransolver`; hidden 128, 8 layers, 8 heads,
+                  64 slices; forecasting: hidden 256, 32 slices, batch 2, no
+                  clipping)                                                     2,811,457
+  ``pino``        `CompactFNO2d` (width 64, 20 modes, 5 layers) + a PDE-residual
+                  loss, weighted data : residual = 5 : 1 (`pino_weight` 0.2)   32,798,273
+
+`VARIANTS` are our own networks, kept as labelled alternatives: ``uno`` (the U-shaped FNO
+`nn.UNO` that filled the U-FNO slot before). Forecasting predicts frames 1..3 jointly as three
+output channels (PDE-OBS rolls one frame out three times, feeding its own prediction back);
+the counts then differ from the table by the extra output channels.
 
 `DEFAULTS["full"]` holds the published configuration (PDE-OBS Tables 6-7: optimizer, weight
 decay, batch, schedule, clipping; 500 epochs of 1800 records); `DEFAULTS["tiny"]` the
@@ -66,8 +74,18 @@ from posteriorjax.physics import reaction_diffusion as rd
 from posteriorjax.tasks import fields
 from posteriorjax.transfer import data
 
-MODELS = ("fno", "uno", "cno", "deeponet", "gnot", "transolver", "pino")
-NETWORK = {name: ("fno" if name == "pino" else name) for name in MODELS}
+MODELS = ("ufno", "fno", "cno", "deeponet", "gnot", "transolver", "pino")
+VARIANTS = ("uno",)
+NETWORK = {name: f"pdeobs_{'fno' if name == 'pino' else name}" for name in MODELS} | {"uno": "uno"}
+# Table 6 of the paper (static task, one output channel); PINO's is the backbone's (not printed)
+PUBLISHED_PARAMETERS = {
+    "ufno": 5_049_545,
+    "fno": 2_366_145,
+    "cno": 103_617,
+    "deeponet": 221_121,
+    "gnot": 2_099_975,
+    "transolver": 2_811_457,
+}
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("step", "onecycle", "constant")
 PUBLISHED_EPOCHS, PUBLISHED_TRAIN = 500, 1800
@@ -83,7 +101,9 @@ class FitConfig:
       learning_rate: peak rate; optimizer: ``adam`` (decay added to the gradient, as torch
         Adam) or ``adamw`` (decoupled); weight_decay: its coefficient.
       schedule: ``step`` (halve every `steps / 5`: every 100 of 500 epochs), ``onecycle``
-        (cosine one-cycle with `warmup` fraction of warm-up) or ``constant``.
+        (cosine one-cycle with `warmup` fraction of warm-up from lr / `div_factor` to lr,
+        then down to lr / (`div_factor` `final_div_factor`); PDE-OBS: GNOT 1e4 / 1e4,
+        Transolver 25 / 1e4) or ``constant``.
       clip: global gradient-norm clip (0: none).
       pino_weight: weight of the PDE residual relative to the data loss (0: none).
       chunk: steps per call of the compiled scan.
@@ -97,6 +117,8 @@ class FitConfig:
     weight_decay: float = 0.0
     schedule: str = "step"
     warmup: float = 0.0
+    div_factor: float = 25.0
+    final_div_factor: float = 1e4
     clip: float = 1.0
     pino_weight: float = 0.0
     chunk: int = 1000
@@ -110,7 +132,14 @@ class FitConfig:
             raise ValueError(f"optimizer: expected one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule: expected one of {SCHEDULES}, got {self.schedule!r}")
-        for name in ("learning_rate", "weight_decay", "clip", "pino_weight"):
+        for name in (
+            "learning_rate",
+            "weight_decay",
+            "clip",
+            "pino_weight",
+            "div_factor",
+            "final_div_factor",
+        ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name}: expected a finite non-negative number, got {value!r}")
@@ -128,18 +157,16 @@ def _published(batch: int, **settings) -> dict:
 _STEP = dict(schedule="step", warmup=0.0, clip=1.0)
 DEFAULTS: dict[str, dict[str, dict]] = {
     "full": {
+        "ufno": _published(
+            4, model=dict(width=36, modes=12, padding=8), optimizer="adam", weight_decay=1e-4, **_STEP
+        ),
         "fno": _published(
             8, model=dict(width=32, modes=12, layers=4), optimizer="adam", weight_decay=1e-4, **_STEP
         ),
-        "uno": _published(
-            4, model=dict(width=36, modes=12, depth=2), optimizer="adam", weight_decay=1e-4, **_STEP
-        ),
-        "cno": _published(
-            8, model=dict(width=32, depth=2, res_blocks=1), optimizer="adamw", weight_decay=1e-6, **_STEP
-        ),
+        "cno": _published(8, model=dict(width=32), optimizer="adamw", weight_decay=1e-6, **_STEP),
         "deeponet": _published(
             4,
-            model=dict(branch="conv", width=64, conv_layers=3, grid=4, hidden=128, basis=128),
+            model=dict(hidden=128, latent=128, branch_width=64, grid=4),
             optimizer="adam",
             weight_decay=0.0,
             **_STEP,
@@ -151,6 +178,8 @@ DEFAULTS: dict[str, dict[str, dict]] = {
             weight_decay=5e-5,
             schedule="onecycle",
             warmup=0.2,
+            div_factor=1e4,
+            final_div_factor=1e4,
             clip=1000.0,
         ),
         "transolver": _published(
@@ -160,6 +189,8 @@ DEFAULTS: dict[str, dict[str, dict]] = {
             weight_decay=1e-5,
             schedule="onecycle",
             warmup=0.3,
+            div_factor=25.0,
+            final_div_factor=1e4,
             clip=0.1,
         ),
         "pino": _published(
@@ -170,15 +201,19 @@ DEFAULTS: dict[str, dict[str, dict]] = {
             pino_weight=0.2,
             **_STEP,
         ),
+        "uno": _published(
+            4, model=dict(width=36, modes=12, depth=2), optimizer="adam", weight_decay=1e-4, **_STEP
+        ),
     },
     "tiny": {
-        "fno": dict(model=dict(width=16, modes=6, layers=3, projection=32)),
+        "ufno": dict(model=dict(width=8, modes=4, padding=2)),
+        "fno": dict(model=dict(width=8, modes=5, layers=3)),  # GroupNorm(min(8, width)) needs 8 | width
+        "cno": dict(model=dict(width=8)),
+        "deeponet": dict(model=dict(hidden=32, latent=32, branch_width=16, grid=4)),
+        "gnot": dict(model=dict(hidden=16, layers=1, heads=1, experts=2)),
+        "transolver": dict(model=dict(hidden=16, layers=2, heads=4, slices=8)),
+        "pino": dict(model=dict(width=8, modes=5, layers=3)),
         "uno": dict(model=dict(width=12, modes=6, depth=2, projection=32)),
-        "cno": dict(model=dict(width=12, depth=2, res_blocks=1)),
-        "deeponet": dict(model=dict(branch="conv", width=16, conv_layers=2, grid=4, hidden=32, basis=32)),
-        "gnot": dict(model=dict(hidden=32, layers=2, heads=1, experts=2)),
-        "transolver": dict(model=dict(hidden=32, layers=2, heads=4, slices=16)),
-        "pino": dict(model=dict(width=16, modes=6, layers=3, projection=32)),
     },
 }
 # tiny keeps each method's optimizer, decay, schedule, clipping and PINO weight; short runs
@@ -195,7 +230,7 @@ FORECAST_OVERRIDES = {
             clip=0.0,
         )
     },
-    "tiny": {"transolver": dict(clip=0.0)},
+    "tiny": {"transolver": dict(model=dict(hidden=32, slices=4), batch_size=4, clip=0.0)},
 }
 
 
@@ -215,8 +250,8 @@ def fit_config(model_name: str, config=None, *, forecast: bool = False) -> FitCo
     `config` (dict or ConfigDict) may set ``scale`` (``full`` or ``tiny``, default ``full``),
     any `FitConfig` field, and ``model`` (a dict merged into the network options).
     """
-    if model_name not in MODELS:
-        raise ValueError(f"model_name: expected one of {MODELS}, got {model_name!r}")
+    if model_name not in MODELS + VARIANTS:
+        raise ValueError(f"model_name: expected one of {MODELS + VARIANTS}, got {model_name!r}")
     given = _plain(config)
     scale = given.pop("scale", "full")
     if scale not in DEFAULTS:
@@ -247,7 +282,13 @@ def make_optimizer(cfg: FitConfig) -> optax.GradientTransformation:
     if cfg.schedule == "step":
         schedule = optax.exponential_decay(lr, max(1, cfg.steps // 5), 0.5, staircase=True)
     elif cfg.schedule == "onecycle":
-        schedule = optax.cosine_onecycle_schedule(cfg.steps, lr, pct_start=max(cfg.warmup, 1e-6))
+        schedule = optax.cosine_onecycle_schedule(
+            cfg.steps,
+            lr,
+            pct_start=max(cfg.warmup, 1e-6),
+            div_factor=cfg.div_factor,
+            final_div_factor=cfg.final_div_factor,
+        )
     else:
         schedule = optax.constant_schedule(lr)
     parts = [optax.clip_by_global_norm(cfg.clip)] if cfg.clip > 0 else []
@@ -403,7 +444,7 @@ def fit_views(
 
     Args:
       key: PRNG key; split into init (model v: `fold_in(k_init, views[v])`) and data keys.
-      model_name: one of `MODELS`.
+      model_name: one of `MODELS` or `VARIANTS`.
       inputs: `(V, N_train, 2, H, W)` the training records under each view (`data.view_inputs`).
       targets: `(N_train, C_out, H, W)` the full targets of the training records.
       config: dict or ConfigDict, see `fit_config`.

@@ -3,9 +3,10 @@
 `run(config, workdir)`: for each family, the records (`data.make_dataset`,
 cached under `workdir/data`), then for each model the nine per-view models
 trained as one program on the training records under `data.VIEWS`, scored on
-the test records under every view (the 9 x 9 blocks), the R50-trained model
-under the density views, and (for `config.mixed_models`) one model trained on
-the nine-view mixture, scored on the nine views. Each (family, model) result
+the test records under every view (the 9 x 9 blocks), every view's model
+under the extra density views random20/35, and (for `config.mixed_models`)
+one model trained on the balanced nine-view mixture, scored on the nine views,
+the extra densities and the unseen protocol (line 30 / random 20). Each (family, model) result
 is written to `workdir/blocks/{family}__{model}.json` (per-record ids and
 errors of every block, timings, the configuration hash) as soon as it is
 done; a rerun skips every block file whose hash matches. Finally
@@ -41,16 +42,16 @@ def backend(name: str):
         return baselines
     from posteriorjax.transfer import models
 
-    if name in models.MODELS:
+    if name in models.MODELS + models.VARIANTS:
         return models
-    raise ValueError(f"model: expected one of {baselines.MODELS + tuple(models.MODELS)}, got {name!r}")
+    raise ValueError(f"model: expected one of {available_models()}, got {name!r}")
 
 
 def available_models() -> tuple[str, ...]:
-    """Baselines, then the learned models."""
+    """Baselines, then the learned models and our variants."""
     from posteriorjax.transfer import models
 
-    return (*baselines.MODELS, *models.MODELS)
+    return (*baselines.MODELS, *models.MODELS, *models.VARIANTS)
 
 
 def _plain(value):
@@ -69,6 +70,7 @@ def block_hash(config, family: str, model: str) -> str:
             num_test=config.num_test,
             seed=config.seed,
             mask_seed=config.mask_seed,
+            mask_scheme=config.get("mask_scheme", "pdeobs"),
             model_config=model_config,
             mixed=model in config.mixed_models,
         ),
@@ -87,7 +89,10 @@ def load_block_file(path: Path) -> dict:
     raw = json.loads(Path(path).read_text())
     raw["blocks"] = {
         tuple(k.split("|")): protocol.Block(
-            np.asarray(b["record"], np.int64), np.asarray(b["error"]), np.asarray(b["hidden"])
+            np.asarray(b["record"], np.int64),
+            np.asarray(b["error"]),
+            np.asarray(b["hidden"]),
+            None if b.get("frames") is None else np.asarray(b["frames"], np.float64),
         )
         for k, b in raw["blocks"].items()
     }
@@ -96,11 +101,14 @@ def load_block_file(path: Path) -> dict:
 
 
 def _encode(block: protocol.Block) -> dict:
-    return {
+    out = {
         "record": block.record.tolist(),
         "error": [float(e) for e in block.error],
         "hidden": [float(e) for e in block.hidden],
     }
+    if block.frames is not None and block.frames.shape[1] > 1:
+        out["frames"] = np.asarray(block.frames, np.float64).tolist()
+    return out
 
 
 class _Views:
@@ -123,35 +131,33 @@ def _score(test: data.Dataset, preds, masks) -> list[protocol.Block]:
 
 
 def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test_views: _Views) -> dict:
-    """Train and score one (family, model): the 9 x 9 blocks, the density views, and MIX if configured."""
+    """Train and score one (family, model): the 9 x 9 blocks, the density views, and MIX if configured.
+
+    The MIX model (for `config.mixed_models`) is the tenth model of the same vmapped program
+    as the nine single-view models (its own init key, the same mini-batch order), so one
+    compiled program trains all ten.
+    """
     module = backend(model)
     model_config = _plain(config.model_config).get(model, {})
     train, test = dataset.train, dataset.test
+    mixed = model in config.mixed_models
+    inputs_all = train_inputs()
+    if mixed:
+        inputs_all = np.concatenate([inputs_all, data.mixture_inputs(train)[None]])
+    rows = (*data.VIEWS, data.MIXTURE) if mixed else data.VIEWS
     blocks = {}
     start = time.perf_counter()
-    fitted = module.fit_views(key, model, train_inputs(), train.target, config=model_config, dataset=dataset)
+    fitted = module.fit_views(key, model, inputs_all, train.target, config=model_config, dataset=dataset)
     jax.block_until_ready(fitted)
     fit_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    for w in data.VIEWS:
+    for w in (*data.VIEWS, *DENSITY_ONLY, *(data.UNSEEN if mixed else ())):
         inputs, masks = test_views(w)
-        for v, block in zip(data.VIEWS, _score(test, module.predict(fitted, inputs), masks), strict=True):
+        for v, block in zip(rows, _score(test, module.predict(fitted, inputs), masks), strict=True):
+            if w in data.UNSEEN and v != data.MIXTURE:
+                continue  # the unseen protocols are scored for the MIX model (PDE-OBS Table 65)
             blocks[f"{v}|{w}"] = _encode(block)
-    for w in DENSITY_ONLY:
-        inputs, masks = test_views(w)
-        blocks[f"R50|{w}"] = _encode(_score(test, module.predict(fitted, inputs)[:1], masks)[0])
-    predict_seconds = time.perf_counter() - start
-    out = {"fit_seconds": fit_seconds, "predict_seconds": predict_seconds}
-    if model in config.mixed_models:
-        start = time.perf_counter()
-        mix_inputs = data.mixture_inputs(train)[None]
-        mixed = module.fit_views(
-            jr.fold_in(key, 1), model, mix_inputs, train.target, config=model_config, dataset=dataset
-        )
-        for w in data.VIEWS:
-            inputs, masks = test_views(w)
-            blocks[f"{data.MIXTURE}|{w}"] = _encode(_score(test, module.predict(mixed, inputs), masks)[0])
-        out["mixed_seconds"] = time.perf_counter() - start
+    out = {"fit_seconds": fit_seconds, "predict_seconds": time.perf_counter() - start, "mixed": mixed}
     out["blocks"] = blocks
     return out
 
@@ -190,6 +196,7 @@ def run(config, workdir: str | Path) -> dict:
             config.num_test,
             config.seed,
             mask_seed=config.mask_seed,
+            mask_scheme=config.get("mask_scheme", "pdeobs"),
             cache_dir=workdir / "data",
         )
         print(f"[{family}] data {time.perf_counter() - start:.1f} s", flush=True)

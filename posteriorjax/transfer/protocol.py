@@ -45,11 +45,14 @@ class Block(NamedTuple):
       record: `(N,)` int record ids.
       error: `(N,)` float64 relative L2 over the full field.
       hidden: `(N,)` float64 relative L2 over the hidden cells only.
+      frames: `(N, C)` float64 relative L2 per output channel (forecasting: per horizon,
+        PDE-OBS Table 14's auxiliary per-frame scores), or None.
     """
 
     record: np.ndarray
     error: np.ndarray
     hidden: np.ndarray
+    frames: np.ndarray | None = None
 
 
 # ----------------------------------------------------------------------------
@@ -89,10 +92,15 @@ def relative_l2(pred, target, hidden=None) -> np.ndarray:
 def score_block(record, pred, target, masks) -> Block:
     """`Block` of predictions `(N, C, H, W)` for records `(N,)` observed with `masks (N, H, W)`."""
     masks = np.asarray(masks, bool)
+    pred, target = _as_fields(pred, "pred"), _as_fields(target, "target")
+    frames = np.stack(
+        [relative_l2(pred[:, c : c + 1], target[:, c : c + 1]) for c in range(target.shape[1])], 1
+    )
     return Block(
         np.asarray(record, np.int64),
         relative_l2(pred, target),
         relative_l2(pred, target, hidden=~masks),
+        frames,
     )
 
 
@@ -144,12 +152,14 @@ def error_matrix(
     Args:
       blocks: `(train_view, test_view) -> Block`; a missing block is invalid.
       expected: the test record ids every block must hold exactly once.
-      metric: ``error`` (full field) or ``hidden`` (hidden-only).
+      metric: ``error`` (full field), ``hidden`` (hidden-only) or ``frame{h}`` (the
+        relative L2 of output channel h alone: forecasting horizon h + 1).
       strict: raise `InvalidBlockError` on the first invalid block; otherwise
         its cell is NaN (see `invalid_blocks` for the reasons).
     """
-    if metric not in Block._fields[1:]:
-        raise ValueError(f"metric: expected one of {Block._fields[1:]}, got {metric!r}")
+    frame = int(metric[5:]) if metric.startswith("frame") and metric[5:].isdigit() else None
+    if metric not in ("error", "hidden") and frame is None:
+        raise ValueError(f"metric: expected 'error', 'hidden' or 'frame<h>', got {metric!r}")
     out = np.full((len(views), len(views)), np.nan)
     for i, v in enumerate(views):
         for j, w in enumerate(views):
@@ -159,7 +169,12 @@ def error_matrix(
                 if strict:
                     raise InvalidBlockError(f"{name}: invalid block: not computed")
                 continue
-            values = getattr(block, metric)
+            if frame is None:
+                values = getattr(block, metric)
+            elif block.frames is None or frame >= block.frames.shape[1]:
+                values = np.full(len(block.record), np.nan)
+            else:
+                values = block.frames[:, frame]
             if strict:
                 out[i, j] = block_mean(expected, block.record, values, name=name)
             elif block_problem(expected, block.record, values) is None:

@@ -35,6 +35,25 @@ PUBLISHED_MEDIAN_CD = {
 }
 
 
+# PDE-OBS Table 65 (MIX on protocols absent from training): error % mean and SD over 200 records
+PUBLISHED_UNSEEN = {
+    ("helmholtz_field", "fno"): ((14.22, 3.98), (4.34, 1.44), (11.50, 4.56)),
+    ("helmholtz_field", "deeponet"): ((18.31, 4.18), (6.73, 1.97), (15.03, 5.82)),
+    ("heat_field", "deeponet"): ((23.21, 9.93), (13.22, 5.92), (18.92, 8.73)),
+    ("navier_stokes_field", "ufno"): ((8.39, 2.23), (1.74, 0.56), (6.27, 2.80)),
+    ("poisson_field", "ufno"): ((15.30, 1.80), (4.47, 0.94), (12.49, 7.14)),
+}
+UNSEEN_VIEWS = ("random20", "random35", "line30_random20")
+# PDE-OBS Table 64: geometric mean of R_MIX->w over the nine destinations
+PUBLISHED_MIX_GEO = {
+    ("helmholtz_field", "fno"): 2.07,
+    ("helmholtz_field", "deeponet"): 2.56,
+    ("heat_field", "deeponet"): 1.32,
+    ("navier_stokes_field", "ufno"): 1.19,
+    ("poisson_field", "ufno"): 0.46,
+}
+
+
 def _pyplot():
     import matplotlib
 
@@ -86,7 +105,8 @@ def heatmaps(matrices: dict, path: Path, *, views=data.VIEWS, norm_range=None) -
             if i == len(families) - 1:
                 ax.set_xticks(range(len(views)), views, rotation=90, fontsize=6)
             if j == 0:
-                ax.set_yticks(range(len(views)), views, fontsize=6)
+                rows = [*views, data.MIXTURE][: matrix.shape[0]]
+                ax.set_yticks(range(len(rows)), rows, fontsize=6)
     if image is not None:
         label = "mean relative L2 (rows: train view, columns: test view)"
         fig.colorbar(image, ax=axes, shrink=0.6, label=label)
@@ -106,6 +126,25 @@ def density_figure(curves: dict, path: Path) -> None:
                 ax.plot(100 * sweep["densities"], sweep["errors"], "o-", label=model, ms=3)
         ax.set(yscale="log", xlabel="test density (%)", title=family.replace("_field", ""))
     axes[0, 0].set_ylabel("mean relative L2 (R50-trained)")
+    axes[0, -1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def mix_density_figure(curves: dict, path: Path) -> None:
+    """Fig. 5: MIX error against random test density (solid), destination-trained references (open)."""
+    plt = _pyplot()
+    keys = list(curves)
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 3), squeeze=False)
+    densities = 100 * np.asarray(list(data.DENSITIES.values()))
+    for ax, key in zip(axes[0], keys, strict=True):
+        mix, reference = curves[key]
+        ax.plot(densities, mix, "o-", color="C3", label="MIX")
+        ax.plot(densities[2:], reference, "o", mfc="none", color="k", label="destination-trained")
+        ax.axvspan(15, 40, color="0.9", zorder=0)  # densities absent from training
+        ax.set(yscale="log", xlabel="test density (%)", title=f"{key[0].replace('_field', '')} / {key[1]}")
+    axes[0, 0].set_ylabel("mean relative L2")
     axes[0, -1].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -147,6 +186,11 @@ def _mean_of(entry: dict, train: str, test: str, metric: str = "error") -> float
     return float(np.mean(values))
 
 
+def _num_frames(blocks) -> int:
+    frames = [b.frames.shape[1] for b in blocks.values() if b.frames is not None]
+    return min(frames) if frames and min(frames) > 1 else 0
+
+
 def analyze(entries: dict) -> dict:
     """Matrices and summaries of every stored (family, model) result (`pipeline.load_block_file`)."""
     out = {}
@@ -158,6 +202,32 @@ def analyze(entries: dict) -> dict:
         res = {"matrix": matrix, "hidden_matrix": hidden, "invalid": invalid}
         for name in ("fit_seconds", "predict_seconds", "mixed_seconds"):
             res[name] = entry.get(name)
+        res["cells"] = {
+            (v, w): (float(np.mean(b.error)), float(np.std(b.error, ddof=1)) if b.error.size > 1 else 0.0)
+            for (v, w), b in blocks.items()
+        }
+        horizons = []
+        for h in range(_num_frames(blocks)):
+            m = protocol.error_matrix(blocks, expected, metric=f"frame{h}", strict=False)
+            horizons.append(protocol.summarize(m) if np.all(np.isfinite(m)) else None)
+        res["horizons"] = horizons
+        extra = {v: {w: _mean_of(entry, v, w) for w in ("random20", "random35")} for v in data.VIEWS}
+        res["density_all"] = {
+            v: np.asarray(
+                [extra[v]["random20"], extra[v]["random35"]]
+                + [matrix[i, data.VIEWS.index(p)] for p in ("R50", "R65", "R80")]
+            )
+            for i, v in enumerate(data.VIEWS)
+        }
+        mix_extra = {w: entry["blocks"].get((data.MIXTURE, w)) for w in UNSEEN_VIEWS + ("R50", "R65", "R80")}
+        if all(b is not None for b in mix_extra.values()):
+            res["mix_unseen"] = {
+                w: (100 * float(np.mean(mix_extra[w].error)), 100 * float(np.std(mix_extra[w].error, ddof=1)))
+                for w in UNSEEN_VIEWS
+            }
+            res["mix_density"] = np.asarray(
+                [float(np.mean(mix_extra[w].error)) for w in ("random20", "random35", "R50", "R65", "R80")]
+            )
         if np.all(np.isfinite(matrix)):
             res["summary"] = protocol.summarize(matrix)
             res["layout"] = protocol.layout_comparison(matrix)
@@ -262,6 +332,128 @@ def _mixed_table(analysis: dict) -> str:
     return "\n".join(lines)
 
 
+def _pm(mean, sd) -> str:
+    return f"{_fmt(mean)} ± {_fmt(sd)}"
+
+
+def _pair_sd_table(analysis: dict) -> str:
+    """Table 13: D and C as mean ± sample SD over the 9 / 72 cell means."""
+    lines = ["| family | model | D (mean ± SD) | C (mean ± SD) | C/D |", "|---|---|---|---|---|"]
+    for (family, model), res in analysis.items():
+        s = res.get("summary")
+        if s is not None and model not in baselines.MODELS:
+            lines.append(
+                f"| {family} | {model} | {_pm(s.D, s.D_sd)} | {_pm(s.C, s.C_sd)} | {_fmt(s.ratio)} |"
+            )
+    return "\n".join(lines)
+
+
+def _family_sd_table(analysis: dict, families) -> str:
+    """Table 10: per family, matched / cross mean ± SD over the 9 M / 72 M cell means of M learned models."""
+    lines = ["| family | matched (mean ± SD, cells) | cross (mean ± SD, cells) |", "|---|---|---|"]
+    for family in families:
+        diag, cross = [], []
+        for (f, model), res in analysis.items():
+            if f == family and model not in baselines.MODELS and "summary" in res:
+                m = res["matrix"]
+                off = ~np.eye(m.shape[0], dtype=bool)
+                diag += list(np.diag(m))
+                cross += list(m[off])
+        if len(diag) > 1:
+            lines.append(
+                f"| {family} | {_pm(np.mean(diag), np.std(diag, ddof=1))} ({len(diag)}) | "
+                f"{_pm(np.mean(cross), np.std(cross, ddof=1))} ({len(cross)}) |"
+            )
+    return "\n".join(lines)
+
+
+def _horizon_table(analysis: dict) -> str:
+    """Table 14: per forecasting horizon h, D_h and C_h (mean ± SD over 9 / 72 cell means)."""
+    rows = [(k, r["horizons"]) for k, r in analysis.items() if r.get("horizons") and all(r["horizons"])]
+    if not rows:
+        return "no forecasting results"
+    n = len(rows[0][1])
+    head = " | ".join(f"D_{h + 1} | C_{h + 1}" for h in range(n))
+    lines = [f"| family | model | {head} |", "|" + "---|" * (2 + 2 * n)]
+    for (family, model), hs in rows:
+        cells = " | ".join(f"{_pm(s.D, s.D_sd)} | {_pm(s.C, s.C_sd)}" for s in hs)
+        lines.append(f"| {family} | {model} | {cells} |")
+    return "\n".join(lines)
+
+
+def _density_all_table(analysis: dict) -> str:
+    """Density response of every training view's model (Table 12, second group, over all nine rows)."""
+    head = " | ".join(f"{int(100 * d)} %" for d in data.DENSITIES.values())
+    lines = [
+        f"| family | model | train view | {head} | E[v, R65], E[v, R80] < E[v, R50] |",
+        "|" + "---|" * (4 + len(data.DENSITIES)),
+    ]
+    totals = {}
+    for (family, model), res in analysis.items():
+        if model in baselines.MODELS:
+            continue
+        for v, errs in res.get("density_all", {}).items():
+            if not np.all(np.isfinite(errs)):
+                continue
+            lower = int(np.sum(errs[3:] < errs[2]))
+            t = totals.setdefault(model, [0, 0])
+            t[0], t[1] = t[0] + lower, t[1] + 2
+            lines.append(
+                f"| {family} | {model} | {v} | " + " | ".join(_fmt(e) for e in errs) + f" | {lower}/2 |"
+            )
+    summary = ", ".join(f"{m} {a}/{b}" for m, (a, b) in totals.items())
+    return "\n".join(lines) + f"\n\nDenser than R50 and lower error, per model: {summary or '—'}."
+
+
+def _unseen_table(analysis: dict) -> str:
+    """Table 65: MIX on protocols absent from training, error % mean ± SD over records."""
+    lines = [
+        "| family | model | random 20 % | random 35 % | line 30 / random 20 | published (Table 65) "
+        "| MIX error at 20/35/50/65/80 % (Fig. 5) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, res in analysis.items():
+        u = res.get("mix_unseen")
+        if u is None:
+            continue
+        pub = PUBLISHED_UNSEEN.get(key)
+        pub_text = " / ".join(_pm(*c) for c in pub) if pub else "—"
+        cells = " | ".join(_pm(*u[w]) for w in UNSEEN_VIEWS)
+        density = ", ".join(_fmt(e) for e in res["mix_density"])
+        lines.append(f"| {key[0]} | {key[1]} | {cells} | {pub_text} | {density} |")
+    return "\n".join(lines)
+
+
+def _baseline_table(analysis: dict) -> str:
+    """Classical baselines as PDE x test view: hyperparameters selected on the test view itself (E[w, w])."""
+    head = " | ".join(data.VIEWS)
+    lines = [f"| family | baseline | {head} |", "|" + "---|" * (2 + len(data.VIEWS))]
+    for (family, model), res in analysis.items():
+        if model in baselines.MODELS:
+            lines.append(
+                f"| {family} | {model} | " + " | ".join(_fmt(e) for e in np.diag(res["matrix"])) + " |"
+            )
+    return "\n".join(lines)
+
+
+def _cell_tables(analysis: dict) -> str:
+    """Tables 15-63: every cell as mean ± SD over the test records."""
+    parts = []
+    for (family, model), res in analysis.items():
+        cells = res.get("cells", {})
+        lines = [f"### {family} / {model}", "", "| train \\ test | " + " | ".join(data.VIEWS) + " |"]
+        lines.append("|" + "---|" * (1 + len(data.VIEWS)))
+        rows = [*data.VIEWS, data.MIXTURE] if any(k[0] == data.MIXTURE for k in cells) else list(data.VIEWS)
+        for v in rows:
+            lines.append(
+                f"| {v} | "
+                + " | ".join(_pm(*cells[(v, w)]) if (v, w) in cells else "—" for w in data.VIEWS)
+                + " |"
+            )
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
 def _jsonable(value):
     if isinstance(value, dict):
         return {(k if isinstance(k, str) else "|".join(k)): _jsonable(v) for k, v in value.items()}
@@ -316,6 +508,21 @@ def write(workdir, config=None) -> dict:
     mixed = {k: r["mixed"] for k, r in analysis.items() if "mixed" in r}
     if mixed:
         mixed_figure(mixed, figures / "mixed.png")
+        # Fig. 3 (top): the nine single-view rows and the MIX row on the shared scale
+        with_mix = {k: np.vstack([analysis[k]["matrix"], analysis[k]["mix_row"][None]]) for k in mixed}
+        heatmaps(with_mix, figures / "heatmaps_mix.png", norm_range=scale if matrices else None)
+    mix_curves = {
+        k: (
+            r["mix_density"],
+            np.asarray(
+                [r["matrix"][data.VIEWS.index(v), data.VIEWS.index(v)] for v in ("R50", "R65", "R80")]
+            ),
+        )
+        for k, r in analysis.items()
+        if "mix_density" in r
+    }
+    if mix_curves:
+        mix_density_figure(mix_curves, figures / "mix_density.png")
     family_table, medians = _family_table(analysis, families)
     invalid = [
         f"- {f} / {m}: train {v} / test {w}: {reason}"
@@ -335,10 +542,22 @@ def write(workdir, config=None) -> dict:
             "## Equal-count layouts\n\n" + _layout_table(analysis),
             "## Density sweep (R50-trained models)\n\n" + _density_table(analysis),
             "## Mixed-pattern training: E_MIX[w] / E[w, w]\n\n" + _mixed_table(analysis),
+            "## Matched and cross, mean ± SD (Tables 10, 13)\n\n"
+            + _family_sd_table(analysis, families)
+            + "\n\n"
+            + _pair_sd_table(analysis),
+            "## Forecasting horizons (Table 14)\n\n" + _horizon_table(analysis),
+            "## Density response of every training view (Table 12, second group)\n\n"
+            + _density_all_table(analysis),
+            "## MIX on unseen protocols (Table 65)\n\n" + _unseen_table(analysis),
+            "## Classical baselines per test view\n\n" + _baseline_table(analysis),
             "## Invalid blocks\n\n" + ("\n".join(invalid) if invalid else "none"),
         ]
     )
     (workdir / "summary.md").write_text(text + "\n")
+    (workdir / "cells.md").write_text(
+        "# Every cell: mean ± SD over the test records (Tables 15-63)\n\n" + _cell_tables(analysis) + "\n"
+    )
     payload = {"|".join(k): _jsonable(r) for k, r in analysis.items()}
     payload["family_median_cd"] = _jsonable(medians)
     (workdir / "results.json").write_text(json.dumps(payload, indent=1))
