@@ -61,12 +61,10 @@ def build(
     published = profile == "published"
     batch = (PUBLISHED_BATCH_SIZE if published else 1) if batch_size is None else batch_size
     guidance.check_positive_int("batch_size", batch)
-    if guidance_weight is not None:
-        weight = float(guidance_weight)
-    elif published:
-        weight = guidance.published(task, PUBLISHED, "DiffusionPDE", "profile='ours', or guidance_weight")
-    else:
-        weight = OURS_GUIDANCE.get(task.name, OURS_DEFAULT_GUIDANCE)
+    table = PUBLISHED if published else None
+    weight = guided.guidance_weight(
+        task, guidance_weight, "DiffusionPDE", table, OURS_GUIDANCE, OURS_DEFAULT_GUIDANCE
+    )
     p = build_prior(task, prior, model, joint=True, noise=noise)
     readout = guidance.build_readout(task, p, "joint")
     observation = guided.ObservationObjective(readout, guided.L2Norm())

@@ -43,12 +43,10 @@ def build(
     if forward not in ("surrogate", "exact"):
         raise ValueError(f"forward: expected 'surrogate' or 'exact', got {forward!r}")
     published = profile == "published"
-    if guidance_weight is not None:
-        weight = float(guidance_weight)
-    elif published:
-        weight = guidance.published(task, PUBLISHED, "Fun-DDPS", "profile='ours', or guidance_weight")
-    else:
-        weight = OURS_GUIDANCE.get(task.name, OURS_DEFAULT_GUIDANCE)
+    table = PUBLISHED if published else None
+    weight = guided.guidance_weight(
+        task, guidance_weight, "Fun-DDPS", table, OURS_GUIDANCE, OURS_DEFAULT_GUIDANCE
+    )
     p = build_prior(task, prior, model, joint=False, noise=noise or ("rbf" if published else "grf"))
     readout = guidance.build_readout(task, p, forward, surrogate)
     if published:

@@ -240,6 +240,18 @@ def check_profile(profile: str, method: str, profiles=PROFILES) -> str:
     return profile
 
 
+def guidance_weight(
+    task, given, method: str, published: dict | None, ours: dict, ours_default: float
+) -> float:
+    """`given`, else the published value of `task`'s dataset (`published` a table; None: our
+    profile), else our exact-name default `ours.get(task.name, ours_default)`."""
+    if given is not None:
+        return float(given)
+    if published is not None:
+        return float(guidance.published(task, published, method, "profile='ours', or guidance_weight"))
+    return float(ours.get(task.name, ours_default))
+
+
 def units(prior: DiffusionPrior, data_scale: float) -> float:
     """Trajectory units per normalized unit of `prior` for a profile on data of std `data_scale`."""
     return float(data_scale) / prior.normalizer.scale
