@@ -177,7 +177,8 @@ def _network_spec(where: str, spec, scale: str, kind=None, training: Mapping | N
     return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps, pretrain, training)
 
 
-# mapping-valued training settings a network spec replaces whole (a backbone's own options)
+# mapping-valued training settings a network spec replaces whole when it also names a new backbone
+# (`{"model": {"name": "unet", "options": {...}}}`); otherwise their keys are overridden one by one
 _WHOLE_SETTINGS = ("model.options",)
 
 # keys of a training config that a network spec sets through its own fields
@@ -190,7 +191,8 @@ def _dotted(where: str, tree, prefix: str = "") -> dict:
         raise ValueError(f"{where}: expected a mapping of training-config settings, got {tree!r}")
     out = {}
     for name, value in _as_dict(tree).items():
-        if isinstance(value, Mapping) and f"{prefix}{name}" not in _WHOLE_SETTINGS:
+        whole = f"{prefix}{name}" in _WHOLE_SETTINGS and "name" in tree  # a new backbone: its own options
+        if isinstance(value, Mapping) and not whole:
             out.update(_dotted(where, value, f"{prefix}{name}."))
         else:
             out[f"{prefix}{name}"] = value

@@ -57,11 +57,17 @@ def test_aggregated_calibration_equals_direct_mira_and_tarp(sweep_records):
     # MIRA: the records' statistics are mira.mira's per-condition values with the sweep's MIRA stream
     direct = mira.mira(keys["mira"], samples, cases.x_true, normalization="with_truth")  # the sweep's default
     per_record = [r["metrics"]["mira_statistic"] for r in sorted(records, key=lambda r: r["case"])]
-    np.testing.assert_allclose(per_record, direct.per_condition, rtol=1e-6)
-    np.testing.assert_allclose(row["mira"], direct.score, rtol=1e-6)
+    # a float32 distance tie can move one region's count by one of the N + 1 candidates between the two
+    # compiled programs: at most 1 / (regions (N + 1)) per condition, in at most one condition
+    flip = 1.0 / (100 * (NUM_SAMPLES + 1)) + 1e-6
+    diff = np.abs(np.asarray(per_record) - np.asarray(direct.per_condition))
+    assert diff.max() <= flip and int(np.sum(diff > 1e-6)) <= 1, diff
+    np.testing.assert_allclose(row["mira"], direct.score, atol=flip / NUM_CASES)
     np.testing.assert_allclose(row["mira_expected"], direct.expected_mean, rtol=1e-6)
     np.testing.assert_allclose(row["mira_se"], direct.standard_error, rtol=1e-6)
-    np.testing.assert_allclose(row["mira_z"], direct.z, rtol=1e-4)
+    np.testing.assert_allclose(
+        row["mira_z"], direct.z, atol=flip / NUM_CASES / float(direct.standard_error) + 1e-4
+    )
     # bootstrap se of a mean of L values: close to their std / sqrt(L)
     assert row["mira_se_boot"] == pytest.approx(np.std(per_record) / math.sqrt(NUM_CASES), rel=0.15)
     assert row["mira_z_boot"] == pytest.approx((row["mira"] - row["mira_expected"]) / row["mira_se_boot"])
