@@ -209,7 +209,7 @@ class CO2Config:
     max_substeps: int = 20000
     transport: str = "impes"
     newton_tol: float | None = None
-    newton_max_iter: int = 12
+    newton_max_iter: int = 30
     max_halvings: int = 10
     max_change: float = 0.2
 
