@@ -6,15 +6,17 @@
 Published scale: Darcy and Poisson at 128 x 128 (128 sensors, noise 1e-4), CCS on its
 64 x 200 radial grid (two well columns, noise 0.04) and LTMI at 64 x 64 (16 x 16 pooled
 transmittance, noise 0.01); 50 cases x 100 samples per sampler, every sampler at its
-published profile (`profile="published"` for FunDPS, Fun-DDPS and DiffusionPDE: the
-PosteriorBench evaluation code's update, units, noise and per-task values; `configs/base.py`),
+published profile (`profile="published"` for FunDPS, Fun-DDPS, DDIS, DiffusionPDE and ES-MDA:
+the PosteriorBench evaluation code's update, units, noise and per-task values; `configs/base.py`),
 their diffusion priors trained as published (data std 0.5, sigma_data 0.5, RBF-kernel noise
-for FunDPS / Fun-DDPS, white noise and a U-Net for DiffusionPDE), networks at full scale.
-One reference method serves every task here, so it is the pool's Gaussian-likelihood
-weighting with each task's own noise (`importance`, `per_point=True`: weights
-exp(-MSE / (2 sigma^2)), the weighting of the published eps rule and of the CCS
-reference), resampled to 100 members; the pure eps-rule studies on Poisson are
-`guidance_calibration.py` and `noise_levels.py`. `exact` is left out (it needs a
+for FunDPS / Fun-DDPS / DDIS, white noise and a U-Net for DiffusionPDE), networks at full scale.
+Each task's reference follows its published rule (`PUBLISHED_REFERENCE`, 2M-candidate
+pools): the eps rule `published_eps` (eps = 3 x noise std, K = 100) on Darcy, Poisson
+(rotation-augmented) and LTMI; on CCS the per-point Gaussian likelihood through the
+simulator (`importance`) in place of the published surrogate. `published_references(...,
+methods={"darcy": "eps_k1000"})` picks another method by name per task (`eps_k1000`,
+`importance`, `rejection`, `pcn`, `exact`); `summary.md` and `references.json` state the
+method and settings used. `exact` is left out (it needs a
 linear-Gaussian task: `poisson_fixed`, see `quickstart.py`); samplers that need point
 observations (ECI) run on Darcy and Poisson only.
 
@@ -31,6 +33,41 @@ SAMPLERS = ("prior", "pcn", "esmda", "dps", "fundps", "funddps", "ddis", "diffus
 POINT_OBSERVATION_TASKS = ("darcy", "poisson")
 
 
+# The reference of each task by the published rule (PosteriorBench App. B.1 / Sec. 3.2), or our
+# closest substitute where the published one needs what we do not have:
+#   darcy, poisson: `published_eps` (MAE <= 3e-4 = 3 x noise std, K = 100, weights
+#     exp(-MAE^2 / 2 (eps/3)^2)) over a 4x rotation-augmented pool; `eps_k1000` is our variant
+#     that passes GT1/GT2 (README), selectable per task by name;
+#   ltmi: `published_eps` (eps = 3 x 0.01) over an un-augmented pool;
+#   ccs: the published reference is rejection over 2M candidates through a neural-operator
+#     surrogate with the per-point likelihood exp(-||M(L(m) - y)||^2 / (2 sigma^2 |M|)); not built,
+#     so the same likelihood through the simulator itself (`importance`, `per_point=True`).
+PUBLISHED_REFERENCE = {
+    "darcy": "published_eps",
+    "poisson": "published_eps",
+    "ltmi": "published_eps",
+    "ccs": "importance",
+}
+
+
+def published_references(
+    task_names: tuple[str, ...], methods: dict | None = None, pool_size=2_000_000
+) -> dict:
+    """{task: reference_config} by the published rule per task; `methods` ({task: method name})
+    overrides it, e.g. {"darcy": "eps_k1000"}."""
+    methods = {**PUBLISHED_REFERENCE, **(methods or {})}
+    out = {}
+    for name in task_names:
+        method = methods[name]
+        augment = name in ("darcy", "poisson") and method != "importance"
+        num = 1000 if method == "eps_k1000" else 100
+        per_point = {"per_point": True} if method == "importance" else {}
+        out[name] = sweep.reference_config(
+            method, num_samples=num, pool_size=pool_size, pool_chunk=10_000, augment=augment, **per_point
+        )
+    return out
+
+
 def get_config(arg: str | None = None):
     tiny = base.is_tiny(arg)
     if tiny:
@@ -43,9 +80,13 @@ def get_config(arg: str | None = None):
         reference = sweep.reference_config(
             "importance", num_samples=100, pool_size=1_000_000, pool_chunk=10_000, per_point=True
         )
+    # tiny: one importance reference for both tasks (a 4096-candidate pool cannot reach the
+    # published eps at 16 x 16); full: the published rule per task
+    references = {} if tiny else published_references(tuple(tasks))
     return base.sweep(
         tiny,
         tasks=tasks,
         reference=reference,
+        references=references,
         samplers=base.catalog(tiny, SAMPLERS, tasks={"eci": POINT_OBSERVATION_TASKS}, profile="published"),
     )

@@ -464,8 +464,19 @@ def write_tables(workdir, records: Sequence[dict]) -> str:
         + "\n## Calibration over cases\n\n"
         + calibration_table(calib)
     )
+    if (workdir / "references.json").exists():
+        summary += "\n" + reference_table(json.loads((workdir / "references.json").read_text()))
     (workdir / "summary.md").write_text(summary + "\n")
     return summary
+
+
+def reference_table(references: Mapping) -> str:
+    """`## Reference posteriors`: the method, its rule and settings per task (from `references.json`)."""
+    out = ["## Reference posteriors", "", "| task | method | rule | settings |", "|---|---|---|---|"]
+    for task, report in references.items():
+        settings = ", ".join(f"{k}={v}" for k, v in report.get("settings", {}).items())
+        out.append(f"| {task} | {report.get('method', 'none')} | {report.get('rule', '')} | {settings} |")
+    return "\n".join(out) + "\n"
 
 
 def to_csv(records: Sequence[dict]) -> str:

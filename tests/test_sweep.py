@@ -332,6 +332,7 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_lo
     }
     summary = (tmp_path / "summary.md").read_text()
     assert "| prior |" in summary and "| smooth |" in summary and "Calibration over cases" in summary
+    assert "## Reference posteriors" in summary and "| poisson_fixed | exact | exact Gaussian" in summary
     assert len(first) == 4
     by = {(r["sampler"], r["case"]): r["metrics"] for r in first}
     for m in by.values():

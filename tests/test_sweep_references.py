@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from posteriorjax import sweep, tasks
+from configs import sweep_tiny
+from posteriorjax import results, sweep, tasks
 from posteriorjax.reference import exact
 
 RES = 8
@@ -73,3 +74,45 @@ def test_importance_reference_matches_the_exact_posterior_and_is_cached(problem,
         sweep.load_or_build_reference(
             task, cases, {**rejection, "eps": 1e-5}, seed=0, workdir=tmp_path, path=path, overwrite=True
         )
+
+
+def test_published_rule_and_k1000_variant_by_name(problem, tmp_path):
+    """`published_eps`: eps = 3 x noise std, K = num_samples; `eps_k1000`: K = 1000, eps widened to fill K."""
+    task, cases = problem
+    eps = 3 * 3e-3
+    assert sweep.published_eps(task) == pytest.approx(eps)
+    path = tmp_path / "references" / "poisson_fixed.npz"
+    pool = dict(pool_size=4000, pool_chunk=2000)
+    samples, weights, report = sweep.load_or_build_reference(
+        task, cases, _rc("published_eps", num_samples=20, **pool), seed=0, workdir=tmp_path, path=path
+    )
+    assert samples.shape == (2, 20, 1, RES, RES) and report["method"] == "published_eps"
+    assert "3 x noise std" in report["rule"] and report["settings"]["num_samples"] == 20
+    for info in report["cases"]:
+        assert info["eps"] == pytest.approx(eps) and info["accepted"] >= 20
+        assert 1 <= info["kish_ess"] <= 20
+    samples, weights, report = sweep.load_or_build_reference(
+        task, cases, _rc("eps_k1000", num_samples=1000, **pool), seed=0, workdir=tmp_path, path=path,
+        overwrite=True,
+    )  # fmt: skip
+    assert len(list((tmp_path / "references" / "pools").iterdir())) == 1  # the same pool
+    assert samples.shape == (2, 1000, 1, RES, RES)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-5)
+    for info in report["cases"]:
+        assert info["eps_requested"] == pytest.approx(eps) and info["eps"] >= info["eps_requested"]
+        assert info["accepted"] >= 1000
+        if info["eps"] > info["eps_requested"]:  # widened: exactly the 1000 nearest candidates pass
+            assert info["accepted"] == 1000
+    table = results.reference_table({"poisson_fixed": report})
+    assert "| poisson_fixed | eps_k1000 |" in table and "num_samples=1000" in table
+
+
+def test_published_rule_settings_are_checked():
+    config = sweep_tiny.get_config("tiny")
+    task = next(iter(config.tasks))
+    config.references = {task: sweep.reference_config("published_eps", eps=1e-3)}
+    with pytest.raises(ValueError, match=r"references\.\w+\.eps: method 'published_eps' uses the published"):
+        sweep.settings(config)
+    config.references = {task: sweep.reference_config("eps_k1000", num_samples=100)}
+    with pytest.raises(ValueError, match="keeps K = 1000"):
+        sweep.settings(config)

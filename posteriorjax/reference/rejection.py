@@ -59,6 +59,14 @@ def mean_absolute_error(y_pool, y_obs) -> np.ndarray:
     return np.mean(np.abs(np.asarray(y_pool, np.float64) - y_obs), axis=-1)
 
 
+def fill_eps(mae, eps: float, num: int) -> float:
+    """`eps`, widened to the `num`-th smallest MAE where fewer than `num` candidates pass it."""
+    mae = np.asarray(mae, np.float64)
+    if mae.size < num:
+        raise ValueError(f"num: asked to keep K={num} from a pool of only {mae.size} candidates")
+    return max(float(eps), float(np.partition(mae, num - 1)[num - 1]))
+
+
 def eps_select(rng: np.random.Generator, mae, *, eps: float, num: int = 100, sigma: float | None = None):
     """The published selection on precomputed MAE `(N,)` -> (indices `(num,)`, weights `(num,)`, rate).
 
@@ -85,13 +93,25 @@ def eps_select(rng: np.random.Generator, mae, *, eps: float, num: int = 100, sig
     return keep, w / w.sum(), rate
 
 
-def eps_rule(pool, y_obs, *, seed: int, eps: float, num: int = 100, sigma: float | None = None) -> Reference:
-    """Published eps-rule reference for one case from a `pool.Pool`."""
+def eps_rule(
+    pool, y_obs, *, seed: int, eps: float, num: int = 100, sigma: float | None = None, fill: bool = False
+) -> Reference:
+    """Published eps-rule reference for one case from a `pool.Pool`.
+
+    `fill=True` (our variant, not the published rule): where fewer than `num` candidates
+    pass `eps`, eps (and sigma = eps / 3 unless given) widens to the `num`-th smallest MAE;
+    `info["eps"]` is the eps used, `info["eps_requested"]` the one asked for.
+    """
     eps = _positive("eps", eps)
     y = _check_y(y_obs, pool.read_chunk(pool.done_chunks()[0], ("y",))["y"].shape[1])
     mae = pool_statistic(pool, lambda yc: mean_absolute_error(yc, y))
+    requested = eps
+    if fill:
+        eps = fill_eps(mae, eps, num)
     idx, w, rate = eps_select(np.random.default_rng(seed), mae, eps=eps, num=num, sigma=sigma)
     info = {
+        "eps_requested": requested,
+        "kish_ess": float(1.0 / np.sum(w**2)),
         "eps": eps,
         "sigma": eps / 3.0 if sigma is None else float(sigma),
         "pool_size": int(mae.size),

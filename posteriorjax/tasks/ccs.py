@@ -5,7 +5,9 @@ layers x 200 graded radial cells, `physics.co2.RadialGrid`), log-normal with per
 mean ~ U[10, 500] mD, std ~ U[1, 500] mD, radial correlation length ~ U[359, 35900] m,
 vertical ~ U[14, 56] m (`random_fields.AnisotropicLogNormal` on the cell centres).
 Physics: 0.36 Mt/year of CO2 injected for 30 years (`physics.co2`); the state is the
-CO2 saturation (1, nz, nr). Observation: saturation on two well columns, the injector
+CO2 saturation (1, nz, nr); `transport="implicit"` uses the sequential-implicit
+saturation step instead of the IMPES substeps (`physics.co2.CO2Config.transport`; the
+default IMPES task keeps its config hash). Observation: saturation on two well columns, the injector
 (radial index 0) and a monitor (index 50, ~0.5 km away), noise std 0.04.
 
 `Task.grid` holds the `RadialGrid` (static metadata; the grid is not square).
@@ -82,9 +84,10 @@ def build(
     length_r_range: tuple[float, float] = (359.0, 35900.0),
     length_z_range: tuple[float, float] = (14.0, 56.0),
     fft_shape: tuple[int, int] = (128, 2048),
+    transport: str = "impes",
 ) -> Task:
     grid = co2.RadialGrid(nz, nr)
-    config = co2.CO2Config(rate=rate, years=years, pressure_steps=pressure_steps)
+    config = co2.CO2Config(rate=rate, years=years, pressure_steps=pressure_steps, transport=transport)
     if not (0 < porosity <= 1):
         raise ValueError(f"porosity: expected a number in (0, 1], got {porosity!r}")
     prior = random_fields.AnisotropicLogNormal(
@@ -102,6 +105,8 @@ def build(
         length_r_range=tuple(length_r_range), length_z_range=tuple(length_z_range),
         fft_shape=tuple(fft_shape),
     )  # fmt: skip
+    if transport != "impes":
+        options["transport"] = transport
     return Task(
         name=name,
         grid=grid,
