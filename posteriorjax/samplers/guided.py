@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import diffusion
+from posteriorjax import diffusion, nn
 from posteriorjax.diffusion.guided import POINTS, guided_sample
 from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
@@ -260,8 +260,6 @@ def units(prior: DiffusionPrior, data_scale: float) -> float:
 def state_std(task, prior: DiffusionPrior, surrogate=None) -> float:
     """Std of the (single) state channel's training data: the surrogate's output normalization,
     else the joint prior's state channel, else `nn.state_statistics(task)` (prior draws)."""
-    from posteriorjax import nn
-
     if task.state_shape[0] != 1:
         raise ValueError(
             f"task: the normalized MSE needs one state channel, {task.name!r} has {task.state_shape[0]}"
