@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from posteriorjax import training_config
 from posteriorjax.tasks.base import Cases, Task
 
 DIAGNOSTICS = ("pde_residual", "alpha")
@@ -83,7 +84,7 @@ REFERENCE_DEFAULTS = {
 class NetworkSpec:
     """A network a sampler option receives: `kind`, training task overrides, optional step count.
 
-    `training`: overrides of its training config (`configs/train/common.config`) by dotted
+    `training`: overrides of its training config (`posteriorjax.training_config.config`) by dotted
     path, e.g. ``{"diffusion.noise": "white"}`` (written nested in a config). `pretrain`: the
     spec of a network (same kind) trained first, whose parameters start this one's training
     (multi-resolution fine-tuning: pretrain at a lower resolution); it inherits the kind and
@@ -200,10 +201,8 @@ def _dotted(where: str, tree, prefix: str = "") -> dict:
 
 
 def common_config(task_name: str, kind: str, scale: str):
-    """The training config `configs/train/common.config` of a network at `scale` ("tiny" | "full")."""
-    from configs.train import common
-
-    return common.config(task_name, kind, "tiny" if scale == "tiny" else None)
+    """The training config (`training_config.config`) of a network at `scale` ("tiny" | "full")."""
+    return training_config.config(task_name, kind, "tiny" if scale == "tiny" else None)
 
 
 def _training_overrides(where: str, overrides: Mapping, cfg):
@@ -764,7 +763,7 @@ def _reference_report(task: Task, rc: Mapping, info: list[dict]) -> dict:
 
 
 def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None):
-    """The training config of a network spec (`configs/train/common.config`) and its short hash.
+    """The training config of a network spec (`posteriorjax.training_config.config`) and its short hash.
 
     `task_options` are those of the sampler's task, updated by `spec.task_options`;
     the step count is `spec.num_steps`, else `num_steps`, else the config's. The hash

@@ -14,7 +14,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import diffusion, nn, samplers, tasks
+from posteriorjax import diffusion, nn, samplers, tasks, training_config
 from posteriorjax.metrics import posterior as pm
 from posteriorjax.reference import exact
 from posteriorjax.samplers import denoisers, guided
@@ -274,6 +274,9 @@ def test_profiles_and_task_defaults_are_checked(setup):
         fundps.preconditioner, guided.Identity
     )
     assert fundps.corrections[0].objective.loss.scale == pytest.approx(0.5 / 0.02)
+    # the published Fun-DDPS surrogate: FNO, 16 modes, 48 hidden channels, 4 layers
+    name, options = training_config.FULL_MODELS["surrogate"]
+    assert (name, options["modes"], options["width"], options["layers"]) == ("fno", 16, 48, 4)
     darcy = samplers.get(
         "fundps", tasks.get("darcy", resolution=8, num_sensors=6), model=joint, profile="published"
     )
