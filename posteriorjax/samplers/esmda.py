@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax.flatten_util import ravel_pytree
 
-from posteriorjax.samplers import guidance
+from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.base import AbstractSampler
 
 
@@ -159,8 +159,7 @@ class ESMDASampler(AbstractSampler):
 def build(task, ensemble_size: int | None = None, alphas=None, profile: str = "ours") -> ESMDASampler:
     """Unset `ensemble_size` / `alphas` take the profile's values: published per task (module doc);
     ours: `num_samples` members and the published alphas of the task's dataset ((1,) elsewhere)."""
-    if profile not in ("ours", "published"):
-        raise ValueError(f"profile: esmda has profiles ('ours', 'published'), got {profile!r}")
+    guided.check_profile(profile, "esmda")
     if ensemble_size is not None:
         guidance.check_positive_int("ensemble_size", ensemble_size)
         if ensemble_size < 2:

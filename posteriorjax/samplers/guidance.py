@@ -15,8 +15,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from posteriorjax import diffusion
-
 FORWARDS = ("joint", "exact", "surrogate")
 
 
@@ -111,8 +109,3 @@ def build_readout(task, prior, forward: str, surrogate=None) -> Readout:
         if not hasattr(surrogate, "u_norm"):
             raise ValueError(f"surrogate: expected an nn.Surrogate, got {type(surrogate).__name__}")
     return Readout(task, prior, surrogate if forward == "surrogate" else None, forward)
-
-
-def schedule(num_steps: int, sigma_min: float, sigma_max: float) -> jax.Array:
-    """Karras sigmas `(num_steps + 1,)`, rho = 7."""
-    return diffusion.karras_sigmas(num_steps, sigma_min, sigma_max)

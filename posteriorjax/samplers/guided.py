@@ -234,9 +234,9 @@ PROFILES = ("ours", "published")
 PUBLISHED_DATA_SCALE = 0.5  # the published models' normalized-data std (ModelNormalizer scale)
 
 
-def check_profile(profile: str, method: str, profiles=PROFILES) -> str:
-    if profile not in profiles:
-        raise ValueError(f"profile: {method} has profiles {profiles}, got {profile!r}")
+def check_profile(profile: str, method: str) -> str:
+    if profile not in PROFILES:
+        raise ValueError(f"profile: {method} has profiles {PROFILES}, got {profile!r}")
     return profile
 
 
