@@ -562,9 +562,7 @@ def published_eps(task: Task) -> float:
 EPS_K1000 = 1000
 
 
-def _eps_reference(
-    task: Task, cases: Cases, rc: Mapping, key, workdir: Path, *, eps, num, fill, progress=False
-):
+def _eps_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path, eps, num, fill, progress=False):
     from posteriorjax.reference import rejection
 
     k_pool, k_case = jr.split(key)
@@ -580,15 +578,7 @@ def _eps_reference(
 def _rejection_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path, progress=False):
     """The eps rule (`rejection.eps_rule`) at the section's `eps` and K = `num_samples`, per case."""
     return _eps_reference(
-        task,
-        cases,
-        rc,
-        key,
-        workdir,
-        eps=float(rc["eps"]),
-        num=int(rc["num_samples"]),
-        fill=False,
-        progress=progress,
+        task, cases, rc, key, workdir, float(rc["eps"]), int(rc["num_samples"]), False, progress
     )
 
 
@@ -599,24 +589,14 @@ def _published_eps_reference(task: Task, cases: Cases, rc: Mapping, key, workdir
     continues until K are accepted).
     """
     return _eps_reference(
-        task,
-        cases,
-        rc,
-        key,
-        workdir,
-        eps=published_eps(task),
-        num=int(rc["num_samples"]),
-        fill=False,
-        progress=progress,
+        task, cases, rc, key, workdir, published_eps(task), int(rc["num_samples"]), False, progress
     )
 
 
 def _eps_k1000_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path, progress=False):
     """Our validated variant of the published rule: K = 1000 at eps = 3 x noise std, eps widened
     to the 1000-th smallest MAE in a case whose pool has fewer than 1000 under it (recorded)."""
-    return _eps_reference(
-        task, cases, rc, key, workdir, eps=published_eps(task), num=EPS_K1000, fill=True, progress=progress
-    )
+    return _eps_reference(task, cases, rc, key, workdir, published_eps(task), EPS_K1000, True, progress)
 
 
 def _importance_reference(task: Task, cases: Cases, rc: Mapping, key, workdir: Path, progress=False):
