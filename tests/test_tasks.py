@@ -1,3 +1,5 @@
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -100,3 +102,35 @@ def test_published_prior_statistics():
     assert tasks.get("darcy", resolution=RES).field_stats == (7.5, 4.5)
     # the published Poisson training set has std 0.2719
     assert abs(tasks.get("poisson", resolution=128).field_stats[1] - 0.2719) < 0.005
+
+
+# small options per registered task; a task registered without an entry here fails the test below
+SMALL_OPTIONS = {
+    **{name: dict(resolution=RES, num_sensors=24) for name in CORE},
+    "ccs": dict(nz=8, nr=24, years=0.5, pressure_steps=2, wells=(0, 10)),
+    "ltmi": dict(resolution=16, pooled_size=8),
+    "ltmi_full": dict(resolution=16),
+    **{name: dict(resolution=16) for name in ("interface_potential", "interface_meltpool")},
+    "interface_transport": dict(resolution=32, frames=1),
+    **{
+        name: dict(resolution=32)
+        for name in ("darcy_field", "poisson_field", "helmholtz_field", "heat_field")
+        + ("reaction_diffusion_field", "burgers_field", "navier_stokes_field")
+    },
+}
+
+
+def test_every_registered_task_names_its_channels_with_units():
+    assert sorted(SMALL_OPTIONS) == tasks.names(), "add small options for the new task here"
+    for name in tasks.names():
+        task = tasks.get(name, **SMALL_OPTIONS[name])
+        assert len(task.channels) == task.unknown_shape[0], name
+        for channel in task.channels:
+            assert isinstance(channel, tasks.Channel) and channel.name and channel.unit, (name, channel)
+            assert channel.label == f"{channel.name} [{channel.unit}]"
+    darcy = tasks.get("darcy", resolution=8, num_sensors=4)
+    fields = {f.name: getattr(darcy, f.name) for f in dataclasses.fields(darcy)}
+    with pytest.raises(ValueError, match="one Channel per channel"):
+        tasks.Task(**{**fields, "channels": (tasks.Channel("a", "-"),) * 2})
+    with pytest.raises(ValueError, match="both non-empty"):
+        tasks.Task(**{**fields, "channels": (tasks.Channel("a", ""),)})

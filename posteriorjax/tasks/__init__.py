@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from posteriorjax.tasks.base import AbstractPhysics, Cases, Task
+from posteriorjax.tasks.base import AbstractPhysics, Cases, Channel, Task
 
 _BUILDERS: dict[str, Callable[..., Task]] = {}
 
@@ -40,4 +40,4 @@ def get(name: str, **overrides) -> Task:
 
 from posteriorjax.tasks import ccs, darcy, fields, interface, ltmi, poisson  # noqa: E402,F401  (registration)
 
-__all__ = ["AbstractPhysics", "Cases", "Task", "get", "names", "register"]
+__all__ = ["AbstractPhysics", "Cases", "Channel", "Task", "get", "names", "register"]

@@ -31,6 +31,21 @@ class Cases(NamedTuple):
     y_obs: jax.Array
 
 
+class Channel(NamedTuple):
+    """Name and unit of one channel of a task's unknown, as figures and tables label it.
+
+    `unit` is ``"-"`` for a dimensionless quantity (the unit-square tasks are nondimensional).
+    """
+
+    name: str
+    unit: str
+
+    @property
+    def label(self) -> str:
+        """``"name [unit]"``, e.g. ``"permeability [mD]"``."""
+        return f"{self.name} [{self.unit}]"
+
+
 class AbstractPhysics(eqx.Module):
     """Forward model of a task: `__call__(x (C, H, W)) -> u (C_u, H, W)` and its PDE residual."""
 
@@ -88,6 +103,8 @@ class Task(eqx.Module):
       binary_values: `(low, high)` when the prior is binary; `evaluation_field`
         then projects fields onto these two values at their midpoint.
       config: the builder's arguments, `((key, value), ...)`, for hashing and provenance.
+      channels: one `Channel` (name, unit) per channel of the unknown; every registered
+        task sets them (empty only for tasks built by hand, e.g. in tests).
     """
 
     name: str = eqx.field(static=True)
@@ -99,6 +116,17 @@ class Task(eqx.Module):
     field_stats: tuple[float, float] = eqx.field(static=True)
     binary_values: tuple[float, float] | None = eqx.field(static=True, default=None)
     config: tuple = eqx.field(static=True, default=())
+    channels: tuple[Channel, ...] = eqx.field(static=True, default=())
+
+    def __check_init__(self):
+        if self.channels and len(self.channels) != self.unknown_shape[0]:
+            raise ValueError(
+                f"channels: expected one Channel per channel of the unknown {self.unknown_shape}, "
+                f"got {len(self.channels)}"
+            )
+        for c in self.channels:
+            if not (isinstance(c, Channel) and c.name and c.unit):
+                raise ValueError(f"channels: expected Channel(name, unit) with both non-empty, got {c!r}")
 
     # -- shapes -------------------------------------------------------------
     @property

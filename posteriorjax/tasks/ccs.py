@@ -26,7 +26,7 @@ from posteriorjax import random_fields
 from posteriorjax.observations import ColumnObservation, GaussianNoise
 from posteriorjax.physics import co2, linear
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Task
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task
 
 
 class CCSPhysics(AbstractPhysics):
@@ -116,6 +116,7 @@ def build(
         noise=GaussianNoise(noise_std),
         field_stats=lognormal_stats(mean_range, std_range),
         config=tuple(sorted(options.items())),
+        channels=(Channel("horizontal permeability", "mD"),),
     )
 
 

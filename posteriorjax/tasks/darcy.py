@@ -21,7 +21,7 @@ from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import darcy
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Task, sensors_or_pooled
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, sensors_or_pooled
 
 
 class DarcyPhysics(AbstractPhysics):
@@ -71,6 +71,7 @@ def build(
         field_stats=(mean, std),
         binary_values=(low, high),
         config=tuple(sorted(config.items())),
+        channels=(Channel("permeability a", "-"),),
     )
 
 

@@ -49,7 +49,7 @@ from posteriorjax.physics import burgers, darcy, heat, helmholtz, poisson, spect
 from posteriorjax.physics import navier_stokes as ns
 from posteriorjax.physics import reaction_diffusion as rd
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Cases, Task
+from posteriorjax.tasks.base import AbstractPhysics, Cases, Channel, Task
 
 REGIMES = ("low", "medium", "high")
 PATTERN_SEED = 20260804
@@ -64,6 +64,16 @@ PARAMETERS = {
     "reaction_diffusion_field": {"r": (0.5, 1.5, 4.0)},
     "burgers_field": {"nu": (0.04, 0.015, 0.004)},
     "navier_stokes_field": {"nu": (0.02, 0.008, 0.0025), "scale": (2.0, 3.0, 4.0)},
+}
+# what the standardized condition field b is in each family (the unknown's channel name)
+CONDITION_NAMES = {
+    "darcy_field": "log-coefficient field b",
+    "poisson_field": "source field b",
+    "helmholtz_field": "source field b",
+    "heat_field": "initial field b",
+    "reaction_diffusion_field": "initial field b",
+    "burgers_field": "initial velocity b",
+    "navier_stokes_field": "initial vorticity b",
 }
 FINAL_TIME = {
     "heat_field": 0.25,
@@ -257,6 +267,7 @@ def build(
         noise=GaussianNoise(noise_std),
         field_stats=(0.0, 1.0),
         config=tuple(sorted(config.items())),
+        channels=(Channel(CONDITION_NAMES[name], "-"),),
     )
 
 

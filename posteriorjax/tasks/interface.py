@@ -64,11 +64,16 @@ from posteriorjax.observations import AbstractObservation, GaussianNoise, MaskOb
 from posteriorjax.physics import advection_diffusion as ad
 from posteriorjax.physics import darcy
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Task
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task
 
 NUM_MODES = 8
 NUM_COEFFICIENTS = 2 * NUM_MODES + 1
 REGIMES = ("potential", "meltpool", "transport")
+# the unknown's channels: radius coefficients in units of the domain side L
+_MODES = range(1, NUM_MODES + 1)
+COEFFICIENT_CHANNELS = tuple(
+    Channel(name, "L") for name in ("c_0", *(f"a_{k}" for k in _MODES), *(f"b_{k}" for k in _MODES))
+)
 
 
 def radius(c: jax.Array, theta: jax.Array) -> jax.Array:
@@ -428,6 +433,7 @@ def build(
         noise=GaussianNoise(jnp.asarray(std, jnp.float32)),
         field_stats=(float(jnp.mean(prior.mean)), float(jnp.mean(prior.std))),
         config=tuple(sorted(config.items())),
+        channels=COEFFICIENT_CHANNELS,
     )
 
 

@@ -30,7 +30,7 @@ from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import radiative
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Task
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task
 
 CHANNELS = {"reflectance": (0,), "transmittance": (1,), "both": (0, 1)}
 EVALUATIONS = ("mean", "layers")
@@ -216,6 +216,7 @@ def build(
         noise=GaussianNoise(noise_std),
         field_stats=field_statistics(prior, evaluation),
         config=tuple(sorted(options.items())),
+        channels=tuple(Channel(f"extinction, {layer} layer", "1/thickness") for layer in ("top", "bottom")),
         evaluation=evaluation,
     )
 

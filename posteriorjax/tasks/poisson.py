@@ -27,7 +27,7 @@ from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import poisson
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Task, sensors_or_pooled
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, sensors_or_pooled
 
 
 class PoissonPhysics(AbstractPhysics):
@@ -72,6 +72,7 @@ def build(
         noise=GaussianNoise(noise_std),
         field_stats=(0.0, math.sqrt(prior.pointwise_variance())),
         config=tuple(sorted(config.items())),
+        channels=(Channel("source f", "-"),),
     )
 
 
