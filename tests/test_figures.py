@@ -3,13 +3,14 @@ import math
 import struct
 from pathlib import Path
 
+import matplotlib.collections
 import matplotlib.image
 import numpy as np
 import pytest
 from absl import flags
 from test_records import record  # the hand-made sweep record both test modules build on
 
-from posteriorjax import figures
+from posteriorjax import figures, tasks
 from posteriorjax.metrics import calibration
 
 LEVELS = calibration.DEFAULT_LEVELS
@@ -17,6 +18,13 @@ GUIDANCE = (0.0, 1.0, 10.0, 100.0)
 NUM_CASES, NUM_SAMPLES, SHAPE = 3, 6, (2, 8, 8)
 TOY_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error", "crps", "rel_l2_mean", "crps_fair")
 NOISE_METRICS = ("mean_error", "crps")
+# registered tasks whose stored fields are drawn in physical coordinates with their observation:
+# point sensors, well columns on the radial grid, a dense mask (BL: one hole); pooling blocks below
+FIELD_TASKS = {
+    "darcy": dict(resolution=8, num_sensors=5),
+    "ccs": dict(nz=8, nr=24, years=0.5, pressure_steps=2, wells=(0, 10)),
+    "darcy_field": dict(resolution=32, pattern="BL"),
+}
 
 
 def toy_metrics(g, case, names):
@@ -67,7 +75,10 @@ def make_workdir(root: Path) -> Path:
     records += noise_records("toy@noise=0.1", 1.0) + noise_records("toy@noise=0.01", 2.0)
     root.mkdir(parents=True, exist_ok=True)
     (root / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    config = {"tasks": {"toy": {"noise_std": 1.0}, "toy@noise=0.1": {}, "toy@noise=0.01": {}}, "seeds": [0]}
+    config = {
+        "tasks": {"toy": {"noise_std": 1.0}, "toy@noise=0.1": {}, "toy@noise=0.01": {}, **FIELD_TASKS},
+        "seeds": [0],
+    }
     (root / "config.json").write_text(json.dumps(config))
     # stored fields: the first two cases
     m = 10
@@ -103,6 +114,21 @@ def make_workdir(root: Path) -> Path:
         config_id=np.asarray(["case=1;seed=0;step=0.1"]),
         hparam_step=np.full(1, 0.1, np.float32),
     )
+    for name, options in FIELD_TASKS.items():  # one case, one setting, no records
+        shape = tasks.get(name, **options).unknown_shape
+
+        def draw(*lead, shape=shape):
+            return rng.lognormal(size=(*lead, *shape)).astype(np.float32)
+
+        np.savez(
+            root / "references" / f"{name}.npz",
+            ref_samples=draw(1, 5), ref_weights=np.full((1, 5), 0.2, np.float32), x_true=draw(1),
+        )  # fmt: skip
+        (root / "samples" / name).mkdir()
+        np.savez(
+            root / "samples" / name / "s.npz", samples=draw(1, 4), case=np.zeros(1, int),
+            config_id=np.asarray(["case=0;seed=0"]),
+        )  # fmt: skip
     return root
 
 
@@ -124,15 +150,19 @@ def panels(n, width, height, max_columns=figures.MAX_COLUMNS):
 
 def expected_sizes():
     """Figure sizes (inches) from the layouts the figure docstrings state."""
-    tile, cbar = figures.TILE, figures.COLORBAR
-    field = {
-        "samples": ((4 + 1) * tile + cbar, 2 * SHAPE[0] * tile + figures.TITLE),
-        "moments": (3 * tile + 2 * cbar, 2 * SHAPE[0] * tile + figures.TITLE),
-    }
+    tile, cbar, left = figures.TILE, figures.COLORBAR, figures.LEFT
+
+    def height(channels):
+        return channels * (2 * tile + figures.AXIS_BAND) + figures.TITLE
+
     out = {}
-    for sampler, case in (("good", 0), ("good", 1), ("diverged", 1)):
-        for kind, size in field.items():
-            out[f"{kind}_toy_{sampler}_case{case}.png"] = size
+    for task, sampler, case, members in (
+        *[("toy", s, c, 4) for s, c in (("good", 0), ("good", 1), ("diverged", 1))],
+        *[(name, "s", 0, 4) for name in FIELD_TASKS],
+    ):
+        out[f"samples_{task}_{sampler}_case{case}.png"] = (left + (members + 1) * tile + cbar, height(1))
+        out[f"moments_{task}_{sampler}_case{case}.png"] = (left + 3 * tile + 2 * cbar, height(1))
+    out = {k: (w, height(SHAPE[0]) if "_toy_" in k else h) for k, (w, h) in out.items()}
     curve_metrics = len(TOY_METRICS) + 1  # + coverage_error
     out["curves_toy_good_guidance.png"] = panels(curve_metrics, *figures.PANEL)
     for label in ("toy@noise=0.1", "toy@noise=0.01"):
@@ -172,6 +202,11 @@ def test_render_writes_every_figure_as_a_png_of_its_size(rendered):
         assert abs(width - w * figures.DPI) <= 1 and abs(height - h * figures.DPI) <= 1, p.name
 
 
+def _tile_mesh(ax) -> bool:
+    """A field tile drawn in physical coordinates (its overlay lines are no plotted curve)."""
+    return any(isinstance(c, matplotlib.collections.QuadMesh) for c in ax.collections)
+
+
 def _inside(fig, png: Path) -> bool:
     """Everything drawn (the tight box, inches) lies inside the saved image."""
     tight = fig.get_tightbbox(fig.canvas.get_renderer())
@@ -188,12 +223,12 @@ def test_every_figure_kind_labelled_log_where_set_and_not_clipped(rendered, tmp_
     assert kinds == {"samples", "moments", "curves", "vshape", "coverage", "mira", "optimum"}
     for name, fig in drawn.items():
         assert _inside(fig, paths[name]), name
-        plots = [ax for ax in fig.axes if ax.axison and ax.lines and not ax.images]
+        plots = [ax for ax in fig.axes if ax.axison and ax.lines and not ax.images and not _tile_mesh(ax)]
         for ax in plots:
             assert ax.get_ylabel(), (name, ax.get_title())
             assert ax.get_xlabel() or name.startswith("mira"), (name, ax.get_title())
-        if name.startswith(("samples", "moments")):  # image tiles: rows labelled by ensemble and channel
-            assert any("ch 0" in ax.get_ylabel() for ax in fig.axes), name
+        if name.startswith(("samples", "moments")) and "_toy_" in name:  # unregistered: generic labels
+            assert any("channel 1" in ax.get_ylabel() for ax in fig.axes), name
     # V-shape: the toy's finite rows span less than a decade (1.05 ... 0.14): linear; one outlier
     # two decades away: log axes, so the other points are not flattened against an edge
     assert {ax.get_xscale() for ax in drawn["vshape_toy.png"].axes if ax.axison} == {"linear"}
@@ -216,6 +251,75 @@ def test_every_figure_kind_labelled_log_where_set_and_not_clipped(rendered, tmp_
     path = figures.mira_figure(tmp_path / "mira_long.png", long)
     fig = drawn["mira_long.png"]
     assert png_size(path)[1] > 4.0 * figures.DPI and _inside(fig, path)
+
+
+def _overlay(ax):
+    return [a for a in ax.get_children() if a.get_gid() == figures.OVERLAY]
+
+
+def _tiles(fig):
+    """The image tiles of a field figure (colourbars are narrower than half an inch)."""
+    return [ax for ax in fig.axes if ax.axison and ax.get_position().width * fig.get_size_inches()[0] > 0.5]
+
+
+def _tile(fig, title):
+    return next(ax for ax in fig.axes if ax.get_title() == title)
+
+
+def test_field_figures_in_physical_coordinates_with_names_units_and_the_observation(rendered):
+    drawn = dict(DRAWN)
+    built = {name: tasks.get(name, **options) for name, options in FIELD_TASKS.items()}
+    for name, task in built.items():
+        samples, moments = drawn[f"samples_{name}_s_case0.png"], drawn[f"moments_{name}_s_case0.png"]
+        channel = task.channels[0]
+        bars = [ax.get_ylabel().replace("\n", " ") for ax in samples.axes + moments.axes]
+        assert f"{channel.name} [{channel.unit}]" in bars, (name, bars)
+        assert f"mean of {channel.name} [{channel.unit}]" in bars, (name, bars)
+        assert f"std difference [{channel.unit}]" in bars, (name, bars)
+        truth = _tile(samples, "truth")
+        assert len(_tiles(moments)) == 6 and all(_overlay(ax) for ax in _tiles(moments))
+        assert len(_tiles(samples)) == 9 and [ax for ax in _tiles(samples) if _overlay(ax)] == [truth]
+        assert truth.get_xlabel() and truth.get_ylabel() and truth.get_xticks().size >= 2
+    # point sensors: one marker at the physical position of each observed point, (x, y) = grid points
+    darcy = built["darcy"]
+    p = darcy.grid.points()
+    i, j = np.divmod(np.asarray(darcy.observation.indices), darcy.grid.n)
+    (markers,) = _overlay(_tile(drawn["samples_darcy_s_case0.png"], "truth"))
+    np.testing.assert_allclose(np.stack(markers.get_data(), 1), np.stack([p[j], p[i]], 1))
+    # CCS: radius in m on a log axis, depth downward, dashed lines at the wells' cell centres
+    ccs, truth = built["ccs"], _tile(drawn["samples_ccs_s_case0.png"], "truth")
+    assert truth.get_xscale() == "log" and truth.get_xlabel() == "r [m]" and truth.get_ylabel() == "depth [m]"
+    assert truth.get_ylim()[0] > truth.get_ylim()[1] and truth.get_xlim() == tuple(ccs.grid.faces()[[0, -1]])
+    wells = [line.get_xdata()[0] for line in _overlay(truth)]
+    np.testing.assert_allclose(wells, ccs.grid.centres()[[0, 10]])
+    # log-normal draws spanning decades: logarithmic colour scale
+    assert any(isinstance(ax.images[0].norm if ax.images else ax.collections[0].norm,
+                          figures.matplotlib.colors.LogNorm) for ax in [truth])  # fmt: skip
+    # a dense mask (BL hole): the missed cells hatched; the caption says which
+    samples = drawn["samples_darcy_field_s_case0.png"]
+    (hatch,) = _overlay(_tile(samples, "truth"))
+    assert hatch.hatches == ["////"] and any("misses" in t.get_text() for t in samples.texts)
+
+
+def test_field_layouts_of_every_registered_kind():
+    """Coefficient unknowns have no field layout; pooled 1 x 1 and full masks draw nothing."""
+    from posteriorjax.tasks import interface
+
+    assert figures.field_layout(interface.build("interface_meltpool", resolution=16)) is None
+    lay = figures.field_layout(tasks.get("darcy_lowres", resolution=16))
+    assert lay.blocks is None and lay.points is None and "every cell" in lay.caption
+    with pytest.raises(ValueError, match=r"layout: expected fields of shape \(1, 16, 16\)"):
+        figures.samples_figure("/dev/null", np.zeros((2, 1, 8, 8)), np.zeros((2, 1, 8, 8)), layout=lay)
+    assert figures.task_layout("toy", {}) is None  # not a registered task
+    # pooling 32 -> 16: 15 interior block edges per axis, 2 cells apart
+    task = tasks.get("poisson_lowres", resolution=32)
+    fig = figures._new(2, 2)
+    ax = fig.add_subplot()
+    figures._overlay(ax, figures.field_layout(task))
+    vlines, hlines = _overlay(ax)
+    edges = [seg[0, 0] for seg in vlines.get_segments()]
+    assert len(edges) == len(hlines.get_segments()) == 15
+    np.testing.assert_allclose(np.diff(edges), 2 * task.grid.spacing)
 
 
 def test_tarp_figure_only_with_enough_conditions(tmp_path):
