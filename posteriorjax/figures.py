@@ -782,7 +782,9 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     """MIRA score per (sampler, hparams) row with its calibrated band (`mira_scores`).
 
     The grey box spans expected -+ 2 std / sqrt(L), the tick is the calibrated
-    mean; rows without finite statistics are left out. Size:
+    mean; rows without finite statistics are left out. With fewer conditions than
+    `results.mira_conditions_needed` (the calibration table's "too few cases" note), a
+    red note on the panel says so. Size:
     clip(1.5 + 0.5 rows, 5, 24) x 4.0 inches.
     """
     scores = mira_scores(records)
@@ -806,6 +808,16 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     ax.set_xlim(-0.6, len(keys) - 0.4)
     ax.set_ylabel("MIRA score", fontsize=8)
     ax.set_title(title or "MIRA (grey: calibrated mean +- 2 std / sqrt(L))", fontsize=9)
+    little_l = min(s["count"] for s in scores.values())
+    n = min(int(r["num_samples"]) for r in records if r["metrics"].get("mira_statistic") is not None)
+    needed = results.mira_conditions_needed(n)
+    if little_l < needed:  # the band cannot resolve the table's shift: say so on the figure
+        note = (f"too few conditions: L = {little_l} < {needed}, the L a shift of "
+                f"{results.MIRA_RESOLVED_SHIFT} needs at N = {n}")  # fmt: skip
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.12 * (hi - lo))  # headroom: the note never covers a band
+        ax.text(0.01, 0.98, note, transform=ax.transAxes, ha="left", va="top", fontsize=7, color="C3",
+                gid="too_few")  # fmt: skip
     return _save(fig, path)
 
 

@@ -251,6 +251,15 @@ def test_every_figure_kind_labelled_log_where_set_and_not_clipped(rendered, tmp_
     path = figures.mira_figure(tmp_path / "mira_long.png", long)
     fig = drawn["mira_long.png"]
     assert png_size(path)[1] > 4.0 * figures.DPI and _inside(fig, path)
+    # MIRA with too few conditions to resolve the table's shift is marked; with enough it is not
+    too_few = lambda fig: [t for ax in fig.axes for t in ax.texts if t.get_gid() == "too_few"]  # noqa: E731
+    assert "L = 3 <" in too_few(drawn["mira_toy.png"])[0].get_text()
+    needed = figures.results.mira_conditions_needed(3)
+    enough = [record("t", "s", c, {}, {"mira_statistic": 0.6}, num_samples=3) for c in range(needed)]
+    figures.mira_figure(tmp_path / "mira_enough.png", enough)
+    assert not too_few(drawn["mira_enough.png"])
+    # metric curves: guidance 0, 1, 10, 100 on a log axis (0 at the left edge)
+    assert {ax.get_xscale() for ax in drawn["curves_toy_good_guidance.png"].axes if ax.axison} == {"log"}
 
 
 def _overlay(ax):
