@@ -1,23 +1,27 @@
 """Benchmarks: our throughput beside a baseline measured in the same run.
 
-    python scripts/benchmark.py [--only NAME ...] [--json FILE] [--device]
+    python scripts/benchmark.py [--only=NAME,...] [--json=FILE] [--device] [--list]
 
-`--only spectral metrics` runs the benchmarks named so, or, for a word that names none,
+`--only=spectral,metrics` runs the benchmarks named so, or, for a word that names none,
 every benchmark whose name contains it (`spectral_conv`, `spectral_grf`, `metrics`).
+Names may also follow as positional arguments (`--only spectral metrics` reads as
+`--only=spectral,metrics`).
 
 Each module in `scripts/bench/` exposes `BENCHMARKS = {name: fn}` where
-`fn(args) -> list[record]` (see `bench/common.py`). `--device` runs the sizes
-meant for an accelerator; without it the sizes fit a 2-core CPU.
+`fn(args) -> list[record]` (see `bench/common.py`; `args.device` is the `--device` flag).
+`--device` runs the sizes meant for an accelerator; without it the sizes fit a 2-core CPU.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import pkgutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+from absl import app, flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
@@ -52,26 +56,28 @@ def select(patterns, available) -> list[str]:
     return names
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def define_flags(flag_values=flags.FLAGS) -> None:
+    flags.DEFINE_list(
+        "only", [], "benchmark names or name parts to run (default: all)", flag_values=flag_values
     )
-    parser.add_argument("--only", nargs="*", default=None, help="benchmark names to run (default: all)")
-    parser.add_argument("--json", default=None, help="write the records to this JSON file")
-    parser.add_argument("--device", action="store_true", help="accelerator-sized problems")
-    parser.add_argument(
-        "--list", action="store_true", help="list the benchmark names (those --only selects) and exit"
+    flags.DEFINE_string("json", None, "write the records to this JSON file", flag_values=flag_values)
+    flags.DEFINE_bool("device", False, "accelerator-sized problems", flag_values=flag_values)
+    flags.DEFINE_bool(
+        "list", False, "list the benchmark names (those --only selects) and exit", flag_values=flag_values
     )
-    args = parser.parse_args(argv)
 
+
+def main(argv, flag_values=flags.FLAGS) -> None:
+    patterns = [*flag_values.only, *argv[1:]]  # positional names join --only
     available = collect()
-    names = sorted(available) if not args.only else select(args.only, available)
-    unknown = [n for n in args.only or () if not select([n], available)]
+    names = sorted(available) if not patterns else select(patterns, available)
+    unknown = [n for n in patterns if not select([n], available)]
     if unknown:
-        parser.error(f"--only: unknown benchmark(s) {unknown}; available: {sorted(available)}")
-    if args.list:
+        raise app.UsageError(f"--only: unknown benchmark(s) {unknown}; available: {sorted(available)}")
+    if flag_values.list:
         print("\n".join(names))
         return
+    args = SimpleNamespace(device=flag_values.device)
 
     import jax
 
@@ -90,10 +96,11 @@ def main(argv=None) -> None:
                 f"{rec['baseline_name']}",
                 flush=True,
             )
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=2))
+    if flag_values.json:
+        Path(flag_values.json).write_text(json.dumps(records, indent=2))
 
 
 if __name__ == "__main__":
     parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    main()
+    define_flags()
+    app.run(main)

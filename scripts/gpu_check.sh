@@ -20,7 +20,7 @@ STEPS=("spectral 100" "metrics 90" "reference_pool 90" "fundps_full 140" "sweep 
 if [ "${1:-}" = "--dry-run" ]; then
     names=()
     for step in "${STEPS[@]}"; do names+=("${step%% *}"); done
-    exec "$PY" scripts/benchmark.py --device --list --only "${names[@]}"
+    exec "$PY" scripts/benchmark.py --device --list --only="$(IFS=,; echo "${names[*]}")"
 fi
 
 OUT=${1:-gpu_check}
@@ -31,7 +31,7 @@ for step in "${STEPS[@]}"; do
     name=${step%% *}
     limit=${step##* }
     start=$(date +%s)
-    timeout "$limit" "$PY" scripts/benchmark.py --device --only "$name" --json "$OUT/$name.json" \
+    timeout "$limit" "$PY" scripts/benchmark.py --device --only="$name" --json="$OUT/$name.json" \
         2>&1 | tee "$OUT/$name.log"
     rc=${PIPESTATUS[0]}
     echo "$name rc=$rc seconds=$(( $(date +%s) - start ))" | tee -a "$OUT/status.txt"

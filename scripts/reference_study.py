@@ -1,34 +1,44 @@
 """Reference-posterior measurements: Darcy GT1/GT2 consistency, eps-rule and importance references
-against the exact Poisson posterior, and pCN convergence. Every subcommand resumes from its workdir
+against the exact Poisson posterior, and pCN convergence. Every command resumes from its workdir
 and prints (and writes as JSON) the numbers the README quotes.
 
+    python scripts/reference_study.py COMMAND --flag=value ...
+
+Commands (the first positional argument; absl flags, lists comma-separated; a flag the command does
+not take is an error, `--helpfull` lists each flag's default per command):
+
     # time-boxed, resumable pair of rotation-augmented pools (equal size: alternating chunks)
-    nice -n 10 python scripts/reference_study.py pools --task darcy --resolution 32 \
-        --workdir /tmp/study/darcy32 --num-chunks 40 --chunk-size 2048 --seconds 600
+    nice -n 10 python scripts/reference_study.py pools --task=darcy --resolution=32 \
+        --workdir=/tmp/study/darcy32 --num_chunks=40 --chunk_size=2048 --seconds=600
     # acceptance, GT1/GT2 at the published eps (if it fills K) and at the smallest eps that does
-    nice -n 10 python scripts/reference_study.py darcy --resolution 32 --workdir /tmp/study/darcy32
+    nice -n 10 python scripts/reference_study.py darcy --resolution=32 --workdir=/tmp/study/darcy32 --k=100
+    # the same for LTMI (eps = 0.03)
+    nice -n 10 python scripts/reference_study.py ltmi --resolution=32 --workdir=/tmp/study/ltmi32
     # eps-rule and importance references against exact pathwise samples (poisson_fixed 32 x 32)
-    nice -n 10 python scripts/reference_study.py poisson --workdir /tmp/study/poisson32
+    nice -n 10 python scripts/reference_study.py poisson --workdir=/tmp/study/poisson32
     # pCN relative mean/std error against the exact posterior as the chains grow
-    nice -n 10 python scripts/reference_study.py pcn --resolution 32 --num-sensors 128 --noise-std 1e-4
+    nice -n 10 python scripts/reference_study.py pcn --resolution=32 --num_sensors=128 --noise_std=1e-4
+    # KL(posterior || prior) of poisson_fixed cases at several noise levels
+    python scripts/reference_study.py info --noise=1e-4,1e-3
 
 Pools live under ``WORKDIR/pool_a`` and ``WORKDIR/pool_b`` (`reference.pool`), results in
-``WORKDIR/<subcommand>.json``.
+``WORKDIR/<command>.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import jax  # noqa: E402
 import jax.random as jr  # noqa: E402
 import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
 
 from posteriorjax import parallel, samplers, tasks  # noqa: E402
 from posteriorjax.reference import exact, mcmc, pool, rejection, store, validate  # noqa: E402
@@ -369,72 +379,100 @@ def cmd_info(args) -> None:
     )
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pools", help="grow the two augmented pools of a task (time-boxed, resumable)")
-    p.add_argument("--task", default="darcy")
-    p.add_argument("--resolution", type=int, default=32)
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--num-chunks", type=int, default=40)
-    p.add_argument("--chunk-size", type=int, default=2048)
-    p.add_argument("--seconds", type=float, default=600.0)
-    p.set_defaults(fn=cmd_pools)
-    p = sub.add_parser("darcy", help="acceptance and GT1/GT2 ratios from the two Darcy pools")
-    p.add_argument("--resolution", type=int, default=32)
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--cases", type=int, default=2)
-    p.add_argument("--case-seed", type=int, default=1234)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pcn-steps", type=int, default=2000)
-    p.add_argument("--k", type=int, nargs="+", default=[K], help="reference sizes (published: 100)")
-    p.set_defaults(fn=cmd_darcy)
-    p = sub.add_parser("ltmi", help="acceptance and GT1/GT2 ratios from the two LTMI pools (eps = 0.03)")
-    p.add_argument("--resolution", type=int, default=32)
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--cases", type=int, default=2)
-    p.add_argument("--case-seed", type=int, default=1234)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pcn-steps", type=int, default=200)
-    p.add_argument("--k", type=int, nargs="+", default=[K], help="reference sizes (published: 100)")
-    p.set_defaults(fn=cmd_ltmi)
-    p = sub.add_parser("poisson", help="eps-rule and importance references against the exact posterior")
-    p.add_argument("--resolution", type=int, default=32)
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--num-chunks", type=int, default=32)
-    p.add_argument("--chunk-size", type=int, default=2048)
-    p.add_argument("--cases", type=int, default=3)
-    p.add_argument("--case-seed", type=int, default=1234)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--exact-samples", type=int, default=1000)
-    p.add_argument("--importance-noise", nargs="+", default=["1e-4", "1e-3", "1e-2"])
-    p.set_defaults(fn=cmd_poisson)
-    p = sub.add_parser("pcn", help="pCN (or MALA) mean/std error against the exact posterior vs steps")
-    p.add_argument("--resolution", type=int, default=32)
-    p.add_argument("--num-sensors", type=int, default=128)
-    p.add_argument("--noise-std", type=float, default=1e-4)
-    p.add_argument("--method", default="pcn", choices=mcmc.METHODS)
-    p.add_argument("--chains", type=int, default=32)
-    p.add_argument("--draws", type=int, default=50)
-    p.add_argument("--steps", type=int, nargs="+", default=[1000, 10000, 100000])
-    p.add_argument("--case-seed", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workdir", default="/tmp/reference_study")
-    p.set_defaults(fn=cmd_pcn)
-    p = sub.add_parser("info", help="KL(posterior || prior) of poisson_fixed cases (pool size ~ exp(KL))")
-    p.add_argument("--resolution", type=int, default=32)
-    p.add_argument("--num-sensors", type=int, default=128)
-    p.add_argument("--noise", type=float, nargs="+", default=[1e-4, 1e-3, 1e-2, 3e-2])
-    p.add_argument("--cases", type=int, default=3)
-    p.add_argument("--case-seed", type=int, default=1234)
-    p.add_argument("--workdir", default="/tmp/reference_study")
-    p.set_defaults(fn=cmd_info)
-    args = parser.parse_args(argv)
-    args.fn(args)
+# -- command line ----------------------------------------------------------------------------------
+
+# flag -> (absl definer, help); the values per command come from COMMANDS
+FLAG_SPECS = {
+    "task": (flags.DEFINE_string, "registered task of the pools"),
+    "resolution": (flags.DEFINE_integer, "grid points per axis"),
+    "workdir": (flags.DEFINE_string, "directory of the pools and the result JSON"),
+    "num_chunks": (flags.DEFINE_integer, "pool chunks to build (at most)"),
+    "chunk_size": (flags.DEFINE_integer, "candidates per pool chunk"),
+    "seconds": (flags.DEFINE_float, "time box of the pool build"),
+    "cases": (flags.DEFINE_integer, "benchmark cases"),
+    "case_seed": (flags.DEFINE_integer, "seed of the cases"),
+    "seed": (flags.DEFINE_integer, "seed of the samplers / references"),
+    "pcn_steps": (flags.DEFINE_integer, "pCN steps of the sampler ensembles"),
+    "k": (flags.DEFINE_list, "reference sizes, comma-separated (published: 100)"),
+    "exact_samples": (flags.DEFINE_integer, "exact posterior draws per case"),
+    "importance_noise": (flags.DEFINE_list, "noise stds of the importance references, comma-separated"),
+    "num_sensors": (flags.DEFINE_integer, "point sensors of poisson_fixed"),
+    "noise_std": (flags.DEFINE_float, "noise std of poisson_fixed"),
+    "method": (flags.DEFINE_string, f"MCMC method, one of {mcmc.METHODS}"),
+    "chains": (flags.DEFINE_integer, "MCMC chains"),
+    "draws": (flags.DEFINE_integer, "kept draws per chain"),
+    "steps": (flags.DEFINE_list, "total MCMC steps to try, comma-separated"),
+    "noise": (flags.DEFINE_list, "noise stds, comma-separated"),
+}
+# list flags -> element type
+LIST_TYPES = {"k": int, "importance_noise": str, "steps": int, "noise": float}
+REQUIRED = object()
+# command -> (function, help, {flag: default}); a flag a command does not list is an error there
+COMMANDS = {
+    "pools": (cmd_pools, "grow the two augmented pools of a task (time-boxed, resumable)", dict(
+        task="darcy", resolution=32, workdir=REQUIRED, num_chunks=40, chunk_size=2048, seconds=600.0)),
+    "darcy": (cmd_darcy, "acceptance and GT1/GT2 ratios from the two Darcy pools", dict(
+        resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=2000, k=[K])),
+    "ltmi": (cmd_ltmi, "acceptance and GT1/GT2 ratios from the two LTMI pools (eps = 0.03)", dict(
+        resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=200, k=[K])),
+    "poisson": (cmd_poisson, "eps-rule and importance references against the exact posterior", dict(
+        resolution=32, workdir=REQUIRED, num_chunks=32, chunk_size=2048, cases=3, case_seed=1234, seed=0,
+        exact_samples=1000, importance_noise=["1e-4", "1e-3", "1e-2"])),
+    "pcn": (cmd_pcn, "pCN (or MALA) mean/std error against the exact posterior vs steps", dict(
+        resolution=32, num_sensors=128, noise_std=1e-4, method="pcn", chains=32, draws=50,
+        steps=[1000, 10000, 100000], case_seed=0, seed=0, workdir="/tmp/reference_study")),
+    "info": (cmd_info, "KL(posterior || prior) of poisson_fixed cases (pool size ~ exp(KL))", dict(
+        resolution=32, num_sensors=128, noise=[1e-4, 1e-3, 1e-2, 3e-2], cases=3, case_seed=1234,
+        workdir="/tmp/reference_study")),
+}  # fmt: skip
+
+
+def define_flags(flag_values=flags.FLAGS) -> None:
+    """Define every command's flags (default None: each command has its own defaults)."""
+    for name, (define, help_text) in FLAG_SPECS.items():
+        uses = ", ".join(f"{c}: {d[name]!r}" for c, (_, _, d) in COMMANDS.items() if name in d)
+        define(
+            name, None, f"{help_text} ({uses.replace(repr(REQUIRED), 'required')})", flag_values=flag_values
+        )
+
+
+def command_args(argv, flag_values=flags.FLAGS) -> SimpleNamespace:
+    """The arguments of the command `argv[1]` (absl's positional arguments): every flag the command
+    takes, given or at the command's default; a flag it does not take, or a missing required one,
+    is a `app.UsageError`."""
+    if len(argv) != 2 or argv[1] not in COMMANDS:
+        raise app.UsageError(f"expected one command of {sorted(COMMANDS)} before the flags, got {argv[1:]}")
+    command = argv[1]
+    _, _, defaults = COMMANDS[command]
+    stray = sorted(n for n in FLAG_SPECS if flag_values[n].present and n not in defaults)
+    if stray:
+        raise app.UsageError(
+            f"{command}: takes no flag(s) {['--' + n for n in stray]}; it takes {sorted(defaults)}"
+        )
+    out = {"command": command}
+    for name, default in defaults.items():
+        value = flag_values[name].value if flag_values[name].present else default
+        if value is REQUIRED:
+            raise app.UsageError(f"{command}: --{name} is required")
+        if name in LIST_TYPES and flag_values[name].present:
+            try:
+                value = [LIST_TYPES[name](v) for v in value]
+            except ValueError:
+                raise app.UsageError(
+                    f"--{name}: expected comma-separated {LIST_TYPES[name].__name__} values, got {value}"
+                ) from None
+        out[name] = value
+    if "method" in out and out["method"] not in mcmc.METHODS:
+        raise app.UsageError(f"--method: expected one of {mcmc.METHODS}, got {out['method']!r}")
+    return SimpleNamespace(**out)
+
+
+def main(argv) -> None:
+    args = command_args(argv)
+    COMMANDS[args.command][0](args)
 
 
 if __name__ == "__main__":
     parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    main()
+    define_flags()
+    app.run(main)

@@ -27,6 +27,24 @@ def test_only_selects_exact_names_then_substrings():
     assert select(["nothing"], available) == []
 
 
+def test_flags_list_and_positional_names(monkeypatch, capsys):
+    from absl import app, flags
+
+    module = _benchmark_module()
+    monkeypatch.setattr(
+        module, "collect", lambda: {"darcy": 0, "spectral_conv": 0, "spectral_grf": 0, "metrics": 0}
+    )
+    fv = flags.FlagValues()
+    module.define_flags(fv)
+    for argv in (["--list", "--only=spectral,metrics"], ["--list", "--only", "spectral", "metrics"]):
+        fv.unparse_flags()
+        module.main(fv(["benchmark.py", *argv]), fv)
+        assert capsys.readouterr().out.split() == ["spectral_conv", "spectral_grf", "metrics"]
+    fv.unparse_flags()
+    with pytest.raises(app.UsageError, match=r"unknown benchmark\(s\) \['nothing'\]"):
+        module.main(fv(["benchmark.py", "--list", "--only=darcy,nothing"]), fv)
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_check_script_parses():
     subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")], check=True)

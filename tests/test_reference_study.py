@@ -43,3 +43,36 @@ def test_prefix_moments_match_direct_weights(tmp_path):
             np.testing.assert_allclose(mean, want, rtol=1e-6, atol=1e-12)
             np.testing.assert_allclose(std, np.sqrt(np.maximum(w @ x[:size] ** 2 - want**2, 0)), atol=1e-9)
             assert ess == pytest.approx(want_ess, rel=1e-9)
+
+
+def test_command_line_defaults_per_command_and_clear_errors():
+    from absl import app, flags
+
+    fv = flags.FlagValues()
+    study.define_flags(fv)
+
+    def parse(*argv):
+        fv.unparse_flags()
+        return study.command_args(fv(["reference_study.py", *argv]), fv)
+
+    args = parse("pcn", "--steps=100,400", "--noise_std=2e-3")
+    assert (args.command, args.steps, args.noise_std, args.case_seed, args.method) == (
+        "pcn",
+        [100, 400],
+        2e-3,
+        0,
+        "pcn",
+    )
+    args = parse("darcy", "--workdir=W", "--k=100,300")
+    assert (args.k, args.cases, args.pcn_steps, args.case_seed) == ([100, 300], 2, 2000, 1234)
+    assert parse("ltmi", "--workdir=W").pcn_steps == 200 and parse("poisson", "--workdir=W").cases == 3
+    assert parse("info", "--noise=1e-4,1e-2").noise == [1e-4, 1e-2]
+    for argv, match in (
+        (("darcy",), "--workdir is required"),
+        (("info", "--pcn_steps=3"), r"takes no flag\(s\) \['--pcn_steps'\]"),
+        (("pcn", "--method=nuts"), "--method: expected one of"),
+        (("pcn", "--steps=1e3"), "--steps: expected comma-separated int"),
+        ((), "expected one command of"),
+    ):
+        with pytest.raises(app.UsageError, match=match):
+            parse(*argv)
