@@ -84,7 +84,7 @@ TITLE = 0.65  # inches of suptitle band (title, observation caption, column titl
 PAD = 0.08  # inches of padding around an image tile
 LEFT = 0.8  # inches left of image tiles (row label, y ticks, y label)
 AXIS_BAND = 0.45  # inches below each channel's tiles (x ticks, x label)
-SPARSE_FRACTION = 0.1  # masks observing at most this fraction of the cells are drawn as markers
+SPARSE_FRACTION = 0.25  # masks observing at most this fraction of the cells are drawn as markers
 OVERLAY = "observation"  # gid of the artists that draw what the observation sees
 MAX_COLUMNS = 4
 POSTERIOR_METRICS: tuple[str, ...] = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
@@ -485,7 +485,7 @@ def samples_figure(
     reference row shows `representative_members` of the weighted ensemble,
     the sampler row its first members; non-finite values are grey. With a
     `layout` (`field_layout(task)`), tiles are drawn in physical coordinates
-    (ticks on the left and bottom tiles), colourbars carry the channel's name
+    (ticks on the first tile of each row), colourbars carry the channel's name
     and unit, and the observation is drawn on the truth tile (the first
     reference tile without truth). Size: (LEFT + k TILE + COLORBAR) x
     (C (2 TILE + AXIS_BAND) + TITLE) inches, k = members (+ 1 with truth).
@@ -518,10 +518,8 @@ def samples_figure(
             _image(row_smp[off + j], x[j, c], vmin, vmax, layout=layout)
         if layout is not None:
             _overlay(row_ref[0], layout)
-        for j, ax in enumerate(row_ref):
-            _ticks(ax, layout, x=j < off, y=j == 0)
-        for j, ax in enumerate(row_smp[off:]):
-            _ticks(ax, layout, x=True, y=j == 0)
+        _ticks(row_ref[0], layout, x=bool(off), y=True)  # the truth tile (the cell below it is empty)
+        _ticks(row_smp[off], layout, x=True, y=True)
         _row_label(fig, row_ref[0], "reference")
         _row_label(fig, row_smp[off], "sampler")
         _colorbar(fig, im, LEFT + ncols * TILE + 0.05, bottom(2 * c + 1) + PAD, 2 * TILE - 2 * PAD, labels[c])
@@ -541,8 +539,8 @@ def moments_figure(
     of both ensembles. Mean and std each share a colour scale between
     reference and sampler; the differences use a symmetric diverging scale.
     With a `layout`, tiles are in physical coordinates, colourbars carry the
-    channel's name and unit, and the observation is drawn on every tile (the
-    std maps shrink where it sees). Size: (LEFT + 3 TILE + 2 COLORBAR) x
+    channel's name and unit (ticks on the first column), and the observation is
+    drawn on every tile (the std maps shrink where it sees). Size: (LEFT + 3 TILE + 2 COLORBAR) x
     (C (2 TILE + AXIS_BAND) + TITLE) inches.
     """
     x, y = _check_fields("samples", samples), _check_fields("ref_samples", ref_samples)
@@ -572,10 +570,10 @@ def moments_figure(
             diff = smp_m[c] - ref_m[c]
             lim = _limits(np.abs(diff))[1]
             im_d = _image(row[2], diff, -lim, lim, cmap="RdBu_r", layout=layout)
-            for j, ax in enumerate(row):
+            for ax in row:
                 if layout is not None:
                     _overlay(ax, layout)
-                _ticks(ax, layout, x=i == 1, y=j != 1)
+            _ticks(row[0], layout, x=i == 1, y=True)
             _row_label(fig, row[0], name)
             y0 = bottom(2 * c + i) + PAD
             channel, unit = names[c]
