@@ -44,7 +44,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from posteriorjax import results
-from posteriorjax.metrics import calibration
+from posteriorjax.metrics import calibration, registry
 from posteriorjax.records import (
     LOWER_IS_BETTER,
     TARP_BINS,
@@ -71,13 +71,8 @@ COLORBAR = 1.0  # inches of colorbar column beside image tiles
 TITLE = 0.5  # inches of suptitle band
 PAD = 0.08  # inches of padding around an image tile
 MAX_COLUMNS = 4
-POSTERIOR_METRICS: tuple[str, ...] = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
-HEADERS = dict(results.TABLE_METRICS) | {
-    "crps_fair": "CRPS (fair)",
-    "energy_score": "Energy score",
-    "rel_l2_samples": "RelL2(samples)",
-    "coverage_error": "Coverage error",
-}
+POSTERIOR_METRICS: tuple[str, ...] = registry.POSTERIOR
+HEADERS = registry.HEADERS
 
 
 # ----------------------------------------------------------------------------
