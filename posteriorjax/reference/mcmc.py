@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.observations import GaussianNoise
 
 METHODS = ("pcn", "gpcn", "mala")
@@ -214,8 +215,7 @@ def chains(
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     for name, v in (("num_chains", num_chains), ("num_draws", num_draws), ("thin", thin)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+        checks.positive_int(name, v)
     if not isinstance(burn_in, int) or burn_in < 0:
         raise ValueError(f"burn_in: expected a non-negative integer, got {burn_in!r}")
     step0 = step

@@ -49,12 +49,6 @@ def published(task, table: dict, method: str, instead: str):
     return table[dataset]
 
 
-def check_positive_int(name: str, value) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    return value
-
-
 def positive_domain(positive: tuple[str, ...]):
     """`check_domain` requiring > 0 for the names in `positive` and >= 0 for the others."""
 

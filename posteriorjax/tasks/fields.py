@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax import observations, random_fields
+from posteriorjax import checks, observations, random_fields
 from posteriorjax.grids import Grid
 from posteriorjax.observations import AbstractObservation, GaussianNoise
 from posteriorjax.physics import burgers, darcy, heat, helmholtz, poisson, spectral
@@ -262,8 +262,7 @@ def build(
 
 def regime_counts(num: int) -> tuple[int, int, int]:
     """Split `num` records evenly over (low, medium, high), remainder to the first (667/667/666)."""
-    if not isinstance(num, int) or num < 1:
-        raise ValueError(f"num: expected a positive integer, got {num!r}")
+    num = checks.positive_int("num", num)
     base, extra = divmod(num, 3)
     return tuple(base + (1 if r < extra else 0) for r in range(3))
 
