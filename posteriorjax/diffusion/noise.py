@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import random_fields
+from posteriorjax import checks, random_fields
 
 
 def _check_shape(shape) -> tuple[int, int, int]:
@@ -57,8 +57,7 @@ class GRFNoise(eqx.Module):
     basis: str = eqx.field(static=True, default="fourier")
 
     def __check_init__(self):
-        if self.basis not in random_fields.BASES:
-            raise ValueError(f"basis: expected one of {random_fields.BASES}, got {self.basis!r}")
+        checks.in_choices("basis", self.basis, random_fields.BASES)
         if not (self.alpha > 0 and self.tau > 0):
             raise ValueError(f"alpha, tau: expected positive numbers, got {self.alpha!r}, {self.tau!r}")
 
@@ -170,6 +169,5 @@ NOISES = {"white": WhiteNoise, "grf": GRFNoise, "rbf": RBFNoise}
 def get(name: str, **options):
     """Noise generator by name: ``"white"``, ``"grf"`` (options: alpha, tau, basis) or ``"rbf"``
     (options: scale, nugget_std)."""
-    if name not in NOISES:
-        raise ValueError(f"noise: expected one of {sorted(NOISES)}, got {name!r}")
+    checks.in_choices("noise", name, sorted(NOISES))
     return NOISES[name](**options)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from posteriorjax import grids
+from posteriorjax import checks, grids
 from posteriorjax.metrics import _checks
 
 # ----------------------------------------------------------------------------
@@ -146,8 +146,7 @@ def estimate_grf_alpha(field, *, tau=3.0, basis="dct", alphas=None, fit_scale=Tr
     f = jnp.asarray(field)
     if f.ndim != 2:
         raise ValueError(f"field: expected one channel (H, W), got shape {f.shape}")
-    if basis not in BASES:
-        raise ValueError(f"basis: expected one of {sorted(BASES)}, got {basis!r}")
+    checks.in_choices("basis", basis, sorted(BASES))
     transform, eig, mask = BASES[basis](f.shape)
     coef = transform(f)
     grid = jnp.linspace(0.5, 6.0, 221, dtype=f.dtype) if alphas is None else jnp.asarray(alphas, f.dtype)

@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
 from posteriorjax.metrics import _checks
 
 NORMALIZATIONS = ("candidates", "with_truth")
@@ -87,14 +88,11 @@ def options(
     anchored=False,
 ) -> Options:
     """Validated `Options`; `centre_params` defaults to `CENTRES[centres]`."""
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
-    if distance not in DISTANCES:
-        raise ValueError(f"distance: expected one of {DISTANCES}, got {distance!r}")
+    checks.in_choices("normalization", normalization, NORMALIZATIONS)
+    checks.in_choices("distance", distance, DISTANCES)
     if distance == "minkowski" and not float(minkowski_p) >= 1.0:
         raise ValueError(f"minkowski_p: expected p >= 1 (a metric), got {minkowski_p!r}")
-    if centres not in CENTRES:
-        raise ValueError(f"centres: expected one of {tuple(CENTRES)}, got {centres!r}")
+    checks.in_choices("centres", centres, tuple(CENTRES))
     params = CENTRES[centres] if centre_params is None else tuple(float(v) for v in centre_params)
     if len(params) != 2:
         raise ValueError(f"centre_params: expected two numbers for {centres!r}, got {centre_params!r}")
@@ -309,8 +307,7 @@ def mira(
         raise ValueError(
             f"samples: MIRA needs N >= 2 candidates per condition (one is the reference), got {n}"
         )
-    if variant not in VARIANTS:
-        raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
+    checks.in_choices("variant", variant, VARIANTS)
     x = x.reshape(num_conditions, n, -1)
     t = jnp.asarray(truth, x.dtype)
     if t.shape[0] != num_conditions or t.size != num_conditions * x.shape[2]:

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.metrics import _checks, calibration, diagnostics, posterior, scoring
 
 CONFORMAL_LEVEL = 0.9
@@ -95,8 +96,7 @@ class Metric:
     def __post_init__(self):
         if not set(self.needs) <= set(NEEDS):
             raise ValueError(f"needs: expected a subset of {NEEDS}, got {sorted(self.needs)}")
-        if self.better not in DIRECTIONS:
-            raise ValueError(f"better: expected one of {DIRECTIONS}, got {self.better!r}")
+        checks.in_choices("better", self.better, DIRECTIONS)
         if (self.better == "target") != (self.target is not None):
             raise ValueError(f"target: expected a value exactly when better='target', got {self.target!r}")
 

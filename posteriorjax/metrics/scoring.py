@@ -21,6 +21,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from posteriorjax import checks
 from posteriorjax.metrics import _checks
 from posteriorjax.metrics.posterior import squared_distances
 
@@ -28,8 +29,7 @@ ESTIMATORS = ("standard", "fair")
 
 
 def _prepare(samples, truth, weights, estimator):
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
+    checks.in_choices("estimator", estimator, ESTIMATORS)
     x = _checks.ensemble(samples, "samples", min_size=2 if estimator == "fair" else 1, min_ndim=1)
     y = jnp.asarray(truth, x.dtype)
     if y.shape != x.shape[1:]:
@@ -63,8 +63,7 @@ def crps(samples, truth, weights=None, *, estimator="standard", method="auto"):
     For N = 1 it is |x - y|, the MAE of a point estimate. See the module docstring
     for `estimator`.
     """
-    if method not in CRPS_METHODS:
-        raise ValueError(f"method: expected one of {CRPS_METHODS}, got {method!r}")
+    checks.in_choices("method", method, CRPS_METHODS)
     x, y, w = _prepare(samples, truth, weights, estimator)
     if method == "auto":
         method = "pairwise" if x.shape[0] <= PAIRWISE_MAX_MEMBERS else "sort"

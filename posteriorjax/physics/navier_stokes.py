@@ -129,8 +129,7 @@ def solve(
       steps_per_frame: override the derived number of steps per frame.
     """
     spectral.check_grid(grid, dealias=True)
-    if scheme not in ORDER:
-        raise ValueError(f"scheme: expected one of {tuple(ORDER)}, got {scheme!r}")
+    checks.in_choices("scheme", scheme, tuple(ORDER))
     final_time, num_frames = spectral.check_times(final_time, num_frames)
     max_speed = checks.positive("max_speed", max_speed)
     cfl = checks.positive("cfl", cfl)

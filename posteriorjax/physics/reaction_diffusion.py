@@ -58,8 +58,7 @@ def reaction_flow(u, r, t, reaction: str):
 
 
 def _check_reaction(reaction: str) -> None:
-    if reaction not in REACTIONS:
-        raise ValueError(f"reaction: expected one of {REACTIONS}, got {reaction!r}")
+    checks.in_choices("reaction", reaction, REACTIONS)
 
 
 def strang(grid: Grid, *, r, diffusivity, reaction: str, dt):

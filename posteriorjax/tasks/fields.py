@@ -213,8 +213,7 @@ class FrameObservation(AbstractObservation):
 
 
 def _regime_index(regime: str) -> int:
-    if regime not in REGIMES:
-        raise ValueError(f"regime: expected one of {REGIMES}, got {regime!r}")
+    checks.in_choices("regime", regime, REGIMES)
     return REGIMES.index(regime)
 
 
@@ -229,8 +228,7 @@ def build(
     pattern_params: tuple = (),
 ) -> Task:
     """A field task; `pattern_params` is `((key, value), ...)` for non-preset patterns."""
-    if name not in PARAMETERS:
-        raise ValueError(f"name: expected one of {sorted(PARAMETERS)}, got {name!r}")
+    checks.in_choices("name", name, sorted(PARAMETERS))
     i = _regime_index(regime)
     params = {k: v[i] for k, v in PARAMETERS[name].items()}
     forecast = name in FINAL_TIME

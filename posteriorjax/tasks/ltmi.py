@@ -25,7 +25,7 @@ import jax.random as jr
 import numpy as np
 from jax.scipy.special import ndtr
 
-from posteriorjax import observations, random_fields
+from posteriorjax import checks, observations, random_fields
 from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import radiative
@@ -192,10 +192,8 @@ def build(
     evaluation: str = "mean",
     cloud_prob: float = 0.5,
 ) -> Task:
-    if observe not in CHANNELS:
-        raise ValueError(f"observe: expected one of {tuple(CHANNELS)}, got {observe!r}")
-    if evaluation not in EVALUATIONS:
-        raise ValueError(f"evaluation: expected one of {EVALUATIONS}, got {evaluation!r}")
+    checks.in_choices("observe", observe, tuple(CHANNELS))
+    checks.in_choices("evaluation", evaluation, EVALUATIONS)
     grid = Grid(resolution, 1.0, "neumann")
     low, high = radiative.EXTINCTION_RANGE
     prior = LayeredMorphology(resolution, low, high, cloud_prob=cloud_prob)
