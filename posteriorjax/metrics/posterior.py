@@ -382,21 +382,29 @@ def _spectral_error(x, y, wx, wy, include_dc):
 # Pointwise
 
 
-def relative_l2(samples, truth):
-    """Pointwise relative L2 of each member, ||x_i - t|| / max(||t||, 1e-12) -> `(N,)`.
+def relative_l2(samples, truth, *, eps: float = 1e-12):
+    """Relative L2 error of each member, ||x_i - t_i|| / max(||t_i||, eps) -> `(N,)`.
 
-    `samples (N, ...)`, `truth (...)` a single reference field (the true field).
+    `samples (N, ...)`; `truth` one field `(...)` that every member is compared
+    with (the true field: t_i = t) or one field per member `(N, ...)` (a batch
+    of predictions against its targets). Norms run over all of a member's
+    axes (every channel jointly). The one relative L2 of the package: losses
+    and evaluations of predicted fields use it too.
     """
     x = _checks.ensemble(samples, "samples")
     t = jnp.asarray(truth, x.dtype)
-    if t.shape != x.shape[1:]:
+    if t.shape not in (x.shape[1:], x.shape):
         raise ValueError(
-            f"truth: expected shape {x.shape[1:]} (one member of samples {x.shape}), got {t.shape}"
+            f"truth: expected shape {x.shape[1:]} (one member of samples {x.shape}) or {x.shape}, "
+            f"got {t.shape}"
         )
     _checks.finite(x, "samples")
     _checks.finite(t, "truth")
-    diff = jnp.linalg.norm((x - t).reshape(x.shape[0], -1), axis=1)
-    return diff / jnp.maximum(jnp.linalg.norm(t.ravel()), 1e-12)
+    n = x.shape[0]
+    diff = jnp.linalg.norm((x - t).reshape(n, -1), axis=1)
+    if t.shape == x.shape:
+        return diff / jnp.maximum(jnp.linalg.norm(t.reshape(n, -1), axis=1), eps)
+    return diff / jnp.maximum(jnp.linalg.norm(t.ravel()), eps)
 
 
 def mean_relative_l2(samples, truth, *, weights=None):
