@@ -34,6 +34,7 @@ import numpy as np
 from posteriorjax import checks
 from posteriorjax.metrics import _checks, calibration, diagnostics, posterior, scoring
 
+DEFAULT_SPECTRAL_DC = "auto"
 CONFORMAL_LEVEL = 0.9
 # interval scale factors q of the split-conformal grid (q = 1: the ensemble's own interval)
 CONFORMAL_SCALES = tuple(float(v) for v in np.round(np.geomspace(0.25, 16.0, 25), 4))
@@ -58,7 +59,7 @@ class Inputs:
     truth: jax.Array | None = None
     field_stats: Any = None
     directions: Any = None
-    spectral_dc: Any = "auto"
+    spectral_dc: Any = DEFAULT_SPECTRAL_DC
     forward: Callable | None = None
     y_obs: jax.Array | None = None
     noise_std: Any = None

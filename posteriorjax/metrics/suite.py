@@ -30,7 +30,7 @@ import numpy as np
 
 from posteriorjax.metrics import _checks, calibration, diagnostics, registry
 
-DEFAULT_SPECTRAL_DC = "auto"
+DEFAULT_SPECTRAL_DC = registry.DEFAULT_SPECTRAL_DC
 CONFORMAL_LEVEL = registry.CONFORMAL_LEVEL
 CONFORMAL_SCALES = registry.CONFORMAL_SCALES
 # the data-consistency helpers the sweep shares (`diagnostics`)
