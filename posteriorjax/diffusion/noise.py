@@ -58,8 +58,8 @@ class GRFNoise(eqx.Module):
 
     def __check_init__(self):
         checks.in_choices("basis", self.basis, random_fields.BASES)
-        if not (self.alpha > 0 and self.tau > 0):
-            raise ValueError(f"alpha, tau: expected positive numbers, got {self.alpha!r}, {self.tau!r}")
+        checks.positive("alpha", self.alpha)
+        checks.positive("tau", self.tau)
 
     def mode_std(self, n: int) -> jax.Array:
         """Per-mode std `(n, n)` in the basis layout, normalized to unit pointwise variance.
@@ -129,10 +129,8 @@ class RBFNoise(eqx.Module):
     nugget_std: float = eqx.field(static=True, default=0.01)
 
     def __check_init__(self):
-        if not self.scale > 0:
-            raise ValueError(f"scale: expected a kernel length scale > 0, got {self.scale!r}")
-        if not self.nugget_std >= 0:
-            raise ValueError(f"nugget_std: expected a nugget std >= 0, got {self.nugget_std!r}")
+        checks.positive("scale", self.scale)  # the kernel length scale
+        checks.positive("nugget_std", self.nugget_std, allow_zero=True)
 
     def sample(self, key, shape) -> jax.Array:
         shape = tuple(int(s) for s in shape)

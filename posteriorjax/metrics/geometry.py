@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.metrics import _checks
 
 DEFAULT_TAU = 0.05
@@ -288,8 +289,7 @@ def perturbation_ratio(
     m = geometry.V.shape[0]
     if not -m <= direction < m:
         raise ValueError(f"direction: expected an index in [-{m}, {m}), got {direction!r}")
-    if not delta > 0:
-        raise ValueError(f"delta: expected a positive perturbation amplitude, got {delta!r}")
+    checks.positive("delta", delta)  # the perturbation amplitude
     c0 = jnp.asarray(c0)
     p = geometry.jacobian.shape[0]
     _, sigma_isqrt = _spd_inverse_sqrt(noise_cov, p, "noise_cov")
@@ -351,8 +351,7 @@ def hits(geometry: Geometry, nrmse, delta: float = DEFAULT_DELTA) -> np.ndarray:
     e = np.asarray(nrmse, np.float64)
     if e.shape != geometry.retained.shape:
         raise ValueError(f"nrmse: expected shape {geometry.retained.shape}, got {e.shape}")
-    if not delta > 0:
-        raise ValueError(f"delta: expected a positive tolerance, got {delta!r}")
+    checks.positive("delta", delta)  # the tolerance
     return geometry.retained & np.nan_to_num(e <= delta, nan=False)
 
 

@@ -174,8 +174,7 @@ def solve_transient(
         raise ValueError(f"num_steps, num_frames: expected integers >= 1, got {num_steps!r}, {num_frames!r}")
     if num_steps % num_frames:
         raise ValueError(f"num_steps: expected a multiple of num_frames={num_frames}, got {num_steps}")
-    if not kappa > 0:
-        raise ValueError(f"kappa: expected a positive diffusivity, got {kappa!r}")
+    checks.positive("kappa", kappa)
     dt = t_final / num_steps
     limit = stable_dt(velocity, grid, scheme) if linear.is_concrete(velocity) else float("inf")
     if dt > limit * (1 + 1e-12):
@@ -227,8 +226,7 @@ def solve_steady(velocity, kappa: float, grid: Grid, f=1.0, *, rtol: float | Non
     as advection dominates); implicit derivatives through `custom_linear_solve`.
     """
     velocity, f = _check(grid, velocity, f)
-    if not kappa > 0:
-        raise ValueError(f"kappa: expected a positive diffusivity, got {kappa!r}")
+    checks.positive("kappa", kappa)
     rtol = linear.default_rtol(f.dtype) if rtol is None else rtol
     matvec = steady_operator(velocity, kappa, grid)
 

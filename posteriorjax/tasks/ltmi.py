@@ -55,8 +55,7 @@ class LayeredMorphology(eqx.Module):
             raise ValueError(f"low, high: expected 0 <= low < high, got {self.low}, {self.high}")
         if not (0 <= self.cloud_prob <= 1):
             raise ValueError(f"cloud_prob: expected a probability, got {self.cloud_prob}")
-        if self.num_cells < 1:
-            raise ValueError(f"num_cells: expected >= 1, got {self.num_cells}")
+        checks.positive_int("num_cells", self.num_cells)
 
     @property
     def shape(self) -> tuple[int, int, int]:
