@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 
 from posteriorjax import checks, grids
-from posteriorjax.metrics import _checks
 
 # ----------------------------------------------------------------------------
 # Observation consistency
@@ -27,7 +26,7 @@ def observation_misfit(forward, samples, y_obs, noise_std):
     posterior sample somewhat less, by the fraction of data fitted); values far
     above 1 are samples the observations rule out.
     """
-    x = _checks.ensemble(samples, "samples")
+    x = checks.ensemble(samples, "samples")
     y = jnp.asarray(y_obs, x.dtype)
     pred = jax.vmap(forward)(x)
     if pred.shape[1:] != y.shape:

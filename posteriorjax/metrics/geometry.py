@@ -38,7 +38,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from posteriorjax import checks
-from posteriorjax.metrics import _checks
 
 DEFAULT_TAU = 0.05
 DEFAULT_DELTA = 0.3
@@ -490,13 +489,13 @@ def std_ratios(geometry: Geometry, samples, ref_samples, ref_weights=None) -> di
     tight on retained directions and prior-wide on below-threshold ones.
     """
     m = geometry.V.shape[0]
-    x = _checks.ensemble(samples, "samples", min_size=2)
-    y = _checks.ensemble(ref_samples, "ref_samples", min_size=2)
+    x = checks.ensemble(samples, "samples", min_size=2)
+    y = checks.ensemble(ref_samples, "ref_samples", min_size=2)
     for a, name in ((x, "samples"), (y, "ref_samples")):
         if a.shape[1:] != (m,):
             raise ValueError(f"{name}: expected shape (N, {m}), got {a.shape}")
-        _checks.finite(a, name)
-    w = np.asarray(_checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype), np.float64)
+        checks.finite(a, name)
+    w = np.asarray(checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype), np.float64)
     dx, dy = project(geometry, x), project(geometry, y)
     sx = np.std(dx, axis=0)
     mean_y = w @ dy

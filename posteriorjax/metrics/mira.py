@@ -58,7 +58,6 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import checks
-from posteriorjax.metrics import _checks
 
 NORMALIZATIONS = ("candidates", "with_truth")
 DISTANCES = ("l2", "l1", "chebyshev", "cosine", "minkowski")
@@ -226,7 +225,7 @@ def _half_width(half_width, d, dtype):
         raise ValueError(
             f"anchor_half_width: expected a scalar or {d} per-dimension values, got shape {h.shape}"
         )
-    if not _checks.is_traced(h) and not bool(jnp.all(h > 0)):
+    if not checks.is_traced(h) and not bool(jnp.all(h > 0)):
         raise ValueError(f"anchor_half_width: expected > 0 (data units), got {h}")
     return jnp.broadcast_to(h.reshape(-1), (d,))
 
@@ -315,15 +314,15 @@ def mira(
             f"truth: expected ({num_conditions}, ...) with {x.shape[2]} elements each, got {t.shape}"
         )
     t = t.reshape(num_conditions, -1)
-    _checks.finite(x, "samples")
-    _checks.finite(t, "truth")
+    checks.finite(x, "samples")
+    checks.finite(t, "truth")
     anchored = center_anchors is not None
     if anchored:
         a = jnp.asarray(center_anchors, x.dtype)
         if a.size != t.size:
             raise ValueError(f"center_anchors: expected {t.shape} (one point per condition), got {a.shape}")
         a = a.reshape(t.shape)
-        _checks.finite(a, "center_anchors")
+        checks.finite(a, "center_anchors")
     else:
         a = t
     h = _half_width(anchor_half_width, t.shape[1], x.dtype)
@@ -372,4 +371,4 @@ def _mira(key, x, t, a, h, opts, num_regions, variant, num_bootstrap, batch_size
 
 def _nan_result(result: MiraResult, x, t) -> MiraResult:
     arrays = {k: v for k, v in result._asdict().items() if k != "num_counted"}
-    return result._replace(**_checks.nan_if_nonfinite(arrays, x, t))
+    return result._replace(**checks.nan_if_nonfinite(arrays, x, t))

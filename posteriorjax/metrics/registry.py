@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from posteriorjax import checks
-from posteriorjax.metrics import _checks, calibration, diagnostics, posterior, scoring
+from posteriorjax.metrics import calibration, diagnostics, posterior, scoring
 
 DEFAULT_SPECTRAL_DC = "auto"
 CONFORMAL_LEVEL = 0.9
@@ -176,7 +176,7 @@ def _pooled(c: Inputs):
 
 METRICS_LIST: tuple[Metric, ...] = (
     _count("num_samples", lambda c: jnp.asarray(c.samples.shape[0]), "Samples"),
-    _count("num_nonfinite", lambda c: _checks.count_nonfinite(c.raw), "Non-finite"),
+    _count("num_nonfinite", lambda c: checks.count_nonfinite(c.raw), "Non-finite"),
     Metric("mean_error", lambda c: posterior.mean_error(c.samples, c.reference, c.weights), "Mean"),
     Metric(
         "std_error",
@@ -260,7 +260,7 @@ def applicable(inputs: Inputs) -> tuple[Metric, ...]:
 
 def compute(inputs: Inputs) -> dict:
     """Every applicable metric of one case -> `{name: array}`; masked ones NaN if any member is non-finite."""
-    bad = _checks.count_nonfinite(inputs.raw) > 0
+    bad = checks.count_nonfinite(inputs.raw) > 0
     out = {}
     for m in applicable(inputs):
         value = m.fn(inputs)

@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 
 from posteriorjax import checks
-from posteriorjax.metrics import _checks
 from posteriorjax.metrics.posterior import squared_distances
 
 ESTIMATORS = ("standard", "fair")
@@ -30,15 +29,15 @@ ESTIMATORS = ("standard", "fair")
 
 def _prepare(samples, truth, weights, estimator):
     checks.in_choices("estimator", estimator, ESTIMATORS)
-    x = _checks.ensemble(samples, "samples", min_size=2 if estimator == "fair" else 1, min_ndim=1)
+    x = checks.ensemble(samples, "samples", min_size=2 if estimator == "fair" else 1, min_ndim=1)
     y = jnp.asarray(truth, x.dtype)
     if y.shape != x.shape[1:]:
         raise ValueError(
             f"truth: expected shape {x.shape[1:]} (one member of samples {x.shape}), got {y.shape}"
         )
-    _checks.finite(x, "samples")
-    _checks.finite(y, "truth")
-    w = _checks.weights(weights, x.shape[0], "weights", x.dtype)
+    checks.finite(x, "samples")
+    checks.finite(y, "truth")
+    w = checks.weights(weights, x.shape[0], "weights", x.dtype)
     return x, y, w
 
 
@@ -132,7 +131,7 @@ def _crps(x, y, w, uniform, estimator, method):
         spread = _sorted_spread(x, w, uniform)
     if estimator == "fair":
         spread = spread / (1.0 - jnp.sum(w**2))
-    return _checks.nan_if_nonfinite(accuracy - spread, x)
+    return checks.nan_if_nonfinite(accuracy - spread, x)
 
 
 def energy_score(samples, truth, weights=None, *, beta=1.0, estimator="standard"):
@@ -157,4 +156,4 @@ def _energy_score(x, y, w, beta, estimator):
     spread = 0.5 * (w @ pair @ w)
     if estimator == "fair":
         spread = spread / (1.0 - jnp.sum(w**2))
-    return _checks.nan_if_nonfinite(accuracy - spread, x)
+    return checks.nan_if_nonfinite(accuracy - spread, x)

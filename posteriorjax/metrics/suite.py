@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax.metrics import _checks, calibration, diagnostics, registry
+from posteriorjax import checks
+from posteriorjax.metrics import calibration, diagnostics, registry
 
 DEFAULT_SPECTRAL_DC = registry.DEFAULT_SPECTRAL_DC
 CONFORMAL_LEVEL = registry.CONFORMAL_LEVEL
@@ -143,16 +144,16 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     `swd_normalization` (``"task"``, ``"given"`` or ``"reference"``),
     `spectral_dc` (the policy).
     """
-    x = _checks.ensemble(samples, "samples")
-    y = _checks.ensemble(ref_samples, "ref_samples")
-    _checks.same_event_shape(x, y, "samples", "ref_samples")
-    _checks.finite(y, "ref_samples")
-    w = _checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype)
+    x = checks.ensemble(samples, "samples")
+    y = checks.ensemble(ref_samples, "ref_samples")
+    checks.same_event_shape(x, y, "samples", "ref_samples")
+    checks.finite(y, "ref_samples")
+    w = checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype)
     if truth is not None:
         t = jnp.asarray(truth)
         if t.shape != x.shape[1:]:
             raise ValueError(f"truth: expected shape {x.shape[1:]} (one member of samples), got {t.shape}")
-        _checks.finite(t, "truth")
+        checks.finite(t, "truth")
     kwargs = {}
     if task is not None:
         if getattr(task, "evaluation_field", None) is not None:
