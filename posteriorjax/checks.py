@@ -38,6 +38,12 @@ def positive_int(name: str, value) -> int:
     return int(value)
 
 
+def positive_ints(**values) -> None:
+    """`positive_int` of every keyword argument (name = value), in order."""
+    for name, value in values.items():
+        positive_int(name, value)
+
+
 def positive(name: str, value, *, allow_zero: bool = False) -> float:
     """`value` as a float: a static finite number > 0 (>= 0 with `allow_zero`).
 

@@ -14,6 +14,9 @@ def test_positive_int():
     for bad in (0, -1, True, 2.0, "3", None):
         with pytest.raises(ValueError, match=r"^n: expected a positive integer, got "):
             checks.positive_int("n", bad)
+    checks.positive_ints(width=4, layers=1)
+    with pytest.raises(ValueError, match=r"^layers: expected a positive integer, got 0$"):
+        checks.positive_ints(width=4, layers=0)
 
 
 def test_positive():

@@ -61,8 +61,7 @@ class DeepONet(eqx.Module):
         key,
     ):
         checks.in_choices("branch", branch, BRANCHES)
-        if grid < 1 or conv_layers < 1:
-            raise ValueError(f"grid, conv_layers: expected positive integers, got {grid!r}, {conv_layers!r}")
+        checks.positive_ints(grid=grid, conv_layers=conv_layers)
         hidden = width if hidden is None else hidden
         keys = jr.split(key, conv_layers + 2)
         chans = [in_channels] + [width] * conv_layers

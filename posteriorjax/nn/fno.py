@@ -64,7 +64,7 @@ class FNO(eqx.Module):
         projection: int = 128,
         key,
     ):
-        layers, width = checks.positive_int("layers", layers), checks.positive_int("width", width)
+        checks.positive_ints(layers=layers, width=width)
         if not 0.0 <= padding < 1.0:
             raise ValueError(f"padding: expected a fraction in [0, 1), got {padding!r}")
         keys = jr.split(key, 4 * layers + 3)
