@@ -347,8 +347,14 @@ class SpatialDeepONet(eqx.Module):
         geometry_channels=1,
         key,
     ):
-        if min(hidden, latent, branch_width, branch_layers, trunk_layers, grid) < 1:
-            raise ValueError("hidden, latent, branch_width, branch_layers, trunk_layers, grid: expected >= 1")
+        checks.positive_ints(
+            hidden=hidden,
+            latent=latent,
+            branch_width=branch_width,
+            branch_layers=branch_layers,
+            trunk_layers=trunk_layers,
+            grid=grid,
+        )
         keys = jr.split(key, branch_layers + 2)
         self.in_channels, self.out_channels, self.latent = in_channels, out_channels, latent
         self.grid, self.geometry_channels = grid, geometry_channels
