@@ -347,14 +347,8 @@ class SpatialDeepONet(eqx.Module):
         geometry_channels=1,
         key,
     ):
-        checks.positive_ints(
-            hidden=hidden,
-            latent=latent,
-            branch_width=branch_width,
-            branch_layers=branch_layers,
-            trunk_layers=trunk_layers,
-            grid=grid,
-        )
+        checks.positive_ints(hidden=hidden, latent=latent, branch_width=branch_width)
+        checks.positive_ints(branch_layers=branch_layers, trunk_layers=trunk_layers, grid=grid)
         keys = jr.split(key, branch_layers + 2)
         self.in_channels, self.out_channels, self.latent = in_channels, out_channels, latent
         self.grid, self.geometry_channels = grid, geometry_channels
@@ -579,14 +573,8 @@ class MaskGNOT(eqx.Module):
         geometry_channels=1,
         key,
     ):
-        checks.positive_ints(
-            hidden=hidden,
-            layers=layers,
-            heads=heads,
-            experts=experts,
-            inner_ratio=inner_ratio,
-            mlp_layers=mlp_layers,
-        )
+        checks.positive_ints(hidden=hidden, layers=layers, heads=heads, experts=experts)
+        checks.positive_ints(inner_ratio=inner_ratio, mlp_layers=mlp_layers)
         keys = jr.split(key, layers + 3)
         self.in_channels, self.out_channels, self.geometry_channels = (
             in_channels,
