@@ -55,7 +55,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from posteriorjax import results
-from posteriorjax.metrics import calibration
+from posteriorjax.metrics import calibration, registry
 from posteriorjax.records import (
     LOWER_IS_BETTER,
     TARP_BINS,
@@ -87,13 +87,8 @@ AXIS_BAND = 0.45  # inches below each channel's tiles (x ticks, x label)
 SPARSE_FRACTION = 0.25  # masks observing at most this fraction of the cells are drawn as markers
 OVERLAY = "observation"  # gid of the artists that draw what the observation sees
 MAX_COLUMNS = 4
-POSTERIOR_METRICS: tuple[str, ...] = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
-HEADERS = dict(results.TABLE_METRICS) | {
-    "crps_fair": "CRPS (fair)",
-    "energy_score": "Energy score",
-    "rel_l2_samples": "RelL2(samples)",
-    "coverage_error": "Coverage error",
-}
+POSTERIOR_METRICS: tuple[str, ...] = registry.POSTERIOR
+HEADERS = registry.HEADERS
 
 
 # ----------------------------------------------------------------------------

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from posteriorjax import checks
 
 BOUNDARY_CONDITIONS = ("dirichlet", "periodic", "neumann")
 
@@ -43,10 +44,8 @@ class Grid:
     def __post_init__(self):
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 2:
             raise ValueError(f"Grid: n must be an integer >= 2, got {self.n!r}")
-        if not (isinstance(self.length, (int, float)) and math.isfinite(self.length) and self.length > 0):
-            raise ValueError(f"Grid: length must be a finite positive number, got {self.length!r}")
-        if self.bc not in BOUNDARY_CONDITIONS:
-            raise ValueError(f"Grid: bc must be one of {BOUNDARY_CONDITIONS}, got {self.bc!r}")
+        checks.positive("Grid: length", self.length)
+        checks.in_choices("Grid: bc", self.bc, BOUNDARY_CONDITIONS)
         object.__setattr__(self, "n", int(self.n))
         object.__setattr__(self, "length", float(self.length))
 

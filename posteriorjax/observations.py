@@ -97,6 +97,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid
 
 PRESET_TOLERANCE = 0.1
@@ -244,8 +245,7 @@ class AveragePool(AbstractObservation):
 
     def __init__(self, shape, factor: int):
         shape = _as_shape(shape, "shape")
-        if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 1:
-            raise ValueError(f"factor: expected an integer >= 1, got {factor!r}")
+        factor = checks.positive_int("factor", factor)
         if shape[0] % factor or shape[1] % factor:
             raise ValueError(f"factor: grid shape {shape} is not divisible by factor {factor}")
         self.shape = shape
@@ -442,8 +442,7 @@ def _clustered(rng, shape, *, ratio=None, count=None, clusters=4, spread=0.08):
     h, w = shape
     count = _count_from(ratio, count, h * w)
     clusters = _integer(clusters, "clusters", 1)
-    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 < spread < math.inf:
-        raise ValueError(f"spread: expected a finite number > 0, got {spread!r}")
+    spread = checks.positive("spread", spread)
     centres = rng.uniform(0.0, 1.0, size=(clusters, 2)) * np.array([h - 1, w - 1])
     sigma = spread * min(h, w)
     y, x = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")

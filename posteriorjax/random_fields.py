@@ -36,7 +36,7 @@ import numpy as np
 from jax.scipy.fft import dctn, idctn
 from jax.scipy.special import ndtr
 
-from posteriorjax import grids
+from posteriorjax import checks, grids
 
 BASES = ("cosine", "sine", "fourier")
 TRANSFORM_METHODS = ("auto", "matmul", "fft")
@@ -44,11 +44,6 @@ TRANSFORM_METHODS = ("auto", "matmul", "fft")
 # on the 2-core CPU the DCT-II matmuls beat jax.scipy's FFT-built dctn at every n measured
 # (16-256); on matrix units the margin is larger.
 MATMUL_MAX_N = {"cpu": 256, "gpu": 1024, "tpu": 1024}
-
-
-def _check_positive(name: str, value) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: expected a finite positive number, got {value!r}")
 
 
 def _check_range(name: str, bounds) -> tuple[float, float]:
@@ -83,8 +78,7 @@ def _mean_mode(n: int, basis: str) -> np.ndarray:
 
 
 def _use_matmul(x: jnp.ndarray, basis: str, method: str) -> bool:
-    if method not in TRANSFORM_METHODS:
-        raise ValueError(f"method: expected one of {TRANSFORM_METHODS}, got {method!r}")
+    checks.in_choices("method", method, TRANSFORM_METHODS)
     if basis == "fourier":
         if method == "matmul":
             raise ValueError("method: the fourier basis has no matmul transform; expected 'auto' or 'fft'")
@@ -156,10 +150,9 @@ class GaussianRandomField(eqx.Module):
     sigma: float = eqx.field(static=True, default=1.0)
 
     def __check_init__(self):
-        if self.basis not in BASES:
-            raise ValueError(f"basis: expected one of {BASES}, got {self.basis!r}")
+        checks.in_choices("basis", self.basis, BASES)
         for name in ("alpha", "tau", "length", "sigma"):
-            _check_positive(name, getattr(self, name))
+            checks.positive(name, getattr(self, name))
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -229,8 +222,7 @@ class HierarchicalGRF(eqx.Module):
     sigma: float = eqx.field(static=True, default=1.0)
 
     def __check_init__(self):
-        if self.basis not in BASES:
-            raise ValueError(f"basis: expected one of {BASES}, got {self.basis!r}")
+        checks.in_choices("basis", self.basis, BASES)
         _check_range("alpha_range", self.alpha_range)
         _check_range("tau_range", self.tau_range)
 
@@ -322,7 +314,7 @@ class SmoothGRF(eqx.Module):
     length_scale: float = eqx.field(static=True, default=0.22)
 
     def __check_init__(self):
-        _check_positive("length_scale", self.length_scale)
+        checks.positive("length_scale", self.length_scale)
 
     @property
     def shape(self) -> tuple[int, int, int]:

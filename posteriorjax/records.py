@@ -34,15 +34,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from posteriorjax import results
-from posteriorjax.metrics import calibration, mira
+from posteriorjax.metrics import calibration, mira, registry
 
 # lower-is-better metrics of the curves and optima: the main table's columns and the other scores
-LOWER_IS_BETTER: tuple[str, ...] = tuple(k for k, _ in results.TABLE_METRICS) + (
-    "crps_fair",
-    "energy_score",
-    "rel_l2_samples",
-    "coverage_error",
-)
+LOWER_IS_BETTER: tuple[str, ...] = registry.RANKED
 TARP_BINS = 20
 _NOISE_LABEL = re.compile(r"^(?P<base>[^@]+)@noise=(?P<value>[^@]+)$")
 

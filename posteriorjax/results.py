@@ -36,16 +36,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-# columns of the main table: (metric key, header); all lower-is-better
-TABLE_METRICS: tuple[tuple[str, str], ...] = (
-    ("mean_error", "Mean"),
-    ("std_error", "Std"),
-    ("mmd", "MMD"),
-    ("swd", "SWD"),
-    ("spectral_error", "Spectral"),
-    ("crps", "CRPS"),
-    ("rel_l2_mean", "RelL2(mean)"),
-)
+from posteriorjax.metrics import registry
+
+# columns of the main table: (metric key, header); all lower-is-better (`metrics.registry.TABLE`)
+TABLE_METRICS: tuple[tuple[str, str], ...] = tuple((k, registry.HEADERS[k]) for k in registry.TABLE)
 
 
 def _row_key(record: dict) -> tuple:

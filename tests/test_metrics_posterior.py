@@ -197,6 +197,13 @@ def test_pointwise_relative_l2(key):
     rel = P.relative_l2(x, t)
     np.testing.assert_allclose(rel[:2], [0.0, 1.0], atol=1e-6)
     assert float(P.mean_relative_l2(x[:2], t)) == pytest.approx(0.5, rel=1e-5)
+    # one target per member: a batch of predictions against its targets
+    targets = jnp.stack([t, t + 1, 3 * t])
+    xn, tn = np.asarray(x, np.float64).reshape(3, -1), np.asarray(targets, np.float64).reshape(3, -1)
+    expected = np.linalg.norm(xn - tn, axis=1) / np.linalg.norm(tn, axis=1)
+    np.testing.assert_allclose(P.relative_l2(x, targets), expected, rtol=1e-5)
+    with pytest.raises(ValueError, match="truth: expected shape"):
+        P.relative_l2(x, targets[:2])
 
 
 def test_jit_vmap_over_cases(key):

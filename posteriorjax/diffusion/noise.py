@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import random_fields
+from posteriorjax import checks, random_fields
 
 
 def _check_shape(shape) -> tuple[int, int, int]:
@@ -57,10 +57,9 @@ class GRFNoise(eqx.Module):
     basis: str = eqx.field(static=True, default="fourier")
 
     def __check_init__(self):
-        if self.basis not in random_fields.BASES:
-            raise ValueError(f"basis: expected one of {random_fields.BASES}, got {self.basis!r}")
-        if not (self.alpha > 0 and self.tau > 0):
-            raise ValueError(f"alpha, tau: expected positive numbers, got {self.alpha!r}, {self.tau!r}")
+        checks.in_choices("basis", self.basis, random_fields.BASES)
+        checks.positive("alpha", self.alpha)
+        checks.positive("tau", self.tau)
 
     def mode_std(self, n: int) -> jax.Array:
         """Per-mode std `(n, n)` in the basis layout, normalized to unit pointwise variance.
@@ -130,10 +129,8 @@ class RBFNoise(eqx.Module):
     nugget_std: float = eqx.field(static=True, default=0.01)
 
     def __check_init__(self):
-        if not self.scale > 0:
-            raise ValueError(f"scale: expected a kernel length scale > 0, got {self.scale!r}")
-        if not self.nugget_std >= 0:
-            raise ValueError(f"nugget_std: expected a nugget std >= 0, got {self.nugget_std!r}")
+        checks.positive("scale", self.scale)  # the kernel length scale
+        checks.positive("nugget_std", self.nugget_std, allow_zero=True)
 
     def sample(self, key, shape) -> jax.Array:
         shape = tuple(int(s) for s in shape)
@@ -170,6 +167,5 @@ NOISES = {"white": WhiteNoise, "grf": GRFNoise, "rbf": RBFNoise}
 def get(name: str, **options):
     """Noise generator by name: ``"white"``, ``"grf"`` (options: alpha, tau, basis) or ``"rbf"``
     (options: scale, nugget_std)."""
-    if name not in NOISES:
-        raise ValueError(f"noise: expected one of {sorted(NOISES)}, got {name!r}")
+    checks.in_choices("noise", name, sorted(NOISES))
     return NOISES[name](**options)

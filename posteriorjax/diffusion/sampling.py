@@ -16,6 +16,8 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
+from posteriorjax import checks
+
 
 def _drift(denoise_fn, x, sigma):
     return (x - denoise_fn(x, sigma)) / sigma
@@ -44,8 +46,7 @@ def sample(key, denoise_fn, shape, sigmas: jax.Array, *, noise, method: str = "h
 
     With Heun, the cost is 2N - 1 denoiser evaluations (EDM: N = 18 gives 35).
     """
-    if method not in STEPS:
-        raise ValueError(f"method: expected one of {sorted(STEPS)}, got {method!r}")
+    checks.in_choices("method", method, sorted(STEPS))
     sigmas = jnp.asarray(sigmas)
     if sigmas.ndim != 1 or sigmas.shape[0] < 2:
         raise ValueError(f"sigmas: expected a 1-D schedule of at least 2 levels, got shape {sigmas.shape}")

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
+
 
 def log_normal_sigma(key, shape=(), *, p_mean: float = -1.2, p_std: float = 1.2) -> jax.Array:
     """sigma = exp(p_mean + p_std * n), n ~ N(0, 1), of shape `shape`."""
@@ -19,8 +21,7 @@ def log_normal_sigma(key, shape=(), *, p_mean: float = -1.2, p_std: float = 1.2)
 
 def karras_sigmas(num_steps: int, sigma_min: float, sigma_max: float, rho: float = 7.0) -> jax.Array:
     """Decreasing noise levels `(num_steps + 1,)`: the rho-schedule from sigma_max to sigma_min, then 0."""
-    if not isinstance(num_steps, int) or num_steps < 1:
-        raise ValueError(f"num_steps: expected a positive integer, got {num_steps!r}")
+    num_steps = checks.positive_int("num_steps", num_steps)
     if not 0 < sigma_min < sigma_max:
         raise ValueError(
             f"sigma_min, sigma_max: expected 0 < sigma_min < sigma_max, got {sigma_min}, {sigma_max}"

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax.metrics import _checks
+from posteriorjax import checks
 from posteriorjax.metrics.posterior import wasserstein_1d
 
 DEFAULT_LEVELS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2).tolist())
@@ -85,12 +85,12 @@ def coverage(samples, truth, levels=DEFAULT_LEVELS, weights=None, *, method="aut
         raise ValueError(f"method: expected 'auto', 'count' or 'sort', got {method!r}")
     if method == "count" and weights is not None:
         raise ValueError("method: 'count' needs equal weights (weights=None); use 'sort' or 'auto'")
-    x = _checks.ensemble(samples, "samples", min_size=2, min_ndim=1)
+    x = checks.ensemble(samples, "samples", min_size=2, min_ndim=1)
     t = jnp.asarray(truth, x.dtype)
     if t.shape != x.shape[1:]:
         raise ValueError(f"truth: expected shape {x.shape[1:]}, got {t.shape}")
-    _checks.finite(x, "samples")
-    w = None if weights is None else _checks.weights(weights, x.shape[0], "weights", x.dtype)
+    checks.finite(x, "samples")
+    w = None if weights is None else checks.weights(weights, x.shape[0], "weights", x.dtype)
     levels = tuple(float(v) for v in np.ravel(levels))
     if w is None and (method == "count" or (method == "auto" and COVERAGE_BY_COUNTING)):
         return _coverage_counted(x, t, levels)
@@ -102,7 +102,7 @@ def _coverage(x, t, levels, w):
     lo, hi = central_intervals(x, levels, w)
     inside = (lo <= t) & (t <= hi)
     cov = inside.reshape(inside.shape[0], -1).mean(axis=1)
-    return _checks.nan_if_nonfinite(cov, x)
+    return checks.nan_if_nonfinite(cov, x)
 
 
 def _counted_positions(x, t):
@@ -146,7 +146,7 @@ def _coverage_counted(x, t, levels):
     lv = jnp.asarray(levels)[:, None]  # the probabilities rounded as in `central_intervals`
     inside = (((1 - lv) / 2).astype(x.dtype) <= upper) & (lower <= ((1 + lv) / 2).astype(x.dtype))
     cov = inside.reshape(inside.shape[0], -1).mean(axis=1)
-    return _checks.nan_if_nonfinite(cov, x)
+    return checks.nan_if_nonfinite(cov, x)
 
 
 def calibration_error(cov, levels=DEFAULT_LEVELS):
@@ -199,11 +199,11 @@ def conformal_scale(samples, truth, level, *, per_element=False):
     `per_element=True` gives one threshold per element `(...)` from the n
     cases, with the exact guarantee at every element.
     """
-    x = _checks.ensemble(samples, "samples", min_ndim=2)
+    x = checks.ensemble(samples, "samples", min_ndim=2)
     t = jnp.asarray(truth, x.dtype)
     if t.shape != (x.shape[0],) + x.shape[2:]:
         raise ValueError(f"truth: expected shape {(x.shape[0],) + x.shape[2:]}, got {t.shape}")
-    _checks.finite(x, "samples")
+    checks.finite(x, "samples")
     scores = jax.vmap(lambda s, y: interval_scores(s, y, level))(x, t)
     if per_element:
         flat = scores.reshape(scores.shape[0], -1)
@@ -223,13 +223,13 @@ def conformal_intervals(samples, level, scale, weights=None):
 
 
 def _pool(samples, truth):
-    x = _checks.ensemble(samples, "samples", min_ndim=2)
+    x = checks.ensemble(samples, "samples", min_ndim=2)
     t = jnp.asarray(truth, x.dtype)
     if t.shape != (x.shape[0],) + x.shape[2:]:
         raise ValueError(
             f"truth: expected shape {(x.shape[0],) + x.shape[2:]} for samples {x.shape}, got {t.shape}"
         )
-    _checks.finite(t, "truth")
+    checks.finite(t, "truth")
     return x, t
 
 
@@ -241,7 +241,7 @@ def marginal_wasserstein(samples, truth):
     1 / (L x elements): the population marginal p(z) against its prediction.
     """
     x, t = _pool(samples, truth)
-    return _checks.nan_if_nonfinite(wasserstein_1d(x.ravel(), t.ravel()), x)
+    return checks.nan_if_nonfinite(wasserstein_1d(x.ravel(), t.ravel()), x)
 
 
 def histogram_ratio(samples, truth, *, bins=20, value_range=None):
@@ -283,7 +283,7 @@ def variance_decomposition(samples, truth):
         "point_ratio": between / tv,
         "predicted_ratio": (within + between) / tv,
     }
-    return _checks.nan_if_nonfinite(out, x)
+    return checks.nan_if_nonfinite(out, x)
 
 
 # ----------------------------------------------------------------------------
@@ -305,8 +305,8 @@ def _check_conditional(samples, truth, min_size=1):
     if x.shape[1] < min_size:
         raise ValueError(f"samples: expected at least {min_size} samples per condition, got {x.shape[1]}")
     t = t.reshape(t.shape[0], -1)
-    _checks.finite(x, "samples")
-    _checks.finite(t, "truth")
+    checks.finite(x, "samples")
+    checks.finite(t, "truth")
     return x, t
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from posteriorjax import grids
-from posteriorjax.metrics import _checks
+from posteriorjax import checks, grids
 
 # ----------------------------------------------------------------------------
 # Observation consistency
@@ -27,13 +26,54 @@ def observation_misfit(forward, samples, y_obs, noise_std):
     posterior sample somewhat less, by the fraction of data fitted); values far
     above 1 are samples the observations rule out.
     """
-    x = _checks.ensemble(samples, "samples")
+    x = checks.ensemble(samples, "samples")
     y = jnp.asarray(y_obs, x.dtype)
     pred = jax.vmap(forward)(x)
     if pred.shape[1:] != y.shape:
         raise ValueError(f"y_obs: expected shape {pred.shape[1:]} (the output of forward), got {y.shape}")
     r = (pred - y) / jnp.asarray(noise_std, x.dtype)
     return jnp.mean(r**2, axis=1)
+
+
+def finite_member(x: jax.Array) -> jax.Array:
+    """The default validity of one member: every value finite (boolean scalar)."""
+    return jnp.all(jnp.isfinite(x))
+
+
+def valid_members(valid, samples, fallback=None):
+    """`(ok (N,), safe (N, ...))`: `valid` of each member, and the ensemble with invalid members replaced.
+
+    `valid` maps one member to a boolean scalar (a task's `valid`). An invalid
+    member is replaced by `fallback` (one member's shape, e.g. the true field)
+    or, when None, by the first valid member, so a forward model run on `safe`
+    only ever sees valid inputs -- unless no member is valid and no fallback is
+    given. Mask what is computed from replaced members afterwards.
+    """
+    ok = jax.vmap(valid)(samples)
+    if fallback is None:
+        fallback = samples[jnp.argmax(ok)]
+    mask = ok.reshape((-1,) + (1,) * (samples.ndim - 1))
+    return ok, jnp.where(mask, samples, jnp.asarray(fallback, samples.dtype))
+
+
+def observation_values(forward, samples, y_obs, noise_std, *, valid=None, fallback=None):
+    """Data misfit of the members where the physics is defined (pure; jit/vmap-able).
+
+    Args:
+      forward: one member `(C, H, W)` -> predicted observations `(M,)` (a task's `forward`).
+      samples: ensemble `(N, C, H, W)`. y_obs: `(M,)`. noise_std: scalar or `(M,)`.
+      valid: one member -> boolean scalar (a task's `valid`); None = every value finite.
+      fallback: a valid field `(C, H, W)` the forward model sees in place of an
+        invalid member (see `valid_members`; None = the first valid member).
+
+    Returns `{"obs_misfit": scalar, "num_invalid": int32 scalar}`: the mean over
+    members of the whitened misfit (1/M) ||(forward(x_i) - y_obs) / noise_std||^2
+    (`observation_misfit`), NaN when any member is invalid.
+    """
+    ok, safe = valid_members(finite_member if valid is None else valid, samples, fallback)
+    misfit = observation_misfit(forward, safe, y_obs, noise_std)
+    value = jnp.mean(jnp.where(ok, misfit, jnp.nan))
+    return {"obs_misfit": value, "num_invalid": jnp.sum(~ok).astype(jnp.int32)}
 
 
 def pde_residual(residual, x, u, *, scale=None):
@@ -105,8 +145,7 @@ def estimate_grf_alpha(field, *, tau=3.0, basis="dct", alphas=None, fit_scale=Tr
     f = jnp.asarray(field)
     if f.ndim != 2:
         raise ValueError(f"field: expected one channel (H, W), got shape {f.shape}")
-    if basis not in BASES:
-        raise ValueError(f"basis: expected one of {sorted(BASES)}, got {basis!r}")
+    checks.in_choices("basis", basis, sorted(BASES))
     transform, eig, mask = BASES[basis](f.shape)
     coef = transform(f)
     grid = jnp.linspace(0.5, 6.0, 221, dtype=f.dtype) if alphas is None else jnp.asarray(alphas, f.dtype)

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax.metrics import _checks
+from posteriorjax import checks
 
 DEFAULT_TAU = 0.05
 DEFAULT_DELTA = 0.3
@@ -288,8 +288,7 @@ def perturbation_ratio(
     m = geometry.V.shape[0]
     if not -m <= direction < m:
         raise ValueError(f"direction: expected an index in [-{m}, {m}), got {direction!r}")
-    if not delta > 0:
-        raise ValueError(f"delta: expected a positive perturbation amplitude, got {delta!r}")
+    checks.positive("delta", delta)  # the perturbation amplitude
     c0 = jnp.asarray(c0)
     p = geometry.jacobian.shape[0]
     _, sigma_isqrt = _spd_inverse_sqrt(noise_cov, p, "noise_cov")
@@ -351,8 +350,7 @@ def hits(geometry: Geometry, nrmse, delta: float = DEFAULT_DELTA) -> np.ndarray:
     e = np.asarray(nrmse, np.float64)
     if e.shape != geometry.retained.shape:
         raise ValueError(f"nrmse: expected shape {geometry.retained.shape}, got {e.shape}")
-    if not delta > 0:
-        raise ValueError(f"delta: expected a positive tolerance, got {delta!r}")
+    checks.positive("delta", delta)  # the tolerance
     return geometry.retained & np.nan_to_num(e <= delta, nan=False)
 
 
@@ -491,13 +489,13 @@ def std_ratios(geometry: Geometry, samples, ref_samples, ref_weights=None) -> di
     tight on retained directions and prior-wide on below-threshold ones.
     """
     m = geometry.V.shape[0]
-    x = _checks.ensemble(samples, "samples", min_size=2)
-    y = _checks.ensemble(ref_samples, "ref_samples", min_size=2)
+    x = checks.ensemble(samples, "samples", min_size=2)
+    y = checks.ensemble(ref_samples, "ref_samples", min_size=2)
     for a, name in ((x, "samples"), (y, "ref_samples")):
         if a.shape[1:] != (m,):
             raise ValueError(f"{name}: expected shape (N, {m}), got {a.shape}")
-        _checks.finite(a, name)
-    w = np.asarray(_checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype), np.float64)
+        checks.finite(a, name)
+    w = np.asarray(checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype), np.float64)
     dx, dy = project(geometry, x), project(geometry, y)
     sx = np.std(dx, axis=0)
     mean_y = w @ dy

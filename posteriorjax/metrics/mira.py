@@ -57,7 +57,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax.metrics import _checks
+from posteriorjax import checks
 
 NORMALIZATIONS = ("candidates", "with_truth")
 DISTANCES = ("l2", "l1", "chebyshev", "cosine", "minkowski")
@@ -87,14 +87,11 @@ def options(
     anchored=False,
 ) -> Options:
     """Validated `Options`; `centre_params` defaults to `CENTRES[centres]`."""
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
-    if distance not in DISTANCES:
-        raise ValueError(f"distance: expected one of {DISTANCES}, got {distance!r}")
+    checks.in_choices("normalization", normalization, NORMALIZATIONS)
+    checks.in_choices("distance", distance, DISTANCES)
     if distance == "minkowski" and not float(minkowski_p) >= 1.0:
         raise ValueError(f"minkowski_p: expected p >= 1 (a metric), got {minkowski_p!r}")
-    if centres not in CENTRES:
-        raise ValueError(f"centres: expected one of {tuple(CENTRES)}, got {centres!r}")
+    checks.in_choices("centres", centres, tuple(CENTRES))
     params = CENTRES[centres] if centre_params is None else tuple(float(v) for v in centre_params)
     if len(params) != 2:
         raise ValueError(f"centre_params: expected two numbers for {centres!r}, got {centre_params!r}")
@@ -228,7 +225,7 @@ def _half_width(half_width, d, dtype):
         raise ValueError(
             f"anchor_half_width: expected a scalar or {d} per-dimension values, got shape {h.shape}"
         )
-    if not _checks.is_traced(h) and not bool(jnp.all(h > 0)):
+    if not checks.is_traced(h) and not bool(jnp.all(h > 0)):
         raise ValueError(f"anchor_half_width: expected > 0 (data units), got {h}")
     return jnp.broadcast_to(h.reshape(-1), (d,))
 
@@ -309,8 +306,7 @@ def mira(
         raise ValueError(
             f"samples: MIRA needs N >= 2 candidates per condition (one is the reference), got {n}"
         )
-    if variant not in VARIANTS:
-        raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
+    checks.in_choices("variant", variant, VARIANTS)
     x = x.reshape(num_conditions, n, -1)
     t = jnp.asarray(truth, x.dtype)
     if t.shape[0] != num_conditions or t.size != num_conditions * x.shape[2]:
@@ -318,15 +314,15 @@ def mira(
             f"truth: expected ({num_conditions}, ...) with {x.shape[2]} elements each, got {t.shape}"
         )
     t = t.reshape(num_conditions, -1)
-    _checks.finite(x, "samples")
-    _checks.finite(t, "truth")
+    checks.finite(x, "samples")
+    checks.finite(t, "truth")
     anchored = center_anchors is not None
     if anchored:
         a = jnp.asarray(center_anchors, x.dtype)
         if a.size != t.size:
             raise ValueError(f"center_anchors: expected {t.shape} (one point per condition), got {a.shape}")
         a = a.reshape(t.shape)
-        _checks.finite(a, "center_anchors")
+        checks.finite(a, "center_anchors")
     else:
         a = t
     h = _half_width(anchor_half_width, t.shape[1], x.dtype)
@@ -375,4 +371,4 @@ def _mira(key, x, t, a, h, opts, num_regions, variant, num_bootstrap, batch_size
 
 def _nan_result(result: MiraResult, x, t) -> MiraResult:
     arrays = {k: v for k, v in result._asdict().items() if k != "num_counted"}
-    return result._replace(**_checks.nan_if_nonfinite(arrays, x, t))
+    return result._replace(**checks.nan_if_nonfinite(arrays, x, t))

@@ -25,23 +25,22 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.fft
 
-from posteriorjax import grids
-from posteriorjax.metrics import _checks
+from posteriorjax import checks, grids
 
 MMD_SCALES = (0.2, 0.5, 1.0, 2.0, 5.0)
 SPECTRAL_EPS = 1e-10
 
 
 def _prepare(samples, ref_samples, ref_weights, weights, *, min_size=1):
-    x = _checks.ensemble(samples, "samples", min_size=min_size)
-    y = _checks.ensemble(ref_samples, "ref_samples", min_size=min_size)
-    _checks.same_event_shape(x, y, "samples", "ref_samples")
+    x = checks.ensemble(samples, "samples", min_size=min_size)
+    y = checks.ensemble(ref_samples, "ref_samples", min_size=min_size)
+    checks.same_event_shape(x, y, "samples", "ref_samples")
     dtype = jnp.result_type(x.dtype, y.dtype)
     x, y = x.astype(dtype), y.astype(dtype)
-    _checks.finite(x, "samples")
-    _checks.finite(y, "ref_samples")
-    wx = _checks.weights(weights, x.shape[0], "weights", dtype)
-    wy = _checks.weights(ref_weights, y.shape[0], "ref_weights", dtype)
+    checks.finite(x, "samples")
+    checks.finite(y, "ref_samples")
+    wx = checks.weights(weights, x.shape[0], "weights", dtype)
+    wy = checks.weights(ref_weights, y.shape[0], "ref_weights", dtype)
     return x, y, wx, wy
 
 
@@ -75,7 +74,7 @@ def mean_error(samples, ref_samples, ref_weights=None, *, weights=None):
 @jax.jit
 def _mean_error(x, y, wx, wy):
     out = _rel_norm(weighted_moments(x, wx)[0], weighted_moments(y, wy)[0])
-    return _checks.nan_if_nonfinite(out, x)
+    return checks.nan_if_nonfinite(out, x)
 
 
 def std_error(samples, ref_samples, ref_weights=None, *, weights=None):
@@ -89,7 +88,7 @@ def std_error(samples, ref_samples, ref_weights=None, *, weights=None):
 @jax.jit
 def _std_error(x, y, wx, wy):
     out = _rel_norm(weighted_moments(x, wx)[1], weighted_moments(y, wy)[1])
-    return _checks.nan_if_nonfinite(out, x)
+    return checks.nan_if_nonfinite(out, x)
 
 
 # ----------------------------------------------------------------------------
@@ -140,7 +139,7 @@ def _mmd(x, y, wx, wy, bandwidth, scales):
     kyy = kernel(squared_distances(y2, y2))
     kxy = kernel(dxy)
     mmd2 = wx @ kxx @ wx + wy @ kyy @ wy - 2.0 * (wx @ kxy @ wy)
-    return _checks.nan_if_nonfinite(jnp.sqrt(jnp.maximum(mmd2, 0.0)), x)
+    return checks.nan_if_nonfinite(jnp.sqrt(jnp.maximum(mmd2, 0.0)), x)
 
 
 # ----------------------------------------------------------------------------
@@ -291,7 +290,7 @@ def _sliced_wasserstein(x, y, wx, wy, directions, stats):
 
     px, py = project(x), project(y)
     w1 = jax.vmap(jax.vmap(lambda u, v: wasserstein_1d(u, v, wx, wy)))(px, py)
-    return _checks.nan_if_nonfinite(jnp.mean(w1), x)
+    return checks.nan_if_nonfinite(jnp.mean(w1), x)
 
 
 # ----------------------------------------------------------------------------
@@ -375,33 +374,41 @@ def _spectral_error(x, y, wx, wy, include_dc):
     else:
         drop = not include_dc
     valid = valid.at[:, 0].set(valid[:, 0] & ~jnp.asarray(drop))
-    return _checks.nan_if_nonfinite(_geometric_mean(err, valid), x)
+    return checks.nan_if_nonfinite(_geometric_mean(err, valid), x)
 
 
 # ----------------------------------------------------------------------------
 # Pointwise
 
 
-def relative_l2(samples, truth):
-    """Pointwise relative L2 of each member, ||x_i - t|| / max(||t||, 1e-12) -> `(N,)`.
+def relative_l2(samples, truth, *, eps: float = 1e-12):
+    """Relative L2 error of each member, ||x_i - t_i|| / max(||t_i||, eps) -> `(N,)`.
 
-    `samples (N, ...)`, `truth (...)` a single reference field (the true field).
+    `samples (N, ...)`; `truth` one field `(...)` that every member is compared
+    with (the true field: t_i = t) or one field per member `(N, ...)` (a batch
+    of predictions against its targets). Norms run over all of a member's
+    axes (every channel jointly). The one relative L2 of the package: losses
+    and evaluations of predicted fields use it too.
     """
-    x = _checks.ensemble(samples, "samples")
+    x = checks.ensemble(samples, "samples")
     t = jnp.asarray(truth, x.dtype)
-    if t.shape != x.shape[1:]:
+    if t.shape not in (x.shape[1:], x.shape):
         raise ValueError(
-            f"truth: expected shape {x.shape[1:]} (one member of samples {x.shape}), got {t.shape}"
+            f"truth: expected shape {x.shape[1:]} (one member of samples {x.shape}) or {x.shape}, "
+            f"got {t.shape}"
         )
-    _checks.finite(x, "samples")
-    _checks.finite(t, "truth")
-    diff = jnp.linalg.norm((x - t).reshape(x.shape[0], -1), axis=1)
-    return diff / jnp.maximum(jnp.linalg.norm(t.ravel()), 1e-12)
+    checks.finite(x, "samples")
+    checks.finite(t, "truth")
+    n = x.shape[0]
+    diff = jnp.linalg.norm((x - t).reshape(n, -1), axis=1)
+    if t.shape == x.shape:
+        return diff / jnp.maximum(jnp.linalg.norm(t.reshape(n, -1), axis=1), eps)
+    return diff / jnp.maximum(jnp.linalg.norm(t.ravel()), eps)
 
 
 def mean_relative_l2(samples, truth, *, weights=None):
     """Relative L2 of the (weighted) ensemble mean against `truth`: a scalar."""
-    x = _checks.ensemble(samples, "samples")
-    w = _checks.weights(weights, x.shape[0], "weights", x.dtype)
+    x = checks.ensemble(samples, "samples")
+    w = checks.weights(weights, x.shape[0], "weights", x.dtype)
     mu = jnp.tensordot(w, x, axes=1)
     return relative_l2(mu[None], truth)[0]

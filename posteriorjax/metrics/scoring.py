@@ -21,24 +21,23 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from posteriorjax.metrics import _checks
+from posteriorjax import checks
 from posteriorjax.metrics.posterior import squared_distances
 
 ESTIMATORS = ("standard", "fair")
 
 
 def _prepare(samples, truth, weights, estimator):
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
-    x = _checks.ensemble(samples, "samples", min_size=2 if estimator == "fair" else 1, min_ndim=1)
+    checks.in_choices("estimator", estimator, ESTIMATORS)
+    x = checks.ensemble(samples, "samples", min_size=2 if estimator == "fair" else 1, min_ndim=1)
     y = jnp.asarray(truth, x.dtype)
     if y.shape != x.shape[1:]:
         raise ValueError(
             f"truth: expected shape {x.shape[1:]} (one member of samples {x.shape}), got {y.shape}"
         )
-    _checks.finite(x, "samples")
-    _checks.finite(y, "truth")
-    w = _checks.weights(weights, x.shape[0], "weights", x.dtype)
+    checks.finite(x, "samples")
+    checks.finite(y, "truth")
+    w = checks.weights(weights, x.shape[0], "weights", x.dtype)
     return x, y, w
 
 
@@ -63,8 +62,7 @@ def crps(samples, truth, weights=None, *, estimator="standard", method="auto"):
     For N = 1 it is |x - y|, the MAE of a point estimate. See the module docstring
     for `estimator`.
     """
-    if method not in CRPS_METHODS:
-        raise ValueError(f"method: expected one of {CRPS_METHODS}, got {method!r}")
+    checks.in_choices("method", method, CRPS_METHODS)
     x, y, w = _prepare(samples, truth, weights, estimator)
     if method == "auto":
         method = "pairwise" if x.shape[0] <= PAIRWISE_MAX_MEMBERS else "sort"
@@ -133,7 +131,7 @@ def _crps(x, y, w, uniform, estimator, method):
         spread = _sorted_spread(x, w, uniform)
     if estimator == "fair":
         spread = spread / (1.0 - jnp.sum(w**2))
-    return _checks.nan_if_nonfinite(accuracy - spread, x)
+    return checks.nan_if_nonfinite(accuracy - spread, x)
 
 
 def energy_score(samples, truth, weights=None, *, beta=1.0, estimator="standard"):
@@ -158,4 +156,4 @@ def _energy_score(x, y, w, beta, estimator):
     spread = 0.5 * (w @ pair @ w)
     if estimator == "fair":
         spread = spread / (1.0 - jnp.sum(w**2))
-    return _checks.nan_if_nonfinite(accuracy - spread, x)
+    return checks.nan_if_nonfinite(accuracy - spread, x)

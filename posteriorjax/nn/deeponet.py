@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
 from posteriorjax.nn.layers import _check_channels, periodic_coordinates
 
 BRANCHES = ("pool", "conv")
@@ -59,10 +60,8 @@ class DeepONet(eqx.Module):
         grid: int = 4,
         key,
     ):
-        if branch not in BRANCHES:
-            raise ValueError(f"branch: expected one of {BRANCHES}, got {branch!r}")
-        if grid < 1 or conv_layers < 1:
-            raise ValueError(f"grid, conv_layers: expected positive integers, got {grid!r}, {conv_layers!r}")
+        checks.in_choices("branch", branch, BRANCHES)
+        checks.positive_ints(grid=grid, conv_layers=conv_layers)
         hidden = width if hidden is None else hidden
         keys = jr.split(key, conv_layers + 2)
         chans = [in_channels] + [width] * conv_layers

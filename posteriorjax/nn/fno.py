@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
 from posteriorjax.nn.embeddings import NoiseEmbedding
 from posteriorjax.nn.layers import ChannelMLP, Pointwise, SpectralConv, _check_channels, periodic_coordinates
 
@@ -63,8 +64,7 @@ class FNO(eqx.Module):
         projection: int = 128,
         key,
     ):
-        if layers < 1 or width < 1:
-            raise ValueError(f"layers, width: expected positive integers, got {layers!r}, {width!r}")
+        checks.positive_ints(layers=layers, width=width)
         if not 0.0 <= padding < 1.0:
             raise ValueError(f"padding: expected a fraction in [0, 1), got {padding!r}")
         keys = jr.split(key, 4 * layers + 3)

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
+
 
 class Normalizer(eqx.Module):
     """Per-channel affine normalization z -> scale (z - mean) / std on `(..., C, H, W)` fields.
@@ -35,8 +37,7 @@ class Normalizer(eqx.Module):
             raise ValueError(f"mean, std: expected equal non-zero lengths, got {self.mean}, {self.std}")
         if not all(s > 0 for s in self.std):
             raise ValueError(f"std: expected positive per-channel stds, got {self.std}")
-        if not self.scale > 0:
-            raise ValueError(f"scale: expected a positive normalized-data std, got {self.scale}")
+        checks.positive("scale", self.scale)  # the normalized data's std
 
     @property
     def channels(self) -> int:

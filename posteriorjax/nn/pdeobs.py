@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
 from posteriorjax.nn.layers import SpectralConv
 
 # ----------------------------------------------------------------------------
@@ -155,10 +156,7 @@ class CompactFNO2d(eqx.Module):
     geometry_channels: int = eqx.field(static=True)
 
     def __init__(self, in_channels, out_channels, *, width=32, modes=12, layers=4, geometry_channels=1, key):
-        if min(width, modes, layers) < 1:
-            raise ValueError(
-                f"width, modes, layers: expected positive integers, got {width}, {modes}, {layers}"
-            )
+        checks.positive_ints(width=width, modes=modes, layers=layers)
         keys = jr.split(key, 2 * layers + 3)
         self.in_channels, self.geometry_channels = in_channels, geometry_channels
         self.lift = _conv(in_channels + 2 + geometry_channels, width, 1, keys[0])
@@ -349,8 +347,8 @@ class SpatialDeepONet(eqx.Module):
         geometry_channels=1,
         key,
     ):
-        if min(hidden, latent, branch_width, branch_layers, trunk_layers, grid) < 1:
-            raise ValueError("hidden, latent, branch_width, branch_layers, trunk_layers, grid: expected >= 1")
+        checks.positive_ints(hidden=hidden, latent=latent, branch_width=branch_width)
+        checks.positive_ints(branch_layers=branch_layers, trunk_layers=trunk_layers, grid=grid)
         keys = jr.split(key, branch_layers + 2)
         self.in_channels, self.out_channels, self.latent = in_channels, out_channels, latent
         self.grid, self.geometry_channels = grid, geometry_channels
@@ -449,8 +447,7 @@ class MaskTransolver(eqx.Module):
         geometry_channels=1,
         key,
     ):
-        if min(hidden, layers, heads, slices, mlp_ratio) < 1:
-            raise ValueError("hidden, layers, heads, slices, mlp_ratio: expected positive integers")
+        checks.positive_ints(hidden=hidden, layers=layers, heads=heads, slices=slices, mlp_ratio=mlp_ratio)
         keys = jr.split(key, layers + 3)
         self.in_channels, self.geometry_channels = in_channels, geometry_channels
         self.lift1 = _conv(in_channels + 2 + geometry_channels, 2 * hidden, 1, keys[0])
@@ -576,10 +573,8 @@ class MaskGNOT(eqx.Module):
         geometry_channels=1,
         key,
     ):
-        if min(hidden, layers, heads, experts, inner_ratio, mlp_layers) < 1:
-            raise ValueError(
-                "hidden, layers, heads, experts, inner_ratio, mlp_layers: expected positive integers"
-            )
+        checks.positive_ints(hidden=hidden, layers=layers, heads=heads, experts=experts)
+        checks.positive_ints(inner_ratio=inner_ratio, mlp_layers=mlp_layers)
         keys = jr.split(key, layers + 3)
         self.in_channels, self.out_channels, self.geometry_channels = (
             in_channels,

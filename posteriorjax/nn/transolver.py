@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
 from posteriorjax.nn.embeddings import NoiseEmbedding
 from posteriorjax.nn.layers import _check_channels
 
@@ -244,11 +245,7 @@ class Transolver(_TokenOperator):
         embed_dim: int = 0,
         key,
     ):
-        if min(hidden, layers, heads, slices, mlp_ratio) < 1:
-            raise ValueError(
-                f"hidden, layers, heads, slices, mlp_ratio: expected positive integers, "
-                f"got {(hidden, layers, heads, slices, mlp_ratio)}"
-            )
+        checks.positive_ints(hidden=hidden, layers=layers, heads=heads, slices=slices, mlp_ratio=mlp_ratio)
         k1, k2 = jr.split(key)
         self._setup(in_channels, out_channels, hidden, layers, embed_dim, k1)
         self.blocks = tuple(
@@ -280,11 +277,7 @@ class GNOT(_TokenOperator):
         embed_dim: int = 0,
         key,
     ):
-        if min(hidden, layers, heads, experts, mlp_ratio) < 1:
-            raise ValueError(
-                f"hidden, layers, heads, experts, mlp_ratio: expected positive integers, "
-                f"got {(hidden, layers, heads, experts, mlp_ratio)}"
-            )
+        checks.positive_ints(hidden=hidden, layers=layers, heads=heads, experts=experts, mlp_ratio=mlp_ratio)
         k1, k2 = jr.split(key)
         self._setup(in_channels, out_channels, hidden, layers, embed_dim, k1)
         self.blocks = tuple(

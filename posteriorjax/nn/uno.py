@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
 from posteriorjax.nn.embeddings import NoiseEmbedding
 from posteriorjax.nn.layers import (
     ChannelMLP,
@@ -77,8 +78,7 @@ class UNO(eqx.Module):
         projection: int = 128,
         key,
     ):
-        if depth < 1:
-            raise ValueError(f"depth: expected a positive integer, got {depth!r}")
+        depth = checks.positive_int("depth", depth)
         keys = iter(jr.split(key, 2 * depth + 4))
         widths = [width * 2**level for level in range(depth + 1)]
         lm = [max(1, modes // 2**level) for level in range(depth + 1)]

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import jax.scipy.sparse.linalg as jsl
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid
 from posteriorjax.physics import linear
 
@@ -136,8 +137,7 @@ _CFL = {"upwind": 1.0, "muscl": 0.5}
 
 def courant_limit(scheme: str) -> float:
     """Largest stable ``dt max(|b_x| + |b_y|) / h``: 1 (upwind) or 1/2 (muscl)."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme: expected one of {SCHEMES}, got {scheme!r}")
+    checks.in_choices("scheme", scheme, SCHEMES)
     return _CFL[scheme]
 
 
@@ -167,16 +167,14 @@ def solve_transient(
     `num_steps` must be a multiple of `num_frames`; dt = t_final / num_steps must
     satisfy the scheme's limit `stable_dt` (checked when the velocity is concrete).
     """
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme: expected one of {SCHEMES}, got {scheme!r}")
+    checks.in_choices("scheme", scheme, SCHEMES)
     velocity, f = _check(grid, velocity, f)
     grid.check_field(u0, "u0")
     if not (isinstance(num_steps, int) and isinstance(num_frames, int) and num_frames >= 1):
         raise ValueError(f"num_steps, num_frames: expected integers >= 1, got {num_steps!r}, {num_frames!r}")
     if num_steps % num_frames:
         raise ValueError(f"num_steps: expected a multiple of num_frames={num_frames}, got {num_steps}")
-    if not kappa > 0:
-        raise ValueError(f"kappa: expected a positive diffusivity, got {kappa!r}")
+    checks.positive("kappa", kappa)
     dt = t_final / num_steps
     limit = stable_dt(velocity, grid, scheme) if linear.is_concrete(velocity) else float("inf")
     if dt > limit * (1 + 1e-12):
@@ -228,8 +226,7 @@ def solve_steady(velocity, kappa: float, grid: Grid, f=1.0, *, rtol: float | Non
     as advection dominates); implicit derivatives through `custom_linear_solve`.
     """
     velocity, f = _check(grid, velocity, f)
-    if not kappa > 0:
-        raise ValueError(f"kappa: expected a positive diffusivity, got {kappa!r}")
+    checks.positive("kappa", kappa)
     rtol = linear.default_rtol(f.dtype) if rtol is None else rtol
     matvec = steady_operator(velocity, kappa, grid)
 

@@ -33,6 +33,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid
 from posteriorjax.physics import spectral
 
@@ -88,15 +89,15 @@ def solve(
     """
     spectral.check_grid(grid, dealias=True)
     final_time, num_frames = spectral.check_times(final_time, num_frames)
-    max_speed = spectral.check_static_positive(max_speed, "max_speed")
-    cfl = spectral.check_static_positive(cfl, "cfl")
+    max_speed = checks.positive("max_speed", max_speed)
+    cfl = checks.positive("cfl", cfl)
     frame_dt = final_time / (num_frames - 1)
     if steps_per_frame is None:
         steps_per_frame = spectral.steps_for(frame_dt, time_step(grid, max_speed=max_speed, cfl=cfl))
-    steps_per_frame = spectral.check_steps(steps_per_frame)
+    steps_per_frame = checks.positive_int("steps_per_frame", steps_per_frame)
     u0 = spectral.check_state(u0, grid)
     u0 = spectral.check_bound(u0, jnp.max(jnp.abs(u0)), max_speed, "u0", "max|u0|")
-    nu = spectral.check_positive(nu, "nu", u0.dtype)
+    nu = checks.positive_scalar("nu", nu, u0.dtype)
     equation = BurgersEquation(grid, nu)
     step = spectral.ifrk4(equation, frame_dt / steps_per_frame)
     return spectral.rollout(

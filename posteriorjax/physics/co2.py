@@ -74,22 +74,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.physics import linear
 
 MILLIDARCY = 9.869233e-16  # m^2
 SECONDS_PER_YEAR = 365.25 * 86400.0
 GRAVITY = 9.80665  # m/s^2
 TRANSPORTS = ("impes", "implicit")
-
-
-def _positive(name, value):
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name}: expected a finite positive number, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +105,7 @@ class RadialGrid:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
                 raise ValueError(f"RadialGrid: {name} must be an integer >= 2, got {v!r}")
         for name in ("thickness", "outer_radius", "first_cell", "well_radius"):
-            _positive(f"RadialGrid: {name}", getattr(self, name))
+            checks.positive(f"RadialGrid: {name}", getattr(self, name))
         if self.well_radius + self.nr * self.first_cell >= self.outer_radius:
             raise ValueError(
                 f"RadialGrid: nr * first_cell = {self.nr * self.first_cell} does not fit below "
@@ -215,7 +206,7 @@ class CO2Config:
 
     def __post_init__(self):
         for name in ("rate", "years", "rho_w", "rho_g", "mu_w", "mu_g", "nw", "ng", "anisotropy", "cfl"):
-            _positive(name, getattr(self, name))
+            checks.positive(name, getattr(self, name))
         if not (0 <= self.gravity < math.inf):
             raise ValueError(f"gravity: expected a finite number >= 0, got {self.gravity!r}")
         if self.rho_g > self.rho_w:
@@ -226,10 +217,9 @@ class CO2Config:
             )
         if self.cfl > 1:
             raise ValueError(f"cfl: expected a safety factor in (0, 1], got {self.cfl}")
-        if self.transport not in TRANSPORTS:
-            raise ValueError(f"transport: expected one of {TRANSPORTS}, got {self.transport!r}")
+        checks.in_choices("transport", self.transport, TRANSPORTS)
         if self.newton_tol is not None:
-            _positive("newton_tol", self.newton_tol)
+            checks.positive("newton_tol", self.newton_tol)
         if not (isinstance(self.max_change, (int, float)) and 0 < self.max_change <= 1):
             raise ValueError(f"max_change: expected a number in (0, 1], got {self.max_change!r}")
         if (
@@ -239,13 +229,9 @@ class CO2Config:
         ):
             raise ValueError(f"max_halvings: expected an integer in [0, 30], got {self.max_halvings!r}")
         for name in ("pressure_steps", "max_substeps", "newton_max_iter"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-        if self.substeps is not None and (
-            isinstance(self.substeps, bool) or not isinstance(self.substeps, int) or self.substeps < 1
-        ):
-            raise ValueError(f"substeps: expected None or a positive integer, got {self.substeps!r}")
+            checks.positive_int(name, getattr(self, name))
+        if self.substeps is not None:
+            checks.positive_int("substeps", self.substeps)
 
     @property
     def volume_rate(self) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid
 from posteriorjax.physics import spectral
 
@@ -47,7 +48,7 @@ def solve(u0, grid: Grid, *, alpha, final_time: float = 0.25, num_frames: int = 
     spectral.check_grid(grid, dealias=False)
     final_time, num_frames = spectral.check_times(final_time, num_frames)
     u0 = spectral.check_state(u0, grid)
-    alpha = spectral.check_positive(alpha, "alpha", u0.dtype)
+    alpha = checks.positive_scalar("alpha", alpha, u0.dtype)
     u0_hat = spectral.rfft2(u0)
     # one inverse FFT per frame: XLA's CPU FFT is several times slower on one
     # call with a long batch axis than on the same work split into calls

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid
 from posteriorjax.physics import spectral
 
@@ -128,25 +129,24 @@ def solve(
       steps_per_frame: override the derived number of steps per frame.
     """
     spectral.check_grid(grid, dealias=True)
-    if scheme not in ORDER:
-        raise ValueError(f"scheme: expected one of {tuple(ORDER)}, got {scheme!r}")
+    checks.in_choices("scheme", scheme, tuple(ORDER))
     final_time, num_frames = spectral.check_times(final_time, num_frames)
-    max_speed = spectral.check_static_positive(max_speed, "max_speed")
-    cfl = spectral.check_static_positive(cfl, "cfl")
+    max_speed = checks.positive("max_speed", max_speed)
+    cfl = checks.positive("cfl", cfl)
     if max_dt is None:
         max_dt = FNO_DT if scheme == "cn_euler" else float("inf")
     else:
-        max_dt = spectral.check_static_positive(max_dt, "max_dt")
+        max_dt = checks.positive("max_dt", max_dt)
     frame_dt = final_time / (num_frames - 1)
     if steps_per_frame is None:
         dt = min(time_step(grid, max_speed=max_speed, cfl=cfl), max_dt)
         steps_per_frame = spectral.steps_for(frame_dt, dt)
-    steps_per_frame = spectral.check_steps(steps_per_frame)
+    steps_per_frame = checks.positive_int("steps_per_frame", steps_per_frame)
     w0 = spectral.check_state(w0, grid, "w0")
     vx, vy = velocity(w0, grid)
     w0 = spectral.check_bound(w0, jnp.max(jnp.abs(vx) + jnp.abs(vy)), max_speed, "w0", "max(|v_x| + |v_y|)")
-    nu = spectral.check_positive(nu, "nu", w0.dtype)
-    amplitude = spectral.check_positive(forcing_amplitude, "forcing_amplitude", w0.dtype, allow_zero=True)
+    nu = checks.positive_scalar("nu", nu, w0.dtype)
+    amplitude = checks.positive_scalar("forcing_amplitude", forcing_amplitude, w0.dtype, allow_zero=True)
     equation = VorticityEquation(grid, nu, spectral.rfft2(forcing(grid, amplitude, w0.dtype)))
     step = spectral.STEPPERS[scheme](equation, frame_dt / steps_per_frame)
     return spectral.rollout(

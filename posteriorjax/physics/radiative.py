@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.physics import linear
 
 EXTINCTION_RANGE = (0.01, 5.0)
@@ -83,8 +84,7 @@ def _check_optics(albedo, asymmetry, mu0, thickness, spread):
             raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {value!r}")
     if not (isinstance(mu0, (int, float)) and 0 < mu0 <= 1):
         raise ValueError(f"mu0: expected a number in (0, 1], got {mu0!r}")
-    if not (isinstance(thickness, (int, float)) and math.isfinite(thickness) and thickness > 0):
-        raise ValueError(f"thickness: expected a finite positive number, got {thickness!r}")
+    checks.positive("thickness", thickness)
     if not (isinstance(spread, (int, float)) and math.isfinite(spread) and spread >= 0):
         raise ValueError(f"spread: expected a finite number >= 0 (pixels), got {spread!r}")
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid, fft_wavenumbers
 from posteriorjax.physics import spectral
 
@@ -57,8 +58,7 @@ def reaction_flow(u, r, t, reaction: str):
 
 
 def _check_reaction(reaction: str) -> None:
-    if reaction not in REACTIONS:
-        raise ValueError(f"reaction: expected one of {REACTIONS}, got {reaction!r}")
+    checks.in_choices("reaction", reaction, REACTIONS)
 
 
 def strang(grid: Grid, *, r, diffusivity, reaction: str, dt):
@@ -104,10 +104,10 @@ def solve(
     frame_dt = final_time / (num_frames - 1)
     if steps_per_frame is None:
         steps_per_frame = spectral.steps_for(frame_dt, max_dt)
-    steps_per_frame = spectral.check_steps(steps_per_frame)
+    steps_per_frame = checks.positive_int("steps_per_frame", steps_per_frame)
     u0 = spectral.check_state(u0, grid)
-    r = spectral.check_positive(r, "r", u0.dtype)
-    diffusivity = spectral.check_positive(diffusivity, "diffusivity", u0.dtype)
+    r = checks.positive_scalar("r", r, u0.dtype)
+    diffusivity = checks.positive_scalar("diffusivity", diffusivity, u0.dtype)
     dt = frame_dt / steps_per_frame
     step = strang(grid, r=r, diffusivity=diffusivity, reaction=reaction, dt=dt)
     return spectral.rollout(

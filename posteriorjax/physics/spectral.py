@@ -36,16 +36,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid, dealias_mask, fft_wavenumbers
 
 MIN_DEALIAS_N = 8
 
 # ----------------------------------------------------------------------------
 # Validation at the public boundary
-
-
-def _is_traced(x) -> bool:
-    return isinstance(x, jax.core.Tracer)
 
 
 def check_grid(grid: Grid, *, dealias: bool, name: str = "grid") -> None:
@@ -73,40 +70,11 @@ def check_state(u, grid: Grid, name: str = "u0"):
     if not jnp.issubdtype(u.dtype, jnp.floating):
         raise ValueError(f"{name}: expected a real floating-point field, got dtype {u.dtype}")
     message = f"{name}: initial state must be finite (found NaN or inf)"
-    if _is_traced(u):
+    if checks.is_traced(u):
         return eqx.error_if(u, ~jnp.all(jnp.isfinite(u)), message)
     if not np.all(np.isfinite(np.asarray(u))):
         raise ValueError(message)
     return u
-
-
-def check_positive(value, name: str, dtype, *, allow_zero: bool = False):
-    """Return `value` as a scalar array of `dtype`, checking it is finite and > 0 (or >= 0)."""
-    value = jnp.asarray(value, dtype=dtype)
-    if value.ndim != 0:
-        raise ValueError(f"{name}: expected a scalar (vmap for a sweep), got shape {value.shape}")
-    relation = ">= 0" if allow_zero else "> 0"
-    message = f"{name}: must be finite and {relation}"
-    if _is_traced(value):
-        bad = ~jnp.isfinite(value) | ((value < 0) if allow_zero else (value <= 0))
-        return eqx.error_if(value, bad, message)
-    v = float(np.asarray(value))
-    if not math.isfinite(v) or (v < 0 if allow_zero else v <= 0):
-        raise ValueError(f"{message}, got {v!r}")
-    return value
-
-
-def check_static_positive(value, name: str) -> float:
-    """A static (Python) finite number > 0, e.g. a bound that sets the step count."""
-    if _is_traced(value):
-        raise TypeError(f"{name}: must be a static Python number (it sets the step count)")
-    try:
-        value = float(value)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{name}: expected a number, got {value!r}") from err
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: must be finite and > 0, got {value!r}")
-    return value
 
 
 def check_bound(u, value, bound: float, name: str, what: str):
@@ -115,7 +83,7 @@ def check_bound(u, value, bound: float, name: str, what: str):
     Used for the CFL speed bound: the static time step was chosen for `bound`.
     """
     message = f"{name}: {what} exceeds max_speed={bound} used for the CFL time step; pass a larger max_speed"
-    if _is_traced(u) or _is_traced(value):
+    if checks.is_traced(u) or checks.is_traced(value):
         return eqx.error_if(u, value > bound, message)
     value = float(np.asarray(value))
     if value > bound:
@@ -125,27 +93,12 @@ def check_bound(u, value, bound: float, name: str, what: str):
 
 def check_times(final_time, num_frames) -> tuple[float, int]:
     """Validate the static time axis: final_time > 0 finite, integer num_frames >= 2."""
-    if _is_traced(final_time):
-        raise TypeError("final_time: must be a static Python number (it sets the step count)")
-    try:
-        final_time = float(final_time)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"final_time: expected a number, got {final_time!r}") from err
-    if not (math.isfinite(final_time) and final_time > 0):
-        raise ValueError(f"final_time: must be finite and > 0, got {final_time!r}")
+    final_time = checks.positive("final_time", final_time)  # static: it sets the step count
     if isinstance(num_frames, bool) or not isinstance(num_frames, int | np.integer) or num_frames < 2:
         raise ValueError(
             f"num_frames: must be an integer >= 2 (frame 0 is the initial state), got {num_frames!r}"
         )
     return final_time, int(num_frames)
-
-
-def check_steps(steps_per_frame, name: str = "steps_per_frame") -> int:
-    if isinstance(steps_per_frame, bool) or not isinstance(steps_per_frame, int | np.integer):
-        raise ValueError(f"{name}: expected a positive integer, got {steps_per_frame!r}")
-    if steps_per_frame < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {steps_per_frame!r}")
-    return int(steps_per_frame)
 
 
 def steps_for(frame_dt: float, dt_max: float) -> int:

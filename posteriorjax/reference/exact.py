@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import random_fields
+from posteriorjax import checks, random_fields
 
 
 def _basis_weights(prior) -> np.ndarray:
@@ -254,8 +254,7 @@ def condition_hierarchical(task, y_obs, *, num_nodes: int = 8) -> MixturePosteri
     prior = task.prior
     if not isinstance(prior, random_fields.HierarchicalGRF):
         raise ValueError(f"task: expected a HierarchicalGRF prior, got {type(prior).__name__}")
-    if not isinstance(num_nodes, int) or num_nodes < 1:
-        raise ValueError(f"num_nodes: expected a positive integer, got {num_nodes!r}")
+    num_nodes = checks.positive_int("num_nodes", num_nodes)
     t, w = np.polynomial.legendre.leggauss(num_nodes)
     u, w = 0.5 * (t + 1.0), 0.5 * w
     (a0, a1), (t0, t1) = prior.alpha_range, prior.tau_range
@@ -297,6 +296,5 @@ def posterior(task, y_obs, *, num_nodes: int = 8) -> tuple[np.ndarray, np.ndarra
 
 def sample(key, task, y_obs, num: int, *, num_nodes: int = 8) -> jax.Array:
     """`num` exact posterior samples `(num, C, H, W)` by pathwise conditioning."""
-    if not isinstance(num, int) or num < 1:
-        raise ValueError(f"num: expected a positive integer, got {num!r}")
+    num = checks.positive_int("num", num)
     return _conditioned(task, y_obs, num_nodes).sample(key, task, num)

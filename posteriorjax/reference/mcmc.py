@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.observations import GaussianNoise
 
 METHODS = ("pcn", "gpcn", "mala")
@@ -211,11 +212,9 @@ def chains(
     Returns:
       `ChainResult` with samples `(num_chains, num_draws, *task.unknown_shape)`.
     """
-    if method not in METHODS:
-        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    checks.in_choices("method", method, METHODS)
     for name, v in (("num_chains", num_chains), ("num_draws", num_draws), ("thin", thin)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+        checks.positive_int(name, v)
     if not isinstance(burn_in, int) or burn_in < 0:
         raise ValueError(f"burn_in: expected a non-negative integer, got {burn_in!r}")
     step0 = step
@@ -287,8 +286,7 @@ def run(
     Returns the thinned draws in field space. `step` is the initial beta (pCN, gpCN)
     or h (MALA); `target_accept` defaults to 0.25 (pCN, gpCN) / 0.574 (MALA).
     """
-    if method not in METHODS:  # the integer arguments are checked by `chains`
-        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    checks.in_choices("method", method, METHODS)  # the integer arguments are checked by `chains`
     task._check_observation(y_obs)
     beta = method in ("pcn", "gpcn")
     step = STEPS[method] if step is None else float(step)

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import console, parallel
+from posteriorjax import checks, console, parallel
 from posteriorjax.reference import store
 
 
@@ -243,9 +243,8 @@ def build(
     runs (the first chunks are unchanged). `max_new_chunks` stops after that
     many newly computed chunks (time-boxed builds). ValueError on a mismatch.
     """
-    for name, value in (("num_chunks", num_chunks), ("chunk_size", chunk_size)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    num_chunks = checks.positive_int("num_chunks", num_chunks)
+    chunk_size = checks.positive_int("chunk_size", chunk_size)
     directory = Path(directory)
     spec = {
         "kind": "pool",

@@ -23,17 +23,8 @@ import math
 
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.reference.store import Reference
-
-
-def _positive(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = float("nan")
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
-    return v
 
 
 def _check_y(y_obs, m: int) -> np.ndarray:
@@ -73,10 +64,9 @@ def eps_select(rng: np.random.Generator, mae, *, eps: float, num: int = 100, sig
     ValueError if fewer than `num` candidates pass, with the acceptance rate and
     the pool size that would be needed.
     """
-    eps = _positive("eps", eps)
-    sigma = eps / 3.0 if sigma is None else _positive("sigma", sigma)
-    if not isinstance(num, int) or num < 1:
-        raise ValueError(f"num: expected a positive integer, got {num!r}")
+    eps = checks.positive("eps", eps)
+    sigma = eps / 3.0 if sigma is None else checks.positive("sigma", sigma)
+    num = checks.positive_int("num", num)
     mae = np.asarray(mae, np.float64)
     accepted = np.flatnonzero(mae <= eps)
     rate = accepted.size / max(mae.size, 1)
@@ -102,7 +92,7 @@ def eps_rule(
     pass `eps`, eps (and sigma = eps / 3 unless given) widens to the `num`-th smallest MAE;
     `info["eps"]` is the eps used, `info["eps_requested"]` the one asked for.
     """
-    eps = _positive("eps", eps)
+    eps = checks.positive("eps", eps)
     y = _check_y(y_obs, pool.read_chunk(pool.done_chunks()[0], ("y",))["y"].shape[1])
     mae = pool_statistic(pool, lambda yc: mean_absolute_error(yc, y))
     requested = eps
@@ -141,8 +131,7 @@ def normalize_log_weights(log_w) -> tuple[np.ndarray, float]:
 
 def systematic_resample(rng: np.random.Generator, weights, num: int) -> np.ndarray:
     """Systematic resampling: `num` indices, index j appearing floor or ceil of num * w_j times."""
-    if not isinstance(num, int) or num < 1:
-        raise ValueError(f"num: expected a positive integer, got {num!r}")
+    num = checks.positive_int("num", num)
     cdf = np.cumsum(np.asarray(weights, np.float64))
     cdf[-1] = 1.0
     u = (rng.uniform() + np.arange(num)) / num

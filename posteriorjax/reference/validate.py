@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from posteriorjax.metrics import posterior as pmetrics
-from posteriorjax.metrics import suite
+from posteriorjax.metrics import registry, suite
 
-RATIO_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
+RATIO_METRICS = registry.POSTERIOR
 
 
 def _ratio(a: float, b: float) -> float:

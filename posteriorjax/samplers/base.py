@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from posteriorjax import checks
 from posteriorjax.tasks.base import Task
 
 
@@ -62,8 +63,7 @@ class AbstractSampler(eqx.Module):
         Compiled once per sampler structure and `num_samples` (`eqx.filter_jit`): repeated
         calls with new keys, observations or hyperparameter values reuse the program.
         """
-        if not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
+        num_samples = checks.positive_int("num_samples", num_samples)
         self.task._check_observation(y_obs)
         if set(hparams) != set(self.defaults):
             self.check_hparams(hparams)  # raises the naming error

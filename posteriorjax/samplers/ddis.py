@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import diffusion
+from posteriorjax import checks, diffusion
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
@@ -216,7 +216,7 @@ def build(
     if not published:
         values["ode_sigma_min"] = values["sigma_min"]  # ours: the clean estimate stops at sigma_min
     for name in ("num_steps", "ode_steps", "langevin_steps"):
-        guidance.check_positive_int(name, values[name])
+        checks.positive_int(name, values[name])
     p = build_prior(task, prior, model, joint=False, noise=noise or ("rbf" if published else "grf"))
     readout = guidance.build_readout(task, p, forward, surrogate)
     if published:

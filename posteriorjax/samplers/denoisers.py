@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax import diffusion, nn, random_fields
+from posteriorjax import checks, diffusion, nn, random_fields
 
 PRIORS = ("oracle", "learned")
 NOISES = ("white", "grf", "rbf")
@@ -195,10 +195,8 @@ def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> Diffusio
     `GRFNoise()`, white or RBF noise: the noise they were trained with. With ``joint=True`` a
     learned model must denoise the (unknown, state) stack.
     """
-    if prior not in PRIORS:
-        raise ValueError(f"prior: expected one of {PRIORS}, got {prior!r}")
-    if noise not in NOISES:
-        raise ValueError(f"noise: expected one of {NOISES}, got {noise!r}")
+    checks.in_choices("prior", prior, PRIORS)
+    checks.in_choices("noise", noise, NOISES)
     cx = task.unknown_shape[0]
     x_norm = nn.field_normalizer(task)
     if prior == "oracle":

@@ -38,6 +38,7 @@ Hyperparameters: ``guidance`` zeta_obs >= 0, ``pde_weight`` zeta_pde >= 0. Cost 
 
 from __future__ import annotations
 
+from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.denoisers import build_prior
 
@@ -57,10 +58,10 @@ def build(
     """`model`: a joint (unknown, state) `EDMDenoiser` (a U-Net in the published method);
     `batch_size`: B of the batch-mean loss (default 10 published, 1 ours)."""
     guided.check_profile(profile, "diffusionpde")
-    guidance.check_positive_int("num_steps", num_steps)
+    num_steps = checks.positive_int("num_steps", num_steps)
     published = profile == "published"
     batch = (PUBLISHED_BATCH_SIZE if published else 1) if batch_size is None else batch_size
-    guidance.check_positive_int("batch_size", batch)
+    batch = checks.positive_int("batch_size", batch)
     table = PUBLISHED if published else None
     weight = guided.guidance_weight(
         task, guidance_weight, "DiffusionPDE", table, OURS_GUIDANCE, OURS_DEFAULT_GUIDANCE

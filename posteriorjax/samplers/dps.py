@@ -15,6 +15,7 @@ Cost per sample: 2N - 1 denoiser evaluations and N backward passes through denoi
 
 from __future__ import annotations
 
+from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.denoisers import build_prior
 
@@ -27,7 +28,7 @@ def build(
     sigma_max: float = 80.0, guidance_weight: float | None = None, noise: str = "white",
 ) -> guided.GuidedDiffusion:  # fmt: skip
     """`noise` must be the noise the prior was trained with (``"white"``, ``"grf"`` or ``"rbf"``)."""
-    guidance.check_positive_int("num_steps", num_steps)
+    num_steps = checks.positive_int("num_steps", num_steps)
     p = build_prior(task, prior, model, joint=False, noise=noise)
     readout = guidance.build_readout(task, p, "exact")
     correction = guided.Correction(

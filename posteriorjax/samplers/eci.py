@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from posteriorjax import checks
 from posteriorjax.observations import MaskObservation
 from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
@@ -99,11 +100,11 @@ def build(
     t_min: float = 1e-3, noise: str = "grf",
 ) -> ECISampler:  # fmt: skip
     """`model`: a joint (unknown, state) `EDMDenoiser`; `task.observation` must be point values."""
-    guidance.check_positive_int("num_steps", num_steps)
+    num_steps = checks.positive_int("num_steps", num_steps)
     if num_steps < 2:
         raise ValueError(f"num_steps: expected at least 2 steps, got {num_steps}")
     mixing = guidance.published(task, MIXING, "ECI", "mixing") if mixing is None else mixing
-    guidance.check_positive_int("mixing", mixing)
+    mixing = checks.positive_int("mixing", mixing)
     if not 0 < t_min < 1:
         raise ValueError(f"t_min: expected a value in (0, 1), got {t_min!r}")
     if not isinstance(task.observation, MaskObservation):

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax.flatten_util import ravel_pytree
 
+from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.base import AbstractSampler
 
@@ -161,7 +162,7 @@ def build(task, ensemble_size: int | None = None, alphas=None, profile: str = "o
     ours: `num_samples` members and the published alphas of the task's dataset ((1,) elsewhere)."""
     guided.check_profile(profile, "esmda")
     if ensemble_size is not None:
-        guidance.check_positive_int("ensemble_size", ensemble_size)
+        ensemble_size = checks.positive_int("ensemble_size", ensemble_size)
         if ensemble_size < 2:
             raise ValueError(f"ensemble_size: expected at least 2 members, got {ensemble_size}")
     dataset = guidance.PUBLISHED_DATASET.get(task.name)

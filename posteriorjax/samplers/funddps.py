@@ -23,6 +23,7 @@ surrogate (or solver) forward/backward passes.
 
 from __future__ import annotations
 
+from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.denoisers import build_prior
 
@@ -39,7 +40,7 @@ def build(
     """`model`: unknown-only `EDMDenoiser` (or ``prior="oracle"``); `surrogate`: `nn.Surrogate`;
     `noise` (default: the profile's, ``"rbf"`` published / ``"grf"`` ours) as the prior was trained."""
     guided.check_profile(profile, "funddps")
-    guidance.check_positive_int("num_steps", num_steps)
+    num_steps = checks.positive_int("num_steps", num_steps)
     if forward not in ("surrogate", "exact"):
         raise ValueError(f"forward: expected 'surrogate' or 'exact', got {forward!r}")
     published = profile == "published"

@@ -38,8 +38,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import diffusion, nn
-from posteriorjax.samplers import guidance
+from posteriorjax import checks, diffusion, nn
 from posteriorjax.samplers.base import AbstractSampler
 
 NUM_STEPS = 20
@@ -129,7 +128,7 @@ class FunDiffSampler(AbstractSampler):
 
 def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0) -> FunDiffSampler:
     """`model`: a trained `ConditionalFlow` (``kind="fundiff"``, `configs/train/<task>_fundiff.py`)."""
-    guidance.check_positive_int("num_steps", num_steps)
+    num_steps = checks.positive_int("num_steps", num_steps)
     if model is None:
         raise ValueError(f"model: fundiff needs a trained ConditionalFlow for {task.name!r}, got None")
     if not isinstance(model, ConditionalFlow):

@@ -30,6 +30,7 @@ backward passes.
 
 from __future__ import annotations
 
+from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.denoisers import build_prior
 
@@ -54,7 +55,7 @@ def build(
     """`model`: a joint (unknown, state) `EDMDenoiser`; `noise` (default: the profile's, ``"rbf"``
     published / ``"grf"`` ours) must be the noise the prior was trained with."""
     guided.check_profile(profile, "fundps")
-    guidance.check_positive_int("num_steps", num_steps)
+    num_steps = checks.positive_int("num_steps", num_steps)
     published = profile == "published"
     if published:
         values = {}

@@ -15,6 +15,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from posteriorjax import checks
+
 FORWARDS = ("joint", "exact", "surrogate")
 
 
@@ -47,12 +49,6 @@ def published(task, table: dict, method: str, instead: str):
             f"pass {instead}"
         )
     return table[dataset]
-
-
-def check_positive_int(name: str, value) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    return value
 
 
 def positive_domain(positive: tuple[str, ...]):
@@ -99,8 +95,7 @@ class Readout(eqx.Module):
 
 
 def build_readout(task, prior, forward: str, surrogate=None) -> Readout:
-    if forward not in FORWARDS:
-        raise ValueError(f"forward: expected one of {FORWARDS}, got {forward!r}")
+    checks.in_choices("forward", forward, FORWARDS)
     if forward == "joint" and not prior.joint:
         forward = "exact"  # oracle joint prior: the state is the physics of the denoised unknown
     if forward == "surrogate":

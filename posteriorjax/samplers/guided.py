@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import diffusion, nn
+from posteriorjax import checks, diffusion, nn
 from posteriorjax.diffusion.guided import POINTS, guided_sample
 from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
@@ -156,8 +156,7 @@ class Correction(eqx.Module):
     factor: float = eqx.field(static=True, default=1.0)
 
     def __check_init__(self):
-        if self.at not in POINTS:
-            raise ValueError(f"at: expected one of {POINTS}, got {self.at!r}")
+        checks.in_choices("at", self.at, POINTS)
 
     def __call__(self, points, y_obs, hparams, sigma, i, n):
         weight = hparams[self.hparam] * self.factor * self.schedule(sigma, i, n)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
+from posteriorjax import checks
 from posteriorjax.reference import mcmc
-from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
 
 
@@ -68,7 +68,7 @@ def build(
 ) -> PCNSampler:
     if not isinstance(burn_in, int) or burn_in < 0:
         raise ValueError(f"burn_in: expected a non-negative integer, got {burn_in!r}")
-    guidance.check_positive_int("num_steps", num_steps)
+    num_steps = checks.positive_int("num_steps", num_steps)
     if method not in ("pcn", "gpcn"):
         raise ValueError(f"method: expected 'pcn' or 'gpcn', got {method!r}")
     return PCNSampler(task, {"step": float(step), "target": float(target)}, burn_in, num_steps, method)

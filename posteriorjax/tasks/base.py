@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import observations
+from posteriorjax import checks, observations
 from posteriorjax.grids import Grid
 from posteriorjax.observations import AbstractObservation, GaussianNoise
 
@@ -201,8 +201,7 @@ class Task(eqx.Module):
 
     def cases(self, seed: int, num: int) -> Cases:
         """`num` fixed cases; case i uses `fold_in(key(seed), i)`, so cases never depend on `num`."""
-        if not isinstance(num, int) or num < 1:
-            raise ValueError(f"num: expected a positive integer, got {num!r}")
+        num = checks.positive_int("num", num)
         return _draw_cases(self, jr.key(seed), num)
 
     # -- evaluation ----------------------------------------------------------

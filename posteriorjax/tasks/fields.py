@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax import observations, random_fields
+from posteriorjax import checks, observations, random_fields
 from posteriorjax.grids import Grid
 from posteriorjax.observations import AbstractObservation, GaussianNoise
 from posteriorjax.physics import burgers, darcy, heat, helmholtz, poisson, spectral
@@ -223,8 +223,7 @@ class FrameObservation(AbstractObservation):
 
 
 def _regime_index(regime: str) -> int:
-    if regime not in REGIMES:
-        raise ValueError(f"regime: expected one of {REGIMES}, got {regime!r}")
+    checks.in_choices("regime", regime, REGIMES)
     return REGIMES.index(regime)
 
 
@@ -239,8 +238,7 @@ def build(
     pattern_params: tuple = (),
 ) -> Task:
     """A field task; `pattern_params` is `((key, value), ...)` for non-preset patterns."""
-    if name not in PARAMETERS:
-        raise ValueError(f"name: expected one of {sorted(PARAMETERS)}, got {name!r}")
+    checks.in_choices("name", name, sorted(PARAMETERS))
     i = _regime_index(regime)
     params = {k: v[i] for k, v in PARAMETERS[name].items()}
     forecast = name in FINAL_TIME
@@ -273,8 +271,7 @@ def build(
 
 def regime_counts(num: int) -> tuple[int, int, int]:
     """Split `num` records evenly over (low, medium, high), remainder to the first (667/667/666)."""
-    if not isinstance(num, int) or num < 1:
-        raise ValueError(f"num: expected a positive integer, got {num!r}")
+    num = checks.positive_int("num", num)
     base, extra = divmod(num, 3)
     return tuple(base + (1 if r < extra else 0) for r in range(3))
 

@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid
 from posteriorjax.observations import AbstractObservation, GaussianNoise, MaskObservation
 from posteriorjax.physics import advection_diffusion as ad
@@ -381,8 +382,7 @@ def build(
     the defaults give the training prior); the noise is always set at the training
     prior's mean, so shifted tasks share the observation model.
     """
-    if regime not in REGIMES:
-        raise ValueError(f"regime: expected one of {REGIMES}, got {regime!r}")
+    checks.in_choices("regime", regime, REGIMES)
     if not isinstance(frames, int) or frames < 0:
         raise ValueError(f"frames: expected a non-negative integer, got {frames!r}")
     if auxiliary is None:

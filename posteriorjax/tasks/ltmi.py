@@ -25,7 +25,7 @@ import jax.random as jr
 import numpy as np
 from jax.scipy.special import ndtr
 
-from posteriorjax import observations, random_fields
+from posteriorjax import checks, observations, random_fields
 from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import radiative
@@ -55,8 +55,7 @@ class LayeredMorphology(eqx.Module):
             raise ValueError(f"low, high: expected 0 <= low < high, got {self.low}, {self.high}")
         if not (0 <= self.cloud_prob <= 1):
             raise ValueError(f"cloud_prob: expected a probability, got {self.cloud_prob}")
-        if self.num_cells < 1:
-            raise ValueError(f"num_cells: expected >= 1, got {self.num_cells}")
+        checks.positive_int("num_cells", self.num_cells)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -192,10 +191,8 @@ def build(
     evaluation: str = "mean",
     cloud_prob: float = 0.5,
 ) -> Task:
-    if observe not in CHANNELS:
-        raise ValueError(f"observe: expected one of {tuple(CHANNELS)}, got {observe!r}")
-    if evaluation not in EVALUATIONS:
-        raise ValueError(f"evaluation: expected one of {EVALUATIONS}, got {evaluation!r}")
+    checks.in_choices("observe", observe, tuple(CHANNELS))
+    checks.in_choices("evaluation", evaluation, EVALUATIONS)
     grid = Grid(resolution, 1.0, "neumann")
     low, high = radiative.EXTINCTION_RANGE
     prior = LayeredMorphology(resolution, low, high, cloud_prob=cloud_prob)

@@ -1,0 +1,177 @@
+"""Argument checks shared by the package.
+
+Each check returns the checked value (converted where it says so) or raises
+ValueError in the house format ``"<name>: expected <what>, got <value>"``.
+Static checks (`positive_int`, `positive`, `in_choices`) need concrete Python or
+NumPy values; `positive_scalar` also accepts a traced value, and then carries the
+check as an `eqx.error_if` runtime error.
+
+The ensemble checks of the metrics (`ensemble`, `finite`, `same_event_shape`,
+`weights`): shape checks are static and always run; value checks run eagerly as
+ValueError when the arrays are concrete; when traced, weight checks become
+`eqx.error_if` runtime errors, while non-finite *samples* are never an error
+under tracing: the metrics return NaN (`nan_if_nonfinite`, `count_nonfinite`),
+so a diverged sampler inside a sweep yields a record that says so instead of
+aborting the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_traced(*values) -> bool:
+    """True if any argument is a JAX tracer (we are inside jit/vmap/grad)."""
+    return any(isinstance(v, jax.core.Tracer) for v in values)
+
+
+def positive_int(name: str, value) -> int:
+    """`value` as an int: a Python or NumPy integer >= 1 (bools are not integers here)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def positive_ints(**values) -> None:
+    """`positive_int` of every keyword argument (name = value), in order."""
+    for name, value in values.items():
+        positive_int(name, value)
+
+
+def positive(name: str, value, *, allow_zero: bool = False) -> float:
+    """`value` as a float: a static finite number > 0 (>= 0 with `allow_zero`).
+
+    Python and NumPy reals and concrete 0-d arrays pass; bools, strings, other
+    objects and non-finite values do not, and a traced value is a TypeError (a
+    static check cannot see it: use `positive_scalar`).
+    """
+    if is_traced(value):
+        raise TypeError(f"{name}: expected a static number, got a traced value (it cannot be checked here)")
+    try:
+        v = math.nan if isinstance(value, bool | str) else float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
+        raise ValueError(f"{name}: expected a finite number {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return v
+
+
+def positive_scalar(name: str, value, dtype, *, allow_zero: bool = False) -> jax.Array:
+    """`value` as a scalar array of `dtype`, finite and > 0 (>= 0 with `allow_zero`).
+
+    Concrete values raise ValueError; traced ones carry the check as an
+    `eqx.error_if` (so a vmapped sweep over the value stays checked).
+    """
+    value = jnp.asarray(value, dtype=dtype)
+    if value.ndim != 0:
+        raise ValueError(f"{name}: expected a scalar (vmap for a sweep), got shape {value.shape}")
+    what = f"{name}: expected a finite value {'>= 0' if allow_zero else '> 0'}"
+    if is_traced(value):
+        bad = ~jnp.isfinite(value) | ((value < 0) if allow_zero else (value <= 0))
+        return eqx.error_if(value, bad, what)
+    v = float(np.asarray(value))
+    if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
+        raise ValueError(f"{what}, got {v!r}")
+    return value
+
+
+def in_choices(name: str, value, choices: Collection):
+    """`value`, checked to be one of `choices` (shown as given: pass a sorted list for a dict)."""
+    try:
+        ok = value in choices
+    except TypeError:  # an unhashable value is in no set or dict
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}: expected one of {choices}, got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------
+# Ensembles and weights (the metrics)
+
+WEIGHT_SUM_TOL = 1e-4
+
+
+def ensemble(x, name: str, *, min_size: int = 1, min_ndim: int = 2):
+    """Validate an ensemble `(N, ...)` and return it as a floating JAX array."""
+    x = jnp.asarray(x)
+    if x.ndim < min_ndim:
+        raise ValueError(
+            f"{name}: expected an ensemble with at least {min_ndim} axes (N, ...), got shape {x.shape}"
+        )
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    if x.shape[0] < min_size:
+        raise ValueError(f"{name}: expected at least {min_size} members, got {x.shape[0]} (shape {x.shape})")
+    return x
+
+
+def finite(x, name: str) -> None:
+    """Raise ValueError if a concrete `x` contains NaN or inf (no-op when traced)."""
+    if is_traced(x):
+        return
+    bad = int(np.size(x) - np.count_nonzero(np.isfinite(np.asarray(x))))
+    if bad:
+        raise ValueError(f"{name}: expected finite values, got {bad} non-finite entries of {np.size(x)}")
+
+
+def same_event_shape(a, b, name_a: str, name_b: str) -> None:
+    """Raise unless `a (N, ...)` and `b (M, ...)` share their trailing (event) shape."""
+    if a.shape[1:] != b.shape[1:]:
+        raise ValueError(
+            f"{name_b}: expected members of shape {a.shape[1:]} (matching {name_a} {a.shape}), "
+            f"got {b.shape[1:]} "
+            f"(shape {b.shape})"
+        )
+
+
+def weights(w, size: int, name: str, dtype):
+    """Validate weights `(size,)`: >= 0, finite, summing to 1 within `WEIGHT_SUM_TOL`.
+
+    Returns uniform weights when `w` is None, else `w / w.sum()` (a no-op up to
+    round-off for valid weights, as in the published code). Eager arrays raise
+    ValueError; traced arrays carry an `eqx.error_if` check.
+    """
+    if w is None:
+        return jnp.full((size,), 1.0 / size, dtype)
+    w = jnp.asarray(w, dtype)
+    if w.shape != (size,):
+        raise ValueError(f"{name}: expected shape ({size},), got {w.shape}")
+    total = jnp.sum(w)
+    if is_traced(w):
+        bad = ~jnp.all(jnp.isfinite(w)) | jnp.any(w < 0) | (jnp.abs(total - 1) > WEIGHT_SUM_TOL)
+        w = eqx.error_if(w, bad, f"{name}: weights must be finite, >= 0 and sum to 1")
+    else:
+        wn = np.asarray(w, np.float64)
+        if not np.all(np.isfinite(wn)):
+            raise ValueError(
+                f"{name}: expected finite weights, got {np.count_nonzero(~np.isfinite(wn))} non-finite"
+            )
+        if np.any(wn < 0):
+            raise ValueError(f"{name}: expected weights >= 0, got minimum {wn.min():.3g}")
+        if abs(wn.sum() - 1.0) > WEIGHT_SUM_TOL:
+            raise ValueError(
+                f"{name}: expected weights summing to 1 (tolerance {WEIGHT_SUM_TOL}), got {wn.sum():.6g}"
+            )
+    return w / total
+
+
+def count_nonfinite(x) -> jnp.ndarray:
+    """Number of ensemble members `x (N, ...)` containing any NaN or inf."""
+    return jnp.sum(~jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1))
+
+
+def nan_if_nonfinite(value, *arrays):
+    """`value` (any pytree of arrays) or NaN where any of `arrays` holds a non-finite entry.
+
+    Guards against statistics that would otherwise hide a NaN (a median
+    bandwidth reset to 1, a `where` on a comparison with NaN).
+    """
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in arrays]))
+    return jax.tree.map(lambda v: jnp.where(ok, v, jnp.nan), value)
