@@ -180,36 +180,43 @@ _UNO = ("uno", dict(modes=32, width=64, depth=3, embed_dim=128))
 _TINY_DENOISER = ("fno", dict(modes=6, width=16, layers=3, embed_dim=32, projection=32))
 _TINY_REGRESSOR = dict(modes=6, width=16, layers=3, padding=0.25, projection=32)
 
-register(
-    Kind(
-        "prior",
-        channels=lambda task: (_x_channels(task), _x_channels(task)),
-        example=_prior_example,
-        wrap=lambda net, x_norm, u_norm, cfg: diffusion.EDMDenoiser(net, x_norm, cfg.sigma_data),
+
+def _edm_kind(name: str, channels, example, wrap, samplers: dict, uses_state: bool = True) -> Kind:
+    """An EDM denoiser kind: DSM loss and evaluation, the denoiser backbones, 200k full-scale steps."""
+    return Kind(
+        name,
+        channels=channels,
+        example=example,
+        wrap=wrap,
         loss=_dsm_loss,
         evaluate=_loss_evaluation("eval_dsm_loss"),
         models={"tiny": _TINY_DENOISER, "full": _UNO},
         steps=200_000,
         generative=True,
         edm=True,
-        uses_state=False,
+        uses_state=uses_state,
+        samplers=samplers,
+    )
+
+
+register(
+    _edm_kind(
+        "prior",
+        channels=lambda task: (_x_channels(task), _x_channels(task)),
+        example=_prior_example,
+        wrap=lambda net, x_norm, u_norm, cfg: diffusion.EDMDenoiser(net, x_norm, cfg.sigma_data),
         samplers={"dps": "model", "funddps": "model", "ddis": "model"},
+        uses_state=False,
     )
 )
 register(
-    Kind(
+    _edm_kind(
         "joint",
         channels=lambda task: (_x_channels(task) + _u_channels(task),) * 2,
         example=_joint_example,
         wrap=lambda net, x_norm, u_norm, cfg: diffusion.EDMDenoiser(
             net, x_norm.concat(u_norm), cfg.sigma_data
         ),
-        loss=_dsm_loss,
-        evaluate=_loss_evaluation("eval_dsm_loss"),
-        models={"tiny": _TINY_DENOISER, "full": _UNO},
-        steps=200_000,
-        generative=True,
-        edm=True,
         samplers={"fundps": "model", "diffusionpde": "model", "eci": "model"},
     )
 )

@@ -23,7 +23,14 @@ from posteriorjax.training import kinds
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Optimization and bookkeeping settings (the `config.train` section)."""
+    """Optimization and bookkeeping settings (the `config.train` section).
+
+    The optimizer (`make_optimizer`): global-norm clipping at `clip_norm` (0: none), then AdamW
+    with `weight_decay` under a linear warm-up over `warmup_steps` (0: none) and a cosine decay
+    to `end_learning_rate_factor` x `learning_rate` at `num_steps`. The in-memory loops
+    (`loop.scan`) read the optimizer settings, `num_steps` and `batch_size`; `fit` also the
+    EMA, logging, evaluation, checkpoint, seed and progress settings.
+    """
 
     num_steps: int = 1000
     batch_size: int = 32
@@ -54,6 +61,9 @@ class TrainConfig:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay: expected a number in [0, 1), got {self.ema_decay!r}")
+        for name in ("warmup_steps", "end_learning_rate_factor", "weight_decay", "clip_norm"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}: expected a non-negative number, got {getattr(self, name)!r}")
 
 
 def schedule(cfg: TrainConfig) -> optax.Schedule:
@@ -68,10 +78,9 @@ def schedule(cfg: TrainConfig) -> optax.Schedule:
 
 
 def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
-    """Global-norm clipping then AdamW under `schedule(cfg)`."""
-    return optax.chain(
-        optax.clip_by_global_norm(cfg.clip_norm), optax.adamw(schedule(cfg), weight_decay=cfg.weight_decay)
-    )
+    """Global-norm clipping (unless `clip_norm` is 0) then AdamW under `schedule(cfg)`."""
+    clip = [optax.clip_by_global_norm(cfg.clip_norm)] if cfg.clip_norm > 0 else []
+    return optax.chain(*clip, optax.adamw(schedule(cfg), weight_decay=cfg.weight_decay))
 
 
 def train_config(section) -> TrainConfig:
