@@ -255,7 +255,7 @@ def settings(config) -> Settings:
                  against it;
       samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
                  task_options [{}], tasks [all tasks]}}; a network spec is a kind
-                 (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None],
+                 (`training.kinds.names()`) or {kind, task_options [{}], num_steps [None],
                  training [{}], pretrain [None]}; `training` holds overrides of the training
                  config (nested, e.g. {"diffusion": {"noise": "white"}}); `pretrain` is a spec of the
                  same kind trained first, whose parameters start this network's training

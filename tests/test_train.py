@@ -251,8 +251,11 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
     assert np.isfinite(float(loss))
     assert all(np.isfinite(g).all() for g in jax.tree.leaves(eqx.filter(grads, eqx.is_array)))
     assert metrics and all(k.startswith("eval_") and np.isfinite(float(v)) for k, v in metrics.items())
-    assert min(entry.channels(task)) >= 1 and set(entry.models) == set(training.kinds.SCALES)
-    assert config.train.num_steps == 300 and training.config("darcy", kind).train.num_steps == entry.steps
+    assert min(entry.channels(task)) >= 1 and set(entry.models) == set(entry.steps) == set(
+        training.kinds.SCALES
+    )
+    assert config.train.num_steps == entry.steps["tiny"]
+    assert training.config("darcy", kind).train.num_steps == entry.steps["full"]
     assert set(entry.samplers) <= set(samplers.names())  # the samplers that take the kind exist
 
 
@@ -272,3 +275,27 @@ def test_network_config_argument():
         network.get_config("tiny=3")
     with pytest.raises(ValueError, match=r"task expects a value \(task=...\)"):
         network.get_config("task")
+
+
+def test_scan_and_scan_ensemble_follow_gradient_descent():
+    """SGD (rate r) on 0.5 ||w - t||^2: w_k = t + (1 - r)^k (w_0 - t); the ensemble equals its members."""
+    import optax
+
+    rate, steps = 0.1, 7
+    targets = jax.numpy.array([[1.0, -2.0], [0.5, 3.0], [-1.0, 0.0]])  # one per member
+    w0 = jax.numpy.array([[0.0, 0.0], [2.0, 1.0], [1.0, 1.0]])
+
+    def loss(w, step, target):
+        return 0.5 * jax.numpy.sum((w - target) ** 2) + 0.0 * step
+
+    xs = jax.numpy.arange(steps)
+    sgd = optax.sgd(rate)
+    stacked, _, losses = training.scan_ensemble(w0, loss, sgd, xs, targets, shared=True)
+    expected = targets + (1 - rate) ** steps * (w0 - targets)
+    np.testing.assert_allclose(stacked, expected, rtol=1e-5)
+    for k in range(3):
+        alone, _, member_losses = training.scan(w0[k], loss, sgd, xs, targets[k])
+        np.testing.assert_allclose(alone, stacked[k], rtol=1e-6)
+        np.testing.assert_allclose(member_losses, losses[k], rtol=1e-6)
+    first = 0.5 * np.sum((np.asarray(w0) - np.asarray(targets)) ** 2, axis=1)
+    np.testing.assert_allclose(losses[:, 0], first, rtol=1e-6)

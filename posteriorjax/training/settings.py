@@ -128,7 +128,7 @@ def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDi
 def _train_section(entry: kinds.Kind, tiny: bool) -> dict:
     generative = entry.generative
     return {
-        "num_steps": 300 if tiny else entry.steps,
+        "num_steps": entry.steps["tiny" if tiny else "full"],
         "batch_size": 16 if tiny else 32,
         "learning_rate": 3e-3 if tiny else 2e-4 if generative else 1e-3,
         "warmup_steps": 20 if tiny else 1000,
