@@ -2,13 +2,15 @@
 
 Every study config is `get_config(arg)` with `arg` in ("", "tiny"): "" (or None) is the
 published scale (128 x 128 where the task allows, published sampler profiles and case
-counts, networks trained with `configs/train/common.py`'s full settings; meant for
+counts, networks trained with `posteriorjax.training.config`'s full settings; meant for
 accelerators), "tiny" runs on one CPU in minutes (16-32 x 32 grids, few steps and cases).
 """
 
 from __future__ import annotations
 
 import ml_collections
+
+from posteriorjax import training
 
 ARGS = ("", "tiny")
 
@@ -69,19 +71,11 @@ def sampler(
     }
 
 
-# The networks each learned sampler receives (sampler option -> `configs/train/common.py` kind).
-NETWORKS = {
-    "dps": {"model": "prior"},
-    "fundps": {"model": "joint"},
-    "funddps": {"model": "prior", "surrogate": "surrogate"},
-    "ddis": {"model": "prior", "surrogate": "surrogate"},
-    "diffusionpde": {"model": "joint"},
-    "eci": {"model": "joint"},
-    "mc_dropout": {"model": "inverse"},
-}
+# The networks each learned sampler receives ({sampler: {builder option: kind}}, from the kinds registry).
+NETWORKS = training.kinds.networks()
 
 # Learned samplers whose builders default to white noise get the noise their networks are trained
-# with (`configs/train/common.py`: GRF noise).
+# with (`posteriorjax.training.config`: GRF noise).
 LEARNED_OPTIONS = {"dps": {"noise": "grf"}, "diffusionpde": {"noise": "grf"}}
 
 # Step counts that keep the tiny studies to minutes on one CPU core (the full scale uses the

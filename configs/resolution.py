@@ -18,8 +18,7 @@ Tiny: trained at 16, at 32 and at 16 then 32, evaluated at 32; 2 cases x 16 samp
 """
 
 from configs import base
-from configs.train import common
-from posteriorjax import sweep
+from posteriorjax import sweep, training
 
 SAMPLERS = ("fundps", "diffusionpde")
 # the diffusion noise each sampler's network is trained with (its sampler's own noise)
@@ -34,7 +33,7 @@ def training_resolutions(tiny: bool) -> tuple[int, int]:
 
 def finetune_steps(tiny: bool) -> int:
     """Steps of the multi-resolution arm's fine-tuning at the evaluation resolution."""
-    steps = common.config("darcy", "joint", "tiny" if tiny else None).train.num_steps
+    steps = training.config("darcy", "joint", "tiny" if tiny else "full").train.num_steps
     return max(1, round(FINETUNE_FRACTION * steps))
 
 

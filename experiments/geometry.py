@@ -251,7 +251,10 @@ def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray
 def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
     """Tables 3 and 4 (see module doc) and the per-seed results."""
     cfg = config.learned
-    train_config = est.TrainConfig(cfg.num_steps, cfg.batch_size, cfg.learning_rate, cfg.weight_decay)
+    train_config = est.train_config(
+        num_steps=cfg.num_steps, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+    )  # fmt: skip
     base = jr.fold_in(jr.key(config.seed), 1)
     rows3, combos, results = [], {rule: [] for rule in RULES}, {}
     for ci, (label, name, frames) in enumerate(cfg.configurations):

@@ -1,4 +1,6 @@
-"""Train a network: `python -m experiments.train --config=configs/train/<name>.py[:tiny] --workdir=DIR`.
+"""Train a network of a registered kind (`posteriorjax.training.kinds`):
+
+    python -m experiments.train --config=configs/train/network.py:task=darcy,kind=joint[,tiny] --workdir=DIR
 
 Resumes from the latest checkpoint in DIR. Writes DIR/config.json, provenance.json,
 metrics.jsonl and checkpoints/.
@@ -7,7 +9,7 @@ metrics.jsonl and checkpoints/.
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel, train
+from posteriorjax import console, parallel, training
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections training config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics (resumed from).")
@@ -16,7 +18,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and m
 def main(argv):
     del argv
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
-    train.run(_CONFIG.value, _WORKDIR.value)
+    training.run(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -53,10 +53,10 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
-import optax
 from jax.scipy.special import log_ndtr
 from jax.scipy.stats import norm
 
+from posteriorjax import training
 from posteriorjax.metrics import calibration, scoring
 
 MODELS = ("point", "point_mae", "mixture", "generative", "generative_sharp")
@@ -180,28 +180,26 @@ class MixtureDensity(eqx.Module):
         return mu + sd * jr.normal(kn, mu.shape)
 
 
+def training_config(*, num_steps: int, batch_size: int, learning_rate: float) -> training.TrainConfig:
+    """Adam (AdamW without decay) under a cosine decay to 1 % of `learning_rate`; no warm-up, no clipping."""
+    return training.TrainConfig(
+        num_steps=num_steps, batch_size=batch_size, learning_rate=learning_rate, warmup_steps=0,
+        end_learning_rate_factor=0.01, weight_decay=0.0, clip_norm=0.0, progress=False,
+    )  # fmt: skip
+
+
 def fit(key, model, z, x, *, num_steps: int, batch_size: int, learning_rate: float):
-    """Adam on `model.loss` over minibatches (one jitted scan); returns (model, losses (num_steps,))."""
-    params, static = eqx.partition(model, eqx.is_inexact_array)
-    schedule = optax.cosine_decay_schedule(learning_rate, num_steps, alpha=0.01)
-    opt = optax.adam(schedule)
-    state = opt.init(params)
+    """Adam on `model.loss` over minibatches (one jitted `training.scan`) -> (model, losses (num_steps,))."""
+    cfg = training_config(num_steps=num_steps, batch_size=batch_size, learning_rate=learning_rate)
 
-    def batch_loss(p, xb, zb):
-        m = eqx.combine(p, static)
-        return jnp.mean(jax.vmap(m.loss)(xb, zb))
-
-    def step(carry, k):
-        p, s = carry
+    def loss(m, k):
         idx = jr.randint(k, (batch_size,), 0, z.shape[0])
-        loss, grads = jax.value_and_grad(batch_loss)(p, x[idx], z[idx])
-        updates, s = opt.update(grads, s, p)
-        return (optax.apply_updates(p, updates), s), loss
+        return jnp.mean(jax.vmap(m.loss)(x[idx], z[idx]))
 
-    (params, _), losses = jax.jit(lambda c, ks: jax.lax.scan(step, c, ks))(
-        (params, state), jr.split(key, num_steps)
+    model, _, losses = eqx.filter_jit(training.scan)(
+        model, loss, training.make_optimizer(cfg), jr.split(key, num_steps)
     )
-    return eqx.combine(params, static), losses
+    return model, losses
 
 
 # ----------------------------------------------------------------------------

@@ -15,10 +15,10 @@ auxiliary channels):
   / `DeepONet` to m output channels, mean-pooled over the grid.
 
 Deep ensembles (Lakshminarayanan et al. 2017): `fit` trains one member per key
-(`vmap` over the keys: members and seeds are one program); member k of a
-vmapped fit equals `fit` on key k alone. Training is minibatch AdamW on the
+(`training.scan_ensemble`: members and seeds are one program); member k of a
+vmapped fit equals `fit_member` on key k alone. Training is minibatch AdamW on the
 mean squared error in standardized units, a cosine learning-rate decay, all
-steps in one `lax.scan`.
+steps in one `lax.scan` (`TRAINING`, the shared `training.TrainConfig`).
 
 Direction-wise confidences (`confidences`, larger = claimed first) come only
 from the calibration split, never from test errors: ensemble spread of the
@@ -41,9 +41,8 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
-import optax
 
-from posteriorjax import nn
+from posteriorjax import nn, training
 from posteriorjax.metrics import calibration
 from posteriorjax.metrics import geometry as geo
 
@@ -225,52 +224,57 @@ class Standardizer:
         return (z * self.std + self.mean).astype(z.dtype)
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Minibatch AdamW, cosine decay; `num_steps` steps of `batch_size` examples drawn with replacement."""
-
-    num_steps: int = 2000
-    batch_size: int = 64
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-
-
-def _train(key, model, y, c, config: TrainConfig):
-    params, static = eqx.partition(model, eqx.is_inexact_array)
-    schedule = optax.cosine_decay_schedule(config.learning_rate, config.num_steps)
-    opt = optax.adamw(schedule, weight_decay=config.weight_decay)
-
-    def loss(p, yb, cb):
-        pred = jax.vmap(eqx.combine(p, static))(yb)
-        return jnp.mean((pred - cb) ** 2)
-
-    def step(carry, k):
-        p, state = carry
-        idx = jr.randint(k, (config.batch_size,), 0, y.shape[0])
-        value, grads = jax.value_and_grad(loss)(p, y[idx], c[idx])
-        updates, state = opt.update(grads, state, p)
-        return (optax.apply_updates(p, updates), state), value
-
-    keys = jr.split(key, config.num_steps)
-    (params, _), losses = jax.lax.scan(step, (params, opt.init(params)), keys)
-    return eqx.combine(params, static), losses
+# Minibatch AdamW with cosine decay to 0, no warm-up, no clipping: `num_steps` steps of
+# `batch_size` examples drawn with replacement.
+TRAINING = training.TrainConfig(
+    num_steps=2000,
+    batch_size=64,
+    learning_rate=1e-3,
+    weight_decay=1e-4,
+    warmup_steps=0,
+    end_learning_rate_factor=0.0,
+    clip_norm=0.0,
+    progress=False,
+)
 
 
-def fit_member(key, y, c, *, name: str, layout: Layout, options: dict | None = None, config=TrainConfig()):
+def train_config(**settings) -> training.TrainConfig:
+    """`TRAINING` with `settings` replaced (e.g. `num_steps`, `batch_size`, `learning_rate`)."""
+    return dataclasses.replace(TRAINING, **settings)
+
+
+def _mse(y, c, batch_size: int):
+    """Loss of one step: mean squared error on `batch_size` examples drawn with the step's key."""
+
+    def loss(model, key):
+        idx = jr.randint(key, (batch_size,), 0, y.shape[0])
+        return jnp.mean((jax.vmap(model)(y[idx]) - c[idx]) ** 2)
+
+    return loss
+
+
+def fit_member(key, y, c, *, name: str, layout: Layout, options: dict | None = None, config=TRAINING):
     """Initialize and train one estimator on standardized `y (N, p)`, `c (N, m)`; returns (model, losses)."""
     k_init, k_train = jr.split(key)
     model = build(name, k_init, layout, c.shape[-1], **(options or {}))
-    return _train(k_train, model, y, c, config)
+    optimizer = training.make_optimizer(config)
+    model, _, losses = training.scan(
+        model, _mse(y, c, config.batch_size), optimizer, jr.split(k_train, config.num_steps)
+    )
+    return model, losses
 
 
 @eqx.filter_jit
 def _fit(keys, y, c, name, layout, options, config):
-    return eqx.filter_vmap(
-        lambda k: fit_member(k, y, c, name=name, layout=layout, options=dict(options), config=config)
-    )(keys)
+    k_init, k_train = jnp.moveaxis(jax.vmap(jr.split)(keys), 1, 0)
+    models = eqx.filter_vmap(lambda k: build(name, k, layout, c.shape[-1], **dict(options)))(k_init)
+    xs = jax.vmap(lambda k: jr.split(k, config.num_steps))(k_train)
+    optimizer = training.make_optimizer(config)
+    models, _, losses = training.scan_ensemble(models, _mse(y, c, config.batch_size), optimizer, xs)
+    return models, losses
 
 
-def fit(keys, y, c, *, name: str, layout: Layout, options: dict | None = None, config=TrainConfig()):
+def fit(keys, y, c, *, name: str, layout: Layout, options: dict | None = None, config=TRAINING):
     """Train one member per key of `keys (K,)` in one vmapped program -> (stacked model, losses (K, steps)).
 
     `y (N, p)` and `c (N, m)` are standardized training data.
@@ -447,7 +451,7 @@ def run_configuration(
     num_seeds: int,
     num_members: int,
     options: dict | None = None,
-    config: TrainConfig = TrainConfig(),
+    config: training.TrainConfig = TRAINING,
     level: float = 0.9,
     delta: float = geo.DEFAULT_DELTA,
     ood_task=None,
@@ -541,7 +545,7 @@ __all__ = [
     "MLPEstimator",
     "RasterEstimator",
     "Standardizer",
-    "TrainConfig",
+    "TRAINING",
     "build",
     "confidences",
     "conformal_halfwidths",
@@ -554,4 +558,5 @@ __all__ = [
     "ridge_baseline",
     "run_configuration",
     "simulate",
+    "train_config",
 ]

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import training_config
+from posteriorjax import training
 from posteriorjax.tasks.base import Cases, Task
 
 DIAGNOSTICS = ("pde_residual", "alpha")
@@ -61,7 +61,7 @@ def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 SAMPLER_KEYS = ("sampler", "options", "axes", "networks", "task_options", "tasks")
-NETWORK_KINDS = ("prior", "joint", "surrogate", "inverse")
+NETWORK_KINDS = tuple(training.kinds.names())
 REFERENCE_DEFAULTS = {
     "method": "exact",
     "num_samples": 100,
@@ -84,7 +84,7 @@ REFERENCE_DEFAULTS = {
 class NetworkSpec:
     """A network a sampler option receives: `kind`, training task overrides, optional step count.
 
-    `training`: overrides of its training config (`posteriorjax.training_config.config`) by dotted
+    `training`: overrides of its training config (`posteriorjax.training.config`) by dotted
     path, e.g. ``{"diffusion.noise": "white"}`` (written nested in a config). `pretrain`: the
     spec of a network (same kind) trained first, whose parameters start this one's training
     (multi-resolution fine-tuning: pretrain at a lower resolution); it inherits the kind and
@@ -151,8 +151,10 @@ def _sampler_options(name: str) -> list[str]:
     return list(inspect.signature(samplers._BUILDERS[name]).parameters)[1:]
 
 
-def _network_spec(where: str, spec, scale: str, kind=None, training: Mapping | None = None) -> NetworkSpec:
-    """Parse a network spec trained at `scale`; a `pretrain` spec inherits `kind` and `training`."""
+def _network_spec(
+    where: str, spec, scale: str, task: str, kind=None, training: Mapping | None = None
+) -> NetworkSpec:
+    """Parse a network spec trained at `scale` for `task`; a `pretrain` inherits `kind` and `training`."""
     if isinstance(spec, str):
         spec = {"kind": spec}
     if not isinstance(spec, Mapping):
@@ -171,10 +173,10 @@ def _network_spec(where: str, spec, scale: str, kind=None, training: Mapping | N
     if steps is not None:
         steps = _positive_int(f"{where}.num_steps", steps)
     training = {**(training or {}), **_dotted(f"{where}.training", spec.get("training") or {})}
-    _training_overrides(f"{where}.training", training, common_config("darcy", spec["kind"], scale))
+    _training_overrides(f"{where}.training", training, common_config(task, spec["kind"], scale))
     pretrain = spec.get("pretrain")
     if pretrain is not None:
-        pretrain = _network_spec(f"{where}.pretrain", _as_dict(pretrain), scale, spec["kind"], training)
+        pretrain = _network_spec(f"{where}.pretrain", _as_dict(pretrain), scale, task, spec["kind"], training)
     return NetworkSpec(spec["kind"], _as_dict(spec.get("task_options")), steps, pretrain, training)
 
 
@@ -201,8 +203,8 @@ def _dotted(where: str, tree, prefix: str = "") -> dict:
 
 
 def common_config(task_name: str, kind: str, scale: str):
-    """The training config (`training_config.config`) of a network at `scale` ("tiny" | "full")."""
-    return training_config.config(task_name, kind, "tiny" if scale == "tiny" else None)
+    """The training config (`training.config`) of a network at `scale` ("tiny" | "full")."""
+    return training.config(task_name, kind, scale)
 
 
 def _training_overrides(where: str, overrides: Mapping, cfg):
@@ -253,7 +255,7 @@ def settings(config) -> Settings:
                  against it;
       samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
                  task_options [{}], tasks [all tasks]}}; a network spec is a kind
-                 (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None],
+                 (`training.kinds.names()`) or {kind, task_options [{}], num_steps [None],
                  training [{}], pretrain [None]}; `training` holds overrides of the training
                  config (nested, e.g. {"diffusion": {"noise": "white"}}); `pretrain` is a spec of the
                  same kind trained first, whose parameters start this network's training
@@ -335,7 +337,7 @@ def settings(config) -> Settings:
                 )
             if option in options:
                 raise ValueError(f"{where}.networks.{option}: also given in options; give it once")
-            networks[option] = _network_spec(f"{where}.networks.{option}", spec, scale)
+            networks[option] = _network_spec(f"{where}.networks.{option}", spec, scale, next(iter(task_map)))
         on = tuple(raw["tasks"]) if raw.get("tasks") is not None else tuple(task_map)
         unknown = sorted(set(on) - set(task_map))
         if unknown:
@@ -743,7 +745,7 @@ def _reference_report(task: Task, rc: Mapping, info: list[dict]) -> dict:
 
 
 def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None):
-    """The training config of a network spec (`posteriorjax.training_config.config`) and its short hash.
+    """The training config of a network spec (`posteriorjax.training.config`) and its short hash.
 
     `task_options` are those of the sampler's task, updated by `spec.task_options`;
     the step count is `spec.num_steps`, else `num_steps`, else the config's. The hash
@@ -775,20 +777,18 @@ def network(
     *,
     progress: bool = True,
 ):
-    """Train (or resume, or load) a network with `train.run`; returns its EMA model.
+    """Train (or resume, or load) a network with `training.run`; returns its EMA model.
 
     Workdir: `workdir/networks/<task>/<kind>-<hash of the training config>/`, so
     every sampler asking for the same network shares it and a rerun reuses it. A spec
     with `pretrain` first gets that network (trained or loaded the same way) and
     fine-tunes its EMA parameters.
     """
-    from posteriorjax import train
-
     init = None
     if spec.pretrain is not None:
         init = network(workdir, task_name, task_options, spec.pretrain, scale, num_steps, progress=progress)
     cfg, digest = network_config(task_name, task_options, spec, scale, num_steps)
     cfg.train.progress = bool(progress)
     directory = Path(workdir) / "networks" / task_name / f"{spec.kind}-{digest}"
-    _, ema, _ = train.run(cfg, directory, init=init)
+    _, ema, _ = training.run(cfg, directory, init=init)
     return ema

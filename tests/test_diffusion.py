@@ -10,7 +10,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import diffusion, nn, random_fields, train
+from posteriorjax import diffusion, nn, random_fields, training
 
 N = 16
 PRIOR = random_fields.GaussianRandomField(N, 2.0, 3.0, "cosine")
@@ -146,12 +146,12 @@ class _PriorSource(eqx.Module):
 def _train_prior(steps, noise, width=16):
     net = nn.FNO(1, 1, modes=8, width=width, layers=2, embed_dim=32, projection=32, key=jr.key(0))
     den = diffusion.EDMDenoiser(net, nn.Normalizer([0.0], [STD]))
-    cfg = train.TrainConfig(
+    cfg = training.TrainConfig(
         num_steps=steps, batch_size=16, learning_rate=3e-3, warmup_steps=10, ema_decay=0.9,
         log_every=steps, eval_every=steps, checkpoint_every=steps, progress=False,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        _, ema, _ = train.fit(den, train.DiffusionLoss(noise), _PriorSource(16), cfg, tmp)
+        _, ema, _ = training.fit(den, training.DiffusionLoss(noise), _PriorSource(16), cfg, tmp)
     return ema
 
 

@@ -13,7 +13,7 @@ from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
 
 M, N_TRAIN, N_CAL, N_TEST = 6, 300, 200, 200
-CONFIG = est.TrainConfig(num_steps=200, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
+CONFIG = est.train_config(num_steps=200, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
 OPTIONS = {
     "mlp": dict(width=32, depth=2),
     "gru": dict(hidden=32),
@@ -77,7 +77,7 @@ def test_estimator_beats_the_mean_on_retained_directions(problem, trained, name)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["fno", "deeponet"])
 def test_raster_estimator_beats_the_mean_on_retained_directions(problem, name):
-    config = est.TrainConfig(num_steps=600, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
+    config = est.train_config(num_steps=600, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
     _check_beats_the_mean(problem, *_train(problem, name, config)[1:])
 
 

@@ -14,7 +14,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import diffusion, nn, samplers, tasks, training_config
+from posteriorjax import diffusion, nn, samplers, tasks, training
 from posteriorjax.metrics import posterior as pm
 from posteriorjax.reference import exact
 from posteriorjax.samplers import denoisers, guided
@@ -275,7 +275,7 @@ def test_profiles_and_task_defaults_are_checked(setup):
     )
     assert fundps.corrections[0].objective.loss.scale == pytest.approx(0.5 / 0.02)
     # the published Fun-DDPS surrogate: FNO, 16 modes, 48 hidden channels, 4 layers
-    name, options = training_config.FULL_MODELS["surrogate"]
+    name, options = training.kinds.get("surrogate").models["full"]
     assert (name, options["modes"], options["width"], options["layers"]) == ("fno", 16, 48, 4)
     darcy = samplers.get(
         "fundps", tasks.get("darcy", resolution=8, num_sensors=6), model=joint, profile="published"

@@ -9,7 +9,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import nn, samplers, tasks, train
+from posteriorjax import nn, samplers, tasks, training
 
 
 @functools.cache
@@ -17,7 +17,7 @@ def _setup():
     task = tasks.get("poisson_fixed", resolution=8, num_sensors=12, noise_std=1e-3)
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 8)
     net = dict(modes=3, width=4, layers=1, projection=4)
-    build = functools.partial(train.build_model, task=task, x_norm=x_norm, u_norm=u_norm)
+    build = functools.partial(training.build_model, task=task, x_norm=x_norm, u_norm=u_norm)
     models = {
         "joint": build("joint", "fno", {**net, "embed_dim": 4}, key=jr.key(1)),
         "prior": build("prior", "fno", {**net, "embed_dim": 4}, key=jr.key(2)),
@@ -136,7 +136,7 @@ def test_oracle_and_model_errors():
     with pytest.raises(ValueError, match="model"):
         samplers.get("fundiff", task, model=m["inverse"])  # a regressor, not a conditional flow
     darcy = tasks.get("darcy", resolution=8, num_sensors=12)
-    wrong = train.build_model(
+    wrong = training.build_model(
         "fundiff", "fno", dict(modes=3, width=4, layers=1, projection=4, embed_dim=4), darcy,
         nn.Normalizer((0.0, 0.0), (1.0, 1.0)), nn.Normalizer((0.0,), (1.0,)), jr.key(0),
     )  # fmt: skip

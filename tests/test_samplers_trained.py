@@ -1,7 +1,7 @@
 """Samplers with networks trained in the test, against the exact posterior of ``poisson_fixed``.
 
 Module-scoped fixtures train tiny FNOs at 16 x 16 with the library's own jitted training
-step (`train.make_step`, no checkpoints): the fundiff conditional flow (200 steps) and the
+step (`training.make_step`, no checkpoints): the fundiff conditional flow (200 steps) and the
 MC-dropout inverse network (60 steps) in the default tier, the unknown-only EDM prior
 (400 steps) for the slow tier. The problem is linear-Gaussian, so
 `reference.exact` gives the true posterior; thresholds compare against the prior itself
@@ -15,21 +15,21 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import diffusion, nn, samplers, tasks, train
+from posteriorjax import diffusion, nn, samplers, tasks, training
 from posteriorjax.reference import exact
 
 NET = dict(modes=6, width=16, layers=3, projection=32)
 
 
 def _fit(task, kind, model, loss_fn, x_norm, u_norm, steps, seed):
-    cfg = train.TrainConfig(
+    cfg = training.TrainConfig(
         num_steps=steps, batch_size=16, learning_rate=3e-3, warmup_steps=20, ema_decay=0.98, progress=False
     )
-    optimizer = train.make_optimizer(cfg)
+    optimizer = training.make_optimizer(cfg)
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    state = train.init_state(model, optimizer, seed)
-    step = train.make_step(static, loss_fn, optimizer, cfg.ema_decay)
-    source = train.TaskSource(task, x_norm, u_norm, kind, cfg.batch_size)
+    state = training.init_state(model, optimizer, seed)
+    step = training.make_step(static, loss_fn, optimizer, cfg.ema_decay)
+    source = training.TaskSource(task, x_norm, u_norm, kind, cfg.batch_size)
     for _ in range(steps):
         state, loss = step(state, source)
     assert np.isfinite(float(loss))
@@ -48,25 +48,25 @@ def problem():
 
 def _trained(problem, kind, loss_fn, steps, seed, **options):
     task, x_norm, u_norm = problem[:3]
-    model = train.build_model(kind, "fno", {**NET, **options}, task, x_norm, u_norm, jr.key(seed))
+    model = training.build_model(kind, "fno", {**NET, **options}, task, x_norm, u_norm, jr.key(seed))
     return _fit(task, kind, model, loss_fn, x_norm, u_norm, steps, seed)
 
 
 @pytest.fixture(scope="module")
 def fundiff_model(problem):
-    loss = train.FlowMatchingLoss(problem[0].observation.mask)
+    loss = training.FlowMatchingLoss(problem[0].observation.mask)
     return _trained(problem, "fundiff", loss, 200, 2, embed_dim=32)
 
 
 @pytest.fixture(scope="module")
 def inverse_model(problem):
-    loss = train.InverseLoss(problem[0].observation.mask)
+    loss = training.InverseLoss(problem[0].observation.mask)
     return _trained(problem, "inverse", loss, 60, 3, dropout=0.1)
 
 
 @pytest.fixture(scope="module")
 def prior_model(problem):
-    return _trained(problem, "prior", train.DiffusionLoss(diffusion.GRFNoise()), 400, 1, embed_dim=32)
+    return _trained(problem, "prior", training.DiffusionLoss(diffusion.GRFNoise()), 400, 1, embed_dim=32)
 
 
 def _rmse(a, b):

@@ -10,8 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-from configs.train import common
-from posteriorjax import nn, random_fields, tasks, train
+from configs.train import network
+from posteriorjax import diffusion, nn, random_fields, samplers, tasks, training
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def setup():
     task = tasks.get("poisson_fixed", resolution=16)
     x_norm = nn.field_normalizer(task)
     u_norm = nn.state_statistics(task, num_draws=16, seed=0)
-    source = train.TaskSource(task, x_norm, u_norm, "surrogate", 4)
+    source = training.TaskSource(task, x_norm, u_norm, "surrogate", 4)
     return task, x_norm, u_norm, source
 
 
@@ -29,7 +29,7 @@ def _model(setup, width=8):
     return nn.Surrogate(net, x_norm, u_norm)
 
 
-CFG = train.TrainConfig(
+CFG = training.TrainConfig(
     num_steps=6, batch_size=4, warmup_steps=2, log_every=1, eval_every=100, checkpoint_every=3, progress=False
 )
 
@@ -42,15 +42,16 @@ def _equal(a, b):
 def test_resume_after_interruption_is_bit_identical(setup, tmp_path, console_log):
     model, source = _model(setup), setup[3]
     shown_cfg = dataclasses.replace(CFG, progress=True)  # the console under CI: a line per stage
-    full, full_ema, full_state = train.fit(model, train.surrogate_loss, source, shown_cfg, tmp_path / "a")
+    loss = training.surrogate_loss
+    full, full_ema, full_state = training.fit(model, loss, source, shown_cfg, tmp_path / "a")
     shown = [line.split("] ", 1)[1] for line in console_log.stream.getvalue().splitlines()]
     assert any("/orbax/" in path for path in console_log.dropped)  # orbax's checkpoint INFO, not shown
     assert shown[0] == "train a: 6 of 6 steps to do" and shown[1].startswith("train a: 6 steps in ")
     assert len(shown) == 2
-    train.fit(model, train.surrogate_loss, source, CFG, tmp_path / "b", stop_after=4)  # killed after step 4
+    training.fit(model, loss, source, CFG, tmp_path / "b", stop_after=4)  # killed after step 4
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2, 3, 4]
-    resumed, resumed_ema, resumed_state = train.fit(model, train.surrogate_loss, source, CFG, tmp_path / "b")
+    resumed, resumed_ema, resumed_state = training.fit(model, loss, source, CFG, tmp_path / "b")
     assert int(resumed_state.step) == 6
     assert _equal(eqx.filter(full, eqx.is_array), eqx.filter(resumed, eqx.is_array))
     assert _equal(full_ema, resumed_ema)
@@ -61,14 +62,14 @@ def test_resume_after_interruption_is_bit_identical(setup, tmp_path, console_log
 
     # a directory holding another model is refused
     with pytest.raises(ValueError, match="holds another model"):
-        train.fit(_model(setup, width=12), train.surrogate_loss, source, CFG, tmp_path / "b")
+        training.fit(_model(setup, width=12), training.surrogate_loss, source, CFG, tmp_path / "b")
 
     # a corrupt latest checkpoint falls back to the previous one with a warning
     for f in (tmp_path / "a" / "checkpoints" / "6" / "state").rglob("*"):
         if f.is_file():
             f.write_bytes(b"garbage")
-    template = train.init_state(model, train.make_optimizer(CFG), CFG.seed)
-    ckpt = train.Checkpoints(tmp_path / "a" / "checkpoints", train.fingerprint(model, {}))
+    template = training.init_state(model, training.make_optimizer(CFG), CFG.seed)
+    ckpt = training.Checkpoints(tmp_path / "a" / "checkpoints", training.fingerprint(model, {}))
     with pytest.warns(UserWarning, match="checkpoint 6"):
         state = ckpt.restore_latest(template)
     ckpt.close()
@@ -108,49 +109,47 @@ def test_console_filter_levels_and_ci(monkeypatch):
 
 
 def test_bad_configs(tmp_path):
-    config = common.config("poisson_fixed", "surrogate", "tiny")
+    config = training.config("poisson_fixed", "surrogate", "tiny")
     config.model.name = "transformer"
     with pytest.raises(ValueError, match="unknown network"):
-        train.build(config)
-    config = common.config("poisson_fixed", "prior", "tiny")
+        training.build(config)
+    config = training.config("poisson_fixed", "prior", "tiny")
     config.task = "heat"
     with pytest.raises(ValueError, match="unknown task"):
-        train.build(config)
-    config = common.config("poisson_fixed", "prior", "tiny")
+        training.build(config)
+    config = training.config("poisson_fixed", "prior", "tiny")
     config.kind = "gan"
     with pytest.raises(ValueError, match="config.kind"):
-        train.build(config)
-    config = common.config("poisson_fixed", "prior", "tiny")
+        training.build(config)
+    config = training.config("poisson_fixed", "prior", "tiny")
     config.model.options.modes = 12  # more modes than a 16 x 16 grid resolves
-    setup = train.build(config)
+    setup = training.build(config)
     with pytest.raises(ValueError, match="resolves fewer Fourier modes"):
         setup.model(jax.numpy.zeros((1, 16, 16)), 1.0)
     with pytest.raises(ValueError, match="config.train: unknown key"):
-        train.train_config({"num_steps": 3, "epochs": 2})
+        training.train_config({"num_steps": 3, "epochs": 2})
     with pytest.raises(ValueError, match="batch_size"):
-        train.TrainConfig(batch_size=0)
-    with pytest.raises(ValueError, match="config argument"):
-        common.config("darcy", "prior", "huge")
+        training.TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match="scale: expected one of"):
+        training.config("darcy", "prior", "huge")
+
+
+# kinds whose full run (`run`, one step, checkpoint) is in the slow tier (the contract test below covers
+# every kind; the surrogate runs in the resume and fine-tuning tests)
+SLOW_RUNS = {"fundiff", "prior", "joint", "surrogate"}
 
 
 @pytest.mark.parametrize(
-    "kind",
-    [
-        "surrogate",
-        "inverse",
-        pytest.param("fundiff", marks=pytest.mark.slow),
-        pytest.param("prior", marks=pytest.mark.slow),
-        pytest.param("joint", marks=pytest.mark.slow),
-    ],
+    "kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_RUNS else k for k in training.kinds.names()]
 )
 def test_every_kind_builds_and_takes_a_step(kind, tmp_path):
-    config = common.config("darcy", kind, "tiny")
+    config = training.config("darcy", kind, "tiny")
     config.normalization.num_draws = 8
     config.eval.num_examples = 4
     config.train.batch_size = 2
     config.train.num_steps = 1
     config.train.progress = False
-    model, ema, setup = train.run(config, tmp_path)
+    model, ema, setup = training.run(config, tmp_path)
     assert (tmp_path / "config.json").exists() and (tmp_path / "provenance.json").exists()
     record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
     assert np.isfinite(record["loss"]) and any(k.startswith("eval_") for k in record)
@@ -161,7 +160,7 @@ def test_surrogate_reaches_documented_error(tmp_path):
 
     (The full tiny config, 300 steps of batch 16, reaches about 0.13: `test_tiny_surrogate_error`.)
     """
-    config = common.config("poisson_fixed", "surrogate", "tiny")
+    config = training.config("poisson_fixed", "surrogate", "tiny")
     config.train.num_steps = 150
     config.train.batch_size = 8
     config.train.eval_every = 150
@@ -169,8 +168,8 @@ def test_surrogate_reaches_documented_error(tmp_path):
     config.normalization.num_draws = 64
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        train.run(config, tmp_path, stop_after=100)
-        train.run(config, tmp_path)  # resumes from step 100
+        training.run(config, tmp_path, stop_after=100)
+        training.run(config, tmp_path)  # resumes from step 100
     records = [json.loads(line) for line in Path(tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["step"] == 150
     assert records[-1]["eval_relative_l2"] < 0.5
@@ -178,10 +177,10 @@ def test_surrogate_reaches_documented_error(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_surrogate_error(tmp_path):
-    """`configs/train/poisson_fixed_surrogate.py:tiny` reaches held-out relative L2 error < 0.2."""
-    config = common.config("poisson_fixed", "surrogate", "tiny")
+    """`network.py:task=poisson_fixed,kind=surrogate,tiny` reaches held-out relative L2 error < 0.2."""
+    config = training.config("poisson_fixed", "surrogate", "tiny")
     config.train.progress = False
-    train.run(config, tmp_path)
+    training.run(config, tmp_path)
     record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
     assert record["eval_relative_l2"] < 0.2
 
@@ -190,25 +189,113 @@ def test_fine_tuning_starts_from_the_given_parameters(tmp_path):
     """`run(init=...)`: a network trained at 16 x 16 continues at 24 x 24 from its parameters."""
 
     def config(resolution):
-        c = common.config("poisson_fixed", "surrogate", "tiny")
+        c = training.config("poisson_fixed", "surrogate", "tiny")
         c.task_options.resolution = resolution
         c.normalization.num_draws = 8
         c.eval.num_examples = 4
         c.train.update(batch_size=2, num_steps=2, warmup_steps=1, progress=False)
         return c
 
-    _, coarse, _ = train.run(config(16), tmp_path / "coarse")
+    _, coarse, _ = training.run(config(16), tmp_path / "coarse")
     fine = config(24)
-    start, _, setup = train.run(fine, tmp_path / "fine", init=coarse, stop_after=0)
+    start, _, setup = training.run(fine, tmp_path / "fine", init=coarse, stop_after=0)
     assert _equal(eqx.filter(start, eqx.is_inexact_array), eqx.filter(coarse, eqx.is_inexact_array))
     assert start.u_norm == setup.model.u_norm != coarse.u_norm  # normalization of the 24 x 24 task
-    tuned, _, _ = train.run(fine, tmp_path / "fine", init=coarse)
+    tuned, _, _ = training.run(fine, tmp_path / "fine", init=coarse)
     assert not _equal(eqx.filter(tuned, eqx.is_inexact_array), eqx.filter(coarse, eqx.is_inexact_array))
     fields = random_fields.sample_batch(setup.task.prior, jax.random.key(0), 2)
     assert np.isfinite(jax.vmap(tuned)(fields)).all()
     with pytest.raises(ValueError, match="holds another model"):  # trained from other parameters
-        train.run(fine, tmp_path / "fine")
+        training.run(fine, tmp_path / "fine")
     wider = config(16)
     wider.model.options.width = 12
     with pytest.raises(ValueError, match="init: expected a model with the parameter paths"):
-        train.run(wider, tmp_path / "wider", init=coarse)
+        training.run(wider, tmp_path / "wider", init=coarse)
+
+
+# -- the registry of network kinds: every registered kind must pass this contract ---------------
+
+
+@pytest.fixture(scope="module")
+def darcy8():
+    """A 8 x 8 Darcy task and cheap normalizers (the state one fixed, not estimated)."""
+    task = tasks.get("darcy", resolution=8, num_sensors=6)
+    c_u = task.state_shape[0]
+    return task, nn.field_normalizer(task), nn.Normalizer((0.0,) * c_u, (1.0,) * c_u)
+
+
+@pytest.mark.parametrize("kind", training.kinds.names())
+def test_every_registered_kind_meets_the_contract(kind, darcy8):
+    """Tiny model of each kind in one compiled program: example shapes, finite loss, gradient, evaluation."""
+    task, x_norm, u_norm = darcy8
+    entry = training.kinds.get(kind)
+    u_norm = u_norm if entry.uses_state else None
+    config = training.config("darcy", kind, "tiny")
+    name, options = entry.models["tiny"]
+    options = {**options, "modes": 3, "width": 4, "layers": 1, "projection": 4}
+    model = training.build_model(kind, name, options, task, x_norm, u_norm, jax.random.key(0))
+    d = config.diffusion
+    loss_fn = entry.loss(task, diffusion.noise.get(d.noise, **training.NOISE_OPTIONS[d.noise](d)), d)
+
+    @eqx.filter_jit
+    def check(model, source, key):
+        batch = source(key)
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model, key, batch)
+        return batch, loss, grads, entry.evaluate(loss_fn, batch, x_norm, u_norm, task, key)(model)
+
+    batch, loss, grads, metrics = check(
+        model, training.TaskSource(task, x_norm, u_norm, kind, 2), jax.random.key(1)
+    )
+    for leaf in jax.tree.leaves(batch):  # (batch, channels, H, W), finite
+        assert leaf.shape[0] == 2 and leaf.shape[2:] == task.unknown_shape[1:] and np.isfinite(leaf).all()
+    assert np.isfinite(float(loss))
+    assert all(np.isfinite(g).all() for g in jax.tree.leaves(eqx.filter(grads, eqx.is_array)))
+    assert metrics and all(k.startswith("eval_") and np.isfinite(float(v)) for k, v in metrics.items())
+    assert min(entry.channels(task)) >= 1 and set(entry.models) == set(entry.steps) == set(
+        training.kinds.SCALES
+    )
+    assert config.train.num_steps == entry.steps["tiny"]
+    assert training.config("darcy", kind).train.num_steps == entry.steps["full"]
+    assert set(entry.samplers) <= set(samplers.names())  # the samplers that take the kind exist
+
+
+def test_network_config_argument():
+    """`configs/train/network.py:task=...,kind=...,tiny`: the library's config; errors name the key."""
+    config = network.get_config("task=poisson_fixed,kind=joint,tiny")
+    assert config == training.config("poisson_fixed", "joint", "tiny")
+    assert network.get_config("kind=inverse") == training.config("darcy", "inverse", "full")
+    assert network.get_config("tiny=false,task=poisson") == training.config("poisson", "joint", "full")
+    with pytest.raises(ValueError, match=r"unknown key 'size'.*allowed keys: \['kind', 'task', 'tiny'\]"):
+        network.get_config("task=darcy,size=3")
+    with pytest.raises(ValueError, match=r"kind='gan' is not a network kind; allowed: \['prior', 'joint'"):
+        network.get_config("kind=gan")
+    with pytest.raises(ValueError, match=r"task='heat' is not a registered task; allowed: \["):
+        network.get_config("task=heat,tiny")
+    with pytest.raises(ValueError, match="tiny is a flag"):
+        network.get_config("tiny=3")
+    with pytest.raises(ValueError, match=r"task expects a value \(task=...\)"):
+        network.get_config("task")
+
+
+def test_scan_and_scan_ensemble_follow_gradient_descent():
+    """SGD (rate r) on 0.5 ||w - t||^2: w_k = t + (1 - r)^k (w_0 - t); the ensemble equals its members."""
+    import optax
+
+    rate, steps = 0.1, 7
+    targets = jax.numpy.array([[1.0, -2.0], [0.5, 3.0], [-1.0, 0.0]])  # one per member
+    w0 = jax.numpy.array([[0.0, 0.0], [2.0, 1.0], [1.0, 1.0]])
+
+    def loss(w, step, target):
+        return 0.5 * jax.numpy.sum((w - target) ** 2) + 0.0 * step
+
+    xs = jax.numpy.arange(steps)
+    sgd = optax.sgd(rate)
+    stacked, _, losses = training.scan_ensemble(w0, loss, sgd, xs, targets, shared=True)
+    expected = targets + (1 - rate) ** steps * (w0 - targets)
+    np.testing.assert_allclose(stacked, expected, rtol=1e-5)
+    for k in range(3):
+        alone, _, member_losses = training.scan(w0[k], loss, sgd, xs, targets[k])
+        np.testing.assert_allclose(alone, stacked[k], rtol=1e-6)
+        np.testing.assert_allclose(member_losses, losses[k], rtol=1e-6)
+    first = 0.5 * np.sum((np.asarray(w0) - np.asarray(targets)) ** 2, axis=1)
+    np.testing.assert_allclose(losses[:, 0], first, rtol=1e-6)

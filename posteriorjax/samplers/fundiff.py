@@ -127,7 +127,7 @@ class FunDiffSampler(AbstractSampler):
 
 
 def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0) -> FunDiffSampler:
-    """`model`: a trained `ConditionalFlow` (``kind="fundiff"``, `configs/train/<task>_fundiff.py`)."""
+    """`model`: a trained `ConditionalFlow` (`configs/train/network.py:task=<task>,kind=fundiff`)."""
     num_steps = checks.positive_int("num_steps", num_steps)
     if model is None:
         raise ValueError(f"model: fundiff needs a trained ConditionalFlow for {task.name!r}, got None")

@@ -37,7 +37,7 @@ def _has_dropout(model) -> bool:
 
 
 def build(task, model=None) -> MCDropoutSampler:
-    """`model`: a trained `nn.InverseNet` (e.g. `configs/train/<task>_inverse.py`) with dropout > 0."""
+    """`model`: a trained `nn.InverseNet` (`configs/train/network.py:...,kind=inverse`), dropout > 0."""
     if model is None:
         raise ValueError(f"model: mc_dropout needs a trained nn.InverseNet for {task.name!r}, got None")
     if not isinstance(model, nn.InverseNet):

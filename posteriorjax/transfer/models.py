@@ -45,7 +45,7 @@ PINO residual (`PinoResidual`, following the PDE-OBS contracts):
     (`physics.<family>.normalized_residual`), the scale kept in the gradient.
 
 Training (`fit_views`): the V pattern-specific models of one architecture and family are one
-vmapped program -- stacked parameters from `eqx.filter_vmap` over the init keys
+vmapped program (`training.scan_ensemble`) -- stacked parameters from `eqx.filter_vmap` over the init keys
 `fold_in(k_init, view)`, one optax state per model, the same mini-batch order for every
 model (per-epoch permutations from `k_data`), and a `lax.scan` over steps compiled once
 (`chunk` steps per call of the jitted program). Model v trained alone (`views=[v]`) follows
@@ -67,7 +67,7 @@ import jax.random as jr
 import numpy as np
 import optax
 
-from posteriorjax import nn
+from posteriorjax import nn, training
 from posteriorjax.physics import burgers, heat
 from posteriorjax.physics import navier_stokes as ns
 from posteriorjax.physics import reaction_diffusion as rd
@@ -395,29 +395,22 @@ def _init_networks(k_init, views, network: str, options: tuple, c_out: int):
 
 
 @eqx.filter_jit
-def _train_chunk(static, optimizer, residual, weight, params, opt_state, inputs, targets, aux, order):
-    """`len(order)` steps of every model at once; returns (params, opt_state, losses (steps, V))."""
+def _train_chunk(optimizer, residual, weight, nets, opt_state, inputs, targets, aux, order):
+    """`len(order)` steps of every model at once (`training.scan_ensemble`, one mini-batch order
+    shared by the views); returns (nets, opt_state, losses (steps, V))."""
     condition, regime, in_scale, out_scale = aux
 
-    def loss_fn(p, x_view, idx):
-        model = TransferModel(eqx.combine(p, static), in_scale, out_scale)
-        pred = jax.vmap(model)(x_view[idx])
+    def loss_fn(net, idx, x_view):
+        pred = jax.vmap(TransferModel(net, in_scale, out_scale))(x_view[idx])
         loss = relative_l2(pred, targets[idx])
         if residual is not None:
             loss = loss + weight * jnp.mean(jax.vmap(residual)(pred, condition[idx], regime[idx]))
         return loss
 
-    def step(carry, idx):
-        def one(p, s, x_view):
-            loss, grads = jax.value_and_grad(loss_fn)(p, x_view, idx)
-            updates, s = optimizer.update(grads, s, p)
-            return eqx.apply_updates(p, updates), s, loss
-
-        p, s, loss = jax.vmap(one)(*carry, inputs)
-        return (p, s), loss
-
-    (params, opt_state), losses = jax.lax.scan(step, (params, opt_state), order)
-    return params, opt_state, losses
+    nets, opt_state, losses = training.scan_ensemble(
+        nets, loss_fn, optimizer, order, inputs, opt_state=opt_state, shared=True
+    )
+    return nets, opt_state, losses.T
 
 
 def _check_float_array(value, name: str, ndim: int) -> jax.Array:
@@ -485,20 +478,18 @@ def fit_views(
     )
     k_init, k_data = jr.split(key)
     nets = _init_networks(k_init, views, NETWORK[model_name], cfg.model, c_out)
-    params, static = eqx.partition(nets, eqx.is_inexact_array)
     optimizer = make_optimizer(cfg)
-    opt_state = jax.vmap(optimizer.init)(params)
+    opt_state = jax.vmap(optimizer.init)(eqx.filter(nets, eqx.is_inexact_array))
     residual = PinoResidual(dataset.family, dataset.resolution) if cfg.pino_weight > 0 else None
     order = batch_order(k_data, n, cfg.steps, cfg.batch_size)
     losses = []
     for start in range(0, cfg.steps, cfg.chunk):
-        params, opt_state, chunk_losses = _train_chunk(
-            static, optimizer, residual, cfg.pino_weight, params, opt_state, inputs, targets, aux,
+        nets, opt_state, chunk_losses = _train_chunk(
+            optimizer, residual, cfg.pino_weight, nets, opt_state, inputs, targets, aux,
             order[start : start + cfg.chunk],
         )  # fmt: skip
         losses.append(chunk_losses)
-    net = eqx.combine(params, static)
-    models = TransferModel(net, jnp.full((num_views,), aux[2]), jnp.broadcast_to(aux[3], (num_views, c_out)))
+    models = TransferModel(nets, jnp.full((num_views,), aux[2]), jnp.broadcast_to(aux[3], (num_views, c_out)))
     return (models, jnp.concatenate(losses)) if return_losses else models
 
 

@@ -1,7 +1,7 @@
 """Accelerator case: one FunDPS posterior at 128 x 128 with an untrained full-size network.
 
 ``fundps_full``: `poisson_fixed` at 128^2 (64^2 without `--device`), the joint EDM denoiser
-with the full-size UNO of `configs/train/common.py` (`FULL_MODELS["joint"]`, untrained,
+with the full-size UNO of the ``joint`` kind (`training.kinds.get("joint").models["full"]`, untrained,
 random weights: the cost, not the answer), FunDPS at its published number of steps with
 `--device` (a few steps on a CPU, where the full run would take hours). Records the wall
 time of one compiled ensemble, samples/s, network evaluations per sample and the compile
@@ -10,18 +10,13 @@ time; no baseline (nothing else runs this network).
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import jax
 import jax.random as jr
 
 from bench.common import best_time, record
-from posteriorjax import nn, samplers, tasks, train
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # configs/ from a checkout
-from configs.train.common import FULL_MODELS  # noqa: E402
+from posteriorjax import nn, samplers, tasks, training
 
 
 def bench_fundps_full(args):
@@ -29,8 +24,8 @@ def bench_fundps_full(args):
     n, num = (128, 16) if device else (64, 2)
     task = tasks.get("poisson_fixed", resolution=n, num_sensors=128, noise_std=1e-4)
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
-    name, options = FULL_MODELS["joint"]
-    model = train.build_model("joint", name, options, task, x_norm, u_norm, jr.key(0))
+    name, options = training.kinds.get("joint").models["full"]
+    model = training.build_model("joint", name, options, task, x_norm, u_norm, jr.key(0))
     steps = {} if device else {"num_steps": 2}
     s = samplers.get("fundps", task, model=model, **steps)
     h = s.hparams()

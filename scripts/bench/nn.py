@@ -2,7 +2,7 @@
 
 FNO: our jitted, vmapped EDM denoiser beside a NumPy implementation of the same FNO forward
 pass (numpy.fft, einsum; outputs checked equal). U-Net: the vmapped batch beside a Python loop
-of per-sample jitted calls. Training: jitted DSM steps per second of `train.make_step` (no
+of per-sample jitted calls. Training: jitted DSM steps per second of `training.make_step` (no
 baseline). Batch 32 at 64 x 64 with `--device`; batch 8 at 32 x 32 and small widths on a CPU.
 """
 
@@ -15,7 +15,7 @@ import jax.random as jr
 import numpy as np
 
 from bench.common import best_time, record
-from posteriorjax import diffusion, nn, train
+from posteriorjax import diffusion, nn, training
 
 
 def _sizes(args):
@@ -102,10 +102,10 @@ def bench_train(args):
     }
     for name, net in nets.items():
         den = diffusion.EDMDenoiser(net, nn.Normalizer([0.0], [1.0]))
-        cfg = train.TrainConfig(num_steps=100, batch_size=b, progress=False)
-        opt = train.make_optimizer(cfg)
-        state = train.init_state(den, opt, 0)
-        step = train.make_step(eqx.filter(den, eqx.is_inexact_array, inverse=True), train.DiffusionLoss(
+        cfg = training.TrainConfig(num_steps=100, batch_size=b, progress=False)
+        opt = training.make_optimizer(cfg)
+        state = training.init_state(den, opt, 0)
+        step = training.make_step(eqx.filter(den, eqx.is_inexact_array, inverse=True), training.DiffusionLoss(
             diffusion.GRFNoise()), opt, cfg.ema_decay)  # fmt: skip
         source = _Source((b, 1, n, n))
 

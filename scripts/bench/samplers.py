@@ -13,7 +13,7 @@ import jax
 import jax.random as jr
 
 from bench.common import best_time, record
-from posteriorjax import nn, samplers, tasks, train
+from posteriorjax import nn, samplers, tasks, training
 
 TINY = dict(modes=6, width=16, layers=3, projection=32)
 
@@ -23,7 +23,7 @@ def _setup(n: int):
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
 
     def build(kind, **extra):
-        return train.build_model(kind, "fno", {**TINY, **extra}, task, x_norm, u_norm, jr.key(0))
+        return training.build_model(kind, "fno", {**TINY, **extra}, task, x_norm, u_norm, jr.key(0))
 
     m = {
         "joint": build("joint", embed_dim=32),

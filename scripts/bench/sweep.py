@@ -38,7 +38,7 @@ import jax.random as jr
 import numpy as np
 
 from bench.common import record
-from posteriorjax import nn, samplers, sweep, tasks, train
+from posteriorjax import nn, samplers, sweep, tasks, training
 from posteriorjax.metrics import suite
 from posteriorjax.reference import exact
 
@@ -55,7 +55,7 @@ def _setup(n: int, name: str):
     task = tasks.get("poisson_fixed", resolution=n, num_sensors=32, noise_std=1e-3)
     if name == "fundps":
         x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
-        joint = train.build_model("joint", "fno", TINY_JOINT, task, x_norm, u_norm, jr.key(0))
+        joint = training.build_model("joint", "fno", TINY_JOINT, task, x_norm, u_norm, jr.key(0))
         sampler = samplers.get("fundps", task, model=joint, num_steps=4)
     else:
         sampler = samplers.get("dps", task, prior="oracle", num_steps=4)

@@ -1,0 +1,68 @@
+"""Training: the registry of network kinds, one optax loop, its settings, checkpoints and data.
+
+kinds        the registry (`kinds.get`, `kinds.names`, `kinds.register`): per kind its
+             channels, training example, model wrapper, loss, evaluation, default backbones
+             and steps per scale, and the samplers that take it;
+settings     `TrainConfig` (the `config.train` section), `make_optimizer`, and `config(task,
+             kind, scale)`, the full default config of one network;
+loop         `update` (the optimizer step), the checkpointed, resumable `fit`, and the
+             in-memory `scan` / `scan_ensemble` (deep ensembles, stacked per-view models);
+checkpoints  `TrainState`, orbax `Checkpoints` with a model fingerprint, `parameter_digest`;
+data         `TaskSource` (on-the-fly prior draws), `PoolSource`, `build_pool`;
+losses       the kinds' losses and the held-out relative L2 error;
+run          `build(config)` and `run(config, workdir, init=None)`.
+"""
+
+from posteriorjax.training import kinds
+from posteriorjax.training.checkpoints import (
+    Checkpoints,
+    TrainState,
+    fingerprint,
+    init_state,
+    initialized,
+    parameter_digest,
+)
+from posteriorjax.training.data import PoolSource, TaskSource, build_pool
+from posteriorjax.training.loop import fit, make_step, scan, scan_ensemble, update
+from posteriorjax.training.losses import (
+    DiffusionLoss,
+    FlowMatchingLoss,
+    InverseLoss,
+    relative_l2,
+    surrogate_loss,
+)
+from posteriorjax.training.run import NOISE_OPTIONS, Setup, build, build_model, run
+from posteriorjax.training.settings import TrainConfig, config, make_optimizer, schedule, train_config
+
+__all__ = [
+    "NOISE_OPTIONS",
+    "Checkpoints",
+    "DiffusionLoss",
+    "FlowMatchingLoss",
+    "InverseLoss",
+    "PoolSource",
+    "Setup",
+    "TaskSource",
+    "TrainConfig",
+    "TrainState",
+    "build",
+    "build_model",
+    "build_pool",
+    "config",
+    "fingerprint",
+    "fit",
+    "init_state",
+    "initialized",
+    "kinds",
+    "make_optimizer",
+    "make_step",
+    "parameter_digest",
+    "relative_l2",
+    "run",
+    "scan",
+    "scan_ensemble",
+    "schedule",
+    "surrogate_loss",
+    "train_config",
+    "update",
+]

@@ -1,0 +1,282 @@
+"""The registry of network kinds: everything the training layer knows about one kind of network.
+
+A kind is one `Kind` entry (registered with `register`, looked up with `get`, listed by `names`):
+
+  channels(task) -> (in, out)         backbone channels from the task's unknown / state shapes;
+  example(task, x_norm, u_norm, key)  one training example drawn from the task prior (physics
+                                      solved when needed), a pytree of arrays;
+  wrap(net, x_norm, u_norm, cfg)      the trained model around the backbone `net` (`cfg`: `Wrap`);
+  loss(task, noise, diffusion)        the loss `loss_fn(model, key, batch) -> scalar`;
+  evaluate(loss_fn, held_out, x_norm, u_norm, task, key) -> eval_fn(model) -> {name: scalar};
+  models, steps                       default backbones {"tiny" | "full": (nn name, options)} and
+                                      step counts {"tiny" | "full": steps};
+  generative                          trained like a generative model (learning rate, EMA);
+  edm                                 the data are rescaled to `diffusion.data_scale` (EDM priors);
+  uses_state                          needs the state normalization (`u_norm`);
+  samplers                            {sampler name: builder option} of the samplers that take it.
+
+Built-in kinds:
+  ``prior``      EDM denoiser over the normalized unknown,
+  ``joint``      EDM denoiser over the normalized (unknown, state) stack,
+  ``surrogate``  FNO-type regressor unknown -> state,
+  ``inverse``    regressor (masked observations on the grid, mask) -> unknown, with dropout,
+  ``fundiff``    conditional flow-matching velocity (x_t, t | masked observations, mask) -> (C_x, H, W)
+                 (`samplers.fundiff.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs.
+
+A new kind is one `register(Kind(...))` (here, beside the built-in ones, so that importing
+`training` registers it); `configs/train/network.py`, the sweep's network specs and
+`configs/base.NETWORKS` derive from the registry, and `tests/test_train.py` checks every
+registered kind's contract.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+from posteriorjax import diffusion, nn
+from posteriorjax.samplers import fundiff
+from posteriorjax.training import losses
+
+SCALES = ("tiny", "full")
+TINY_STEPS = 300  # about a minute on one CPU at 16 x 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Wrap:
+    """Options of a kind's model wrapper: EDM `sigma_data` and the flow's base `noise` (None: GRF)."""
+
+    sigma_data: float = 1.0
+    noise: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One network kind (see the module docstring for the fields)."""
+
+    name: str
+    channels: Callable
+    example: Callable
+    wrap: Callable
+    loss: Callable
+    evaluate: Callable
+    models: Mapping[str, tuple[str, dict]]
+    steps: Mapping[str, int]
+    generative: bool = False
+    edm: bool = False
+    uses_state: bool = True
+    samplers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for field in ("models", "steps"):
+            if set(getattr(self, field)) != set(SCALES):
+                raise ValueError(
+                    f"{field}: expected entries for the scales {SCALES}, got {sorted(getattr(self, field))}"
+                )
+
+
+_KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> None:
+    """Add `kind` to the registry (ValueError if its name is taken)."""
+    if kind.name in _KINDS:
+        raise ValueError(f"kind: {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+
+
+def names() -> list[str]:
+    """Registered kind names, in registration order."""
+    return list(_KINDS)
+
+
+def get(name: str) -> Kind:
+    """The registered kind `name` (ValueError listing the registered ones otherwise)."""
+    if name not in _KINDS:
+        raise ValueError(f"kind: expected one of {tuple(_KINDS)}, got {name!r}")
+    return _KINDS[name]
+
+
+def networks() -> dict[str, dict[str, str]]:
+    """{sampler: {builder option: kind}} over every registered kind's `samplers`."""
+    out: dict[str, dict[str, str]] = {}
+    for kind in _KINDS.values():
+        for sampler, option in kind.samplers.items():
+            out.setdefault(sampler, {})[option] = kind.name
+    return out
+
+
+# -- pieces shared by several kinds -------------------------------------------------------------
+
+
+def _x_channels(task):
+    return task.unknown_shape[0]
+
+
+def _u_channels(task):
+    return task.state_shape[0]
+
+
+def _dsm_loss(task, noise, d):
+    return losses.DiffusionLoss(noise, d.p_mean, d.p_std)
+
+
+def _flow_loss(task, noise, d):
+    return losses.FlowMatchingLoss(task.observation.mask)
+
+
+def _loss_evaluation(name):
+    def evaluate(loss_fn, held_out, x_norm, u_norm, task, key):
+        return lambda m: {name: loss_fn(m, key, held_out)}
+
+    return evaluate
+
+
+def _surrogate_evaluation(loss_fn, held_out, x_norm, u_norm, task, key):
+    x_held, u_held = x_norm.denormalize(held_out[0]), u_norm.denormalize(held_out[1])
+    return lambda m: {"eval_relative_l2": losses.relative_l2(jax.vmap(m)(x_held), u_held)}
+
+
+def _inverse_evaluation(loss_fn, held_out, x_norm, u_norm, task, key):
+    mask = task.observation.mask
+    return lambda m: {
+        "eval_relative_l2": losses.relative_l2(jax.vmap(lambda y: m(y, mask))(held_out[0]), held_out[1])
+    }
+
+
+# -- examples -----------------------------------------------------------------------------------
+
+
+def _prior_example(task, x_norm, u_norm, key):
+    return x_norm.normalize(task.prior.sample(jr.split(key)[0]))
+
+
+def _state_example(task, x_norm, u_norm, key):
+    """(normalized x, normalized u = physics(x)); x from the first half of `split(key)`, as in every kind."""
+    x = task.prior.sample(jr.split(key)[0])
+    return x_norm.normalize(x), u_norm.normalize(task.physics(x))
+
+
+def _joint_example(task, x_norm, u_norm, key):
+    return jnp.concatenate(_state_example(task, x_norm, u_norm, key))
+
+
+def _inverse_example(task, x_norm, u_norm, key):
+    k_prior, k_noise = jr.split(key)
+    x = task.prior.sample(k_prior)
+    u = task.physics(x)
+    y = task.observation(u) + task.noise.sample(k_noise, (task.num_observations,))
+    return task.observation.to_grid(y, leading=(u.shape[0],)), x
+
+
+def _fundiff_example(task, x_norm, u_norm, key):
+    k_prior, k_noise = jr.split(key)
+    x = task.prior.sample(k_prior)
+    y = task.simulate(k_noise, x)
+    return x_norm.normalize(x), task.observation.to_grid(y, leading=(task.state_shape[0],))
+
+
+# -- the built-in kinds -------------------------------------------------------------------------
+
+# Published network sizes (PosteriorBench configs): Fun-DDPS surrogate FNO 16 modes / 48 channels /
+# 4 layers; MC-dropout inverse FNO 32 modes / 128 channels / 6 layers / dropout 0.2.
+_UNO = ("uno", dict(modes=32, width=64, depth=3, embed_dim=128))
+_TINY_DENOISER = ("fno", dict(modes=6, width=16, layers=3, embed_dim=32, projection=32))
+_TINY_REGRESSOR = dict(modes=6, width=16, layers=3, padding=0.25, projection=32)
+
+
+def _edm_kind(name: str, channels, example, wrap, samplers: dict, uses_state: bool = True) -> Kind:
+    """An EDM denoiser kind: DSM loss and evaluation, the denoiser backbones, 200k steps at full scale."""
+    return Kind(
+        name,
+        channels=channels,
+        example=example,
+        wrap=wrap,
+        loss=_dsm_loss,
+        evaluate=_loss_evaluation("eval_dsm_loss"),
+        models={"tiny": _TINY_DENOISER, "full": _UNO},
+        steps={"tiny": TINY_STEPS, "full": 200_000},
+        generative=True,
+        edm=True,
+        uses_state=uses_state,
+        samplers=samplers,
+    )
+
+
+register(
+    _edm_kind(
+        "prior",
+        channels=lambda task: (_x_channels(task), _x_channels(task)),
+        example=_prior_example,
+        wrap=lambda net, x_norm, u_norm, cfg: diffusion.EDMDenoiser(net, x_norm, cfg.sigma_data),
+        samplers={"dps": "model", "funddps": "model", "ddis": "model"},
+        uses_state=False,
+    )
+)
+register(
+    _edm_kind(
+        "joint",
+        channels=lambda task: (_x_channels(task) + _u_channels(task),) * 2,
+        example=_joint_example,
+        wrap=lambda net, x_norm, u_norm, cfg: diffusion.EDMDenoiser(
+            net, x_norm.concat(u_norm), cfg.sigma_data
+        ),
+        samplers={"fundps": "model", "diffusionpde": "model", "eci": "model"},
+    )
+)
+register(
+    Kind(
+        "surrogate",
+        channels=lambda task: (_x_channels(task), _u_channels(task)),
+        example=_state_example,
+        wrap=lambda net, x_norm, u_norm, cfg: nn.Surrogate(net, x_norm, u_norm),
+        loss=lambda task, noise, d: losses.surrogate_loss,
+        evaluate=_surrogate_evaluation,
+        models={
+            "tiny": ("fno", _TINY_REGRESSOR),
+            "full": ("fno", dict(modes=16, width=48, layers=4, padding=0.125)),
+        },
+        steps={"tiny": TINY_STEPS, "full": 20_000},
+        samplers={"funddps": "surrogate", "ddis": "surrogate"},
+    )
+)
+register(
+    Kind(
+        "inverse",
+        channels=lambda task: (_u_channels(task) + 1, _x_channels(task)),
+        example=_inverse_example,
+        wrap=lambda net, x_norm, u_norm, cfg: nn.InverseNet(net, x_norm, u_norm),
+        loss=lambda task, noise, d: losses.InverseLoss(task.observation.mask),
+        evaluate=_inverse_evaluation,
+        models={
+            "tiny": ("fno", {**_TINY_REGRESSOR, "dropout": 0.1}),
+            "full": ("fno", dict(modes=32, width=128, layers=6, padding=0.125, dropout=0.2)),
+        },
+        steps={"tiny": TINY_STEPS, "full": 20_000},
+        samplers={"mc_dropout": "model"},
+    )
+)
+register(
+    Kind(
+        "fundiff",
+        channels=lambda task: (_x_channels(task) + _u_channels(task) + 1, _x_channels(task)),
+        example=_fundiff_example,
+        wrap=lambda net, x_norm, u_norm, cfg: fundiff.ConditionalFlow(
+            net, x_norm, u_norm, diffusion.GRFNoise() if cfg.noise is None else cfg.noise
+        ),
+        loss=_flow_loss,
+        evaluate=_loss_evaluation("eval_flow_matching_loss"),
+        models={
+            "tiny": ("fno", {**_TINY_REGRESSOR, "embed_dim": 32}),
+            "full": ("fno", dict(modes=32, width=64, layers=4, padding=0.125, embed_dim=128)),
+        },
+        steps={"tiny": TINY_STEPS, "full": 100_000},
+        generative=True,
+        samplers={"fundiff": "model"},
+    )
+)

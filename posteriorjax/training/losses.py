@@ -1,0 +1,61 @@
+"""Training losses `loss_fn(model, key, batch) -> scalar` of the network kinds, and the eval error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+from posteriorjax import diffusion
+from posteriorjax.samplers import fundiff
+
+
+class DiffusionLoss(eqx.Module):
+    """EDM denoising score matching (`diffusion.dsm_loss`) on batches of normalized fields."""
+
+    noise: Any
+    p_mean: float = eqx.field(static=True, default=-1.2)
+    p_std: float = eqx.field(static=True, default=1.2)
+
+    def __call__(self, model, key, batch):
+        return diffusion.dsm_loss(model, key, batch, noise=self.noise, p_mean=self.p_mean, p_std=self.p_std)
+
+
+def surrogate_loss(model, key, batch):
+    """Mean squared error in normalized state units."""
+    x_n, u_n = batch
+    pred = jax.vmap(lambda x, k: model.normalized(x, key=k))(x_n, jr.split(key, x_n.shape[0]))
+    return jnp.mean((pred - u_n) ** 2)
+
+
+class InverseLoss(eqx.Module):
+    """Mean squared error of the inverse network in normalized unknown units, dropout on."""
+
+    mask: jax.Array
+
+    def __call__(self, model, key, batch):
+        y_grid, x = batch
+        keys = jr.split(key, x.shape[0])
+        pred = jax.vmap(lambda y, k: model.normalized(y, self.mask, key=k))(y_grid, keys)
+        return jnp.mean((pred - model.x_norm.normalize(x)) ** 2)
+
+
+class FlowMatchingLoss(eqx.Module):
+    """Conditional flow-matching loss (`samplers.fundiff.flow_matching_loss`) averaged over a batch."""
+
+    mask: jax.Array
+
+    def __call__(self, model, key, batch):
+        x_n, y_grid = batch
+        keys = jr.split(key, x_n.shape[0])
+        per = jax.vmap(lambda x, y, k: fundiff.flow_matching_loss(model, k, x, y, self.mask))
+        return jnp.mean(per(x_n, y_grid, keys))
+
+
+def relative_l2(pred: jax.Array, truth: jax.Array) -> jax.Array:
+    """Mean over the batch of ||pred - truth||_2 / ||truth||_2 (per sample, all channels)."""
+    axes = tuple(range(1, truth.ndim))
+    return jnp.mean(jnp.sqrt(jnp.sum((pred - truth) ** 2, axes) / jnp.sum(truth**2, axes)))

@@ -1,0 +1,145 @@
+"""Training settings: the `TrainConfig` dataclass, its optimizer, and each kind's default config.
+
+`config(task, kind, scale)` is the full ml_collections config of one network (task, backbone,
+diffusion noise, normalization, data, evaluation, `train` section) that `training.run` trains;
+`configs/train/network.py` exposes it on the command line and the sweep trains its networks
+from it. The backbone and full-scale step count come from the kind's registry entry
+(`training.kinds`). ``tiny`` trains in about a minute on one CPU at 16 x 16; ``full`` is sized
+like the published benchmark networks at 128 x 128 and is meant for a GPU. The state
+normalization is estimated from `normalization.num_draws` prior draws (seed
+`normalization.seed`) when the run starts and stored in the model and `provenance.json`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import ml_collections
+import optax
+
+from posteriorjax.training import kinds
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimization and bookkeeping settings (the `config.train` section).
+
+    The optimizer (`make_optimizer`): global-norm clipping at `clip_norm` (0: none), then AdamW
+    with `weight_decay` under a linear warm-up over `warmup_steps` (0: none) and a cosine decay
+    to `end_learning_rate_factor` x `learning_rate` at `num_steps`. The in-memory loops
+    (`loop.scan`) read the optimizer settings, `num_steps` and `batch_size`; `fit` also the
+    EMA, logging, evaluation, checkpoint, seed and progress settings.
+    """
+
+    num_steps: int = 1000
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    warmup_steps: int = 100
+    end_learning_rate_factor: float = 0.01
+    weight_decay: float = 1e-4
+    clip_norm: float = 1.0
+    ema_decay: float = 0.999
+    log_every: int = 50
+    eval_every: int = 500
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 3
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self):
+        for name in (
+            "num_steps",
+            "batch_size",
+            "log_every",
+            "eval_every",
+            "checkpoint_every",
+            "keep_checkpoints",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay: expected a number in [0, 1), got {self.ema_decay!r}")
+        for name in ("warmup_steps", "end_learning_rate_factor", "weight_decay", "clip_norm"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}: expected a non-negative number, got {getattr(self, name)!r}")
+
+
+def schedule(cfg: TrainConfig) -> optax.Schedule:
+    """Linear warm-up to `learning_rate`, then cosine decay to `end_learning_rate_factor` of it."""
+    return optax.warmup_cosine_decay_schedule(
+        0.0,
+        cfg.learning_rate,
+        cfg.warmup_steps,
+        max(cfg.num_steps, cfg.warmup_steps + 1),
+        end_value=cfg.learning_rate * cfg.end_learning_rate_factor,
+    )
+
+
+def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
+    """Global-norm clipping (unless `clip_norm` is 0) then AdamW under `schedule(cfg)`."""
+    clip = [optax.clip_by_global_norm(cfg.clip_norm)] if cfg.clip_norm > 0 else []
+    return optax.chain(*clip, optax.adamw(schedule(cfg), weight_decay=cfg.weight_decay))
+
+
+def train_config(section) -> TrainConfig:
+    """`TrainConfig` from the `config.train` section; unknown keys are an error."""
+    values = section.to_dict() if hasattr(section, "to_dict") else dict(section)
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"config.train: unknown key(s) {unknown}; expected a subset of {sorted(known)}")
+    return TrainConfig(**values)
+
+
+def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDict:
+    """The training config of a `kind` network (`training.kinds`) for `task` at `scale` (tiny | full)."""
+    if scale not in kinds.SCALES:
+        raise ValueError(f"scale: expected one of {kinds.SCALES}, got {scale!r}")
+    entry = kinds.get(kind)
+    tiny = scale == "tiny"
+    c = ml_collections.ConfigDict()
+    c.task = task
+    c.task_options = ml_collections.ConfigDict({"resolution": 16 if tiny else 128})
+    c.kind = kind
+    name, options = copy.deepcopy(entry.models[scale])
+    c.model = ml_collections.ConfigDict({"name": name, "options": options, "seed": 0})
+    c.diffusion = ml_collections.ConfigDict(
+        {
+            "noise": "grf",
+            "noise_alpha": 2.0,
+            "noise_tau": 3.0,
+            "p_mean": -1.2,
+            "p_std": 1.2,
+            "sigma_data": 1.0,
+            "data_scale": 1.0,
+            "rbf_scale": 0.05,
+            "rbf_nugget_std": 0.01,
+        }
+    )
+    c.normalization = ml_collections.ConfigDict({"num_draws": 256, "seed": 0})
+    c.data = ml_collections.ConfigDict({"source": "task", "pool_size": 1024, "seed": 1})
+    c.eval = ml_collections.ConfigDict({"num_examples": 64 if tiny else 256, "seed": 12345})
+    c.train = ml_collections.ConfigDict(_train_section(entry, tiny))
+    return c
+
+
+def _train_section(entry: kinds.Kind, tiny: bool) -> dict:
+    generative = entry.generative
+    return {
+        "num_steps": entry.steps["tiny" if tiny else "full"],
+        "batch_size": 16 if tiny else 32,
+        "learning_rate": 3e-3 if tiny else 2e-4 if generative else 1e-3,
+        "warmup_steps": 20 if tiny else 1000,
+        "end_learning_rate_factor": 0.01,
+        "weight_decay": 1e-4,
+        "clip_norm": 1.0,
+        "ema_decay": 0.99 if tiny else 0.9999 if generative else 0.999,
+        "log_every": 25 if tiny else 200,
+        "eval_every": 100 if tiny else 5000,
+        "checkpoint_every": 100 if tiny else 5000,
+        "keep_checkpoints": 3,
+        "seed": 0,
+        "progress": True,
+    }
