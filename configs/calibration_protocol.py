@@ -15,7 +15,7 @@ the exact posterior, the prior, ES-MDA, pCN, the oracle-prior DPS / FunDPS / DDI
 GRF score, so the sampler's own error is isolated) and the learned Fun-DDPS and MC dropout.
 
 The `synthetic` section is the many-to-one study of "Pointwise metrics mislead"
-(`posteriorjax.bimodal`, run by `experiments.calibration_study`): x = |z| + noise with an
+(`posteriorjax.studies.bimodal`, run by `experiments.calibration_study`): x = |z| + noise with an
 analytic bimodal posterior (modes near +-x, |x| >> sigma); MSE- and MAE-trained MLPs, a
 mixture-density MLP, exact posterior sampling and a mode-sharpened exact sampler compared by
 RMSE (one draw and ensemble mean), CRPS, marginal W1 / variance ratio and conformal
@@ -34,7 +34,8 @@ study with fewer training steps and cases.
 import ml_collections
 
 from configs import base
-from posteriorjax import bimodal, sweep
+from posteriorjax import sweep
+from posteriorjax.studies import bimodal
 
 ORACLE = {"prior": "oracle"}
 

@@ -35,7 +35,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.fd_steps = (1e-2, 3e-3, 1e-3, 3e-4)
     config.perturbation_delta = 1e-3
     config.seed = 0
-    # controlled local inverse problems (posteriorjax.geometry_study): coefficients at the task
+    # controlled local inverse problems (posteriorjax.studies.geometry.controlled): coefficients at the task
     # prior's std (c - c0 = s (L z + residual_std r)), whitened noise N(0, I)
     config.controlled = ml_collections.ConfigDict()
     config.controlled.num_train = 1600
@@ -47,7 +47,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.controlled.ridge = 1e-2
     config.controlled.ood_shift = 0.5  # OOD: every coefficient's mean moved by 0.5 prior std ...
     config.controlled.ood_scale = 1.2  # ... and its spread widened 1.2x
-    # learned estimators (posteriorjax.estimators)
+    # learned estimators (posteriorjax.studies.estimators)
     config.learned = ml_collections.ConfigDict()
     config.learned.configurations = (
         ("Battery M0", "interface_potential", 0),

@@ -2,7 +2,7 @@
 
     python -m experiments.mira_paper --config=configs/mira_paper.py --workdir=DIR
 
-Sections and their sizes: `posteriorjax.mira_paper.default_config` (the paper's L and N
+Sections and their sizes: `posteriorjax.studies.mira_paper.default_config` (the paper's L and N
 where CPU time allows; E.2.2 at the E.5 scale N = 400, L = 500). Writes DIR/mira_paper.md
 and DIR/mira_paper.json. Tiny: fewer conditions and repeats (a smoke run in about a minute).
 """
@@ -10,7 +10,7 @@ and DIR/mira_paper.json. Tiny: fewer conditions and repeats (a smoke run in abou
 import ml_collections
 
 from configs import base
-from posteriorjax import mira_paper
+from posteriorjax.studies import mira_paper
 
 
 def get_config(arg: str | None = None):

@@ -26,7 +26,7 @@ every model (configured, not yet run).
 
 import ml_collections
 
-from posteriorjax.transfer import baselines, data
+from posteriorjax.studies.transfer import baselines, data
 
 LEARNED = ("ufno", "fno", "cno", "deeponet", "gnot", "transolver", "pino")
 

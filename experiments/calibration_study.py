@@ -1,4 +1,4 @@
-"""The synthetic many-to-one study of the calibration protocol (`posteriorjax.bimodal`).
+"""The synthetic many-to-one study of the calibration protocol (`posteriorjax.studies.bimodal`).
 
     python -m experiments.calibration_study --config=configs/calibration_protocol.py --workdir=DIR
 
@@ -14,7 +14,8 @@ from pathlib import Path
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import bimodal, console, parallel
+from posteriorjax import console, parallel
+from posteriorjax.studies import bimodal
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Config with a `synthetic` section.", lock_config=True

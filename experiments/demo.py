@@ -6,7 +6,8 @@ python -m experiments.demo --config=configs/demo.py [--workdir=DIR]
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import console, demo, parallel
+from posteriorjax import console, parallel
+from posteriorjax.studies import demo
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the summary (optional).")

@@ -1,4 +1,4 @@
-"""Reproduce the MIRA paper's synthetic experiments: `posteriorjax.mira_paper`.
+"""Reproduce the MIRA paper's synthetic experiments: `posteriorjax.studies.mira_paper`.
 
     python -m experiments.mira_paper --config=configs/mira_paper.py --workdir=DIR
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import mira_paper
+from posteriorjax.studies import mira_paper
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "configs/mira_paper.py", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.")

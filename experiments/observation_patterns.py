@@ -2,14 +2,14 @@
 
     python -m experiments.observation_patterns --config=configs/observation_patterns.py[:tiny] --workdir=DIR
 
-See `posteriorjax.transfer.pipeline.run` and `configs/observation_patterns.py`.
+See `posteriorjax.studies.transfer.pipeline.run` and `configs/observation_patterns.py`.
 """
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from posteriorjax import console, parallel
-from posteriorjax.transfer import pipeline
+from posteriorjax.studies.transfer import pipeline
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds results).")

@@ -21,7 +21,7 @@ from absl import app, flags
 
 from posteriorjax import nn
 from posteriorjax.nn.pdeobs import parameter_count
-from posteriorjax.transfer import models
+from posteriorjax.studies.transfer import models
 
 _RESOLUTION = flags.DEFINE_integer("resolution", 128, "Grid points per axis.")
 _COMPILE = flags.DEFINE_bool("compile", False, "Also compile one nine-view training step per model.")

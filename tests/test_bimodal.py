@@ -5,7 +5,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import bimodal
+from posteriorjax.studies import bimodal
 
 SMALL = dict(
     num_train=2048, num_calibration=200, num_test=400, num_samples=32, width=32, num_steps=400, batch_size=128

@@ -8,9 +8,9 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import estimators as est
 from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
+from posteriorjax.studies import estimators as est
 
 M, N_TRAIN, N_CAL, N_TEST = 6, 300, 200, 200
 CONFIG = est.train_config(num_steps=200, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
@@ -186,7 +186,7 @@ def test_layout_views_follow_the_task_observation():
 @pytest.mark.slow
 def test_geometry_experiment_runs_end_to_end_at_tiny_scale(tmp_path):
     from configs.geometry import get_config
-    from experiments import geometry as experiment
+    from posteriorjax.studies.geometry import study as experiment
 
     config = get_config("tiny")
     config.learned.estimators = ("mlp", "gru")

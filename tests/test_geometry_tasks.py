@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from posteriorjax import geometry_study as study
 from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
+from posteriorjax.studies.geometry import controlled as study
 from posteriorjax.tasks import interface
 
 
@@ -162,7 +162,7 @@ def test_controlled_battery_and_meltpool_reproduce_the_paper_verdicts(x64):
 
 
 def test_ridge_baseline_is_the_regularized_normal_equations():
-    from posteriorjax import estimators as est
+    from posteriorjax.studies import estimators as est
 
     rng = np.random.default_rng(3)
     y = rng.standard_normal((50, 6)) * np.arange(1, 7) + 2.0
@@ -178,7 +178,7 @@ def test_ridge_baseline_is_the_regularized_normal_equations():
 
 
 def test_field_nrmse_of_a_constant_field():
-    from posteriorjax import estimators as est
+    from posteriorjax.studies import estimators as est
 
     rng = np.random.default_rng(4)
     truth = rng.standard_normal((300, 3))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from posteriorjax import mira_paper
+from posteriorjax.studies import mira_paper
 
 
 @pytest.mark.slow

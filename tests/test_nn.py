@@ -11,7 +11,7 @@ import optax
 import pytest
 
 from posteriorjax import nn
-from posteriorjax.transfer import models as transfer_models
+from posteriorjax.studies.transfer import models as transfer_models
 
 SMALL = {
     "fno": dict(modes=4, width=8, layers=2, projection=16),

@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from posteriorjax.transfer import baselines, data, pipeline, protocol
+from posteriorjax.studies.transfer import baselines, data, pipeline, protocol
 
 N = 32
 M = 16  # grid of the baseline tests

@@ -2,7 +2,7 @@
 
 `_reference_mask` is a transcription of the public PDE-OBS derivation
 (`schema.derive_seed`, `dataset._mask`, `masks.py` at commit 4610219d) written
-from its description, independently of `posteriorjax.transfer.masks`.
+from its description, independently of `posteriorjax.studies.transfer.masks`.
 """
 
 import hashlib
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from posteriorjax.grids import Grid
-from posteriorjax.transfer import data
-from posteriorjax.transfer import masks as M
+from posteriorjax.studies.transfer import data
+from posteriorjax.studies.transfer import masks as M
 
 MASK_SEED = 20260804
 IDENTITY = "seed-20260804/darcy/dirichlet/smooth_grf/medium/000123"

@@ -7,8 +7,8 @@ import jax.random as jr
 import numpy as np
 import pytest
 
+from posteriorjax.studies.transfer import data, models
 from posteriorjax.tasks import fields
-from posteriorjax.transfer import data, models
 
 RES = 16
 TINY_FNO = dict(scale="tiny", steps=3, batch_size=4, model=dict(width=4, modes=3, layers=1))

@@ -19,7 +19,7 @@ import jax.random as jr
 import numpy as np
 
 from bench.common import best_time, record
-from posteriorjax.transfer import data, models
+from posteriorjax.studies.transfer import data, models
 
 
 def _dataset(n: int, num_train: int) -> data.Dataset:

@@ -67,8 +67,8 @@ import numpy as np
 
 from posteriorjax import observations
 from posteriorjax.grids import Grid
+from posteriorjax.studies.transfer import masks as pdeobs_masks
 from posteriorjax.tasks import fields
-from posteriorjax.transfer import masks as pdeobs_masks
 
 VIEWS = ("R50", "H", "V", "CL", "BL", "LI", "BD", "R65", "R80")
 DENSITY_VIEWS = ("random20", "random35", "random50", "random65", "random80")

@@ -31,7 +31,7 @@ import jax.random as jr
 import numpy as np
 
 from posteriorjax import results
-from posteriorjax.transfer import baselines, data, protocol, report
+from posteriorjax.studies.transfer import baselines, data, protocol, report
 
 DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
 
@@ -40,7 +40,7 @@ def backend(name: str):
     """The module (`baselines` or `models`) that implements model `name`."""
     if name in baselines.MODELS:
         return baselines
-    from posteriorjax.transfer import models
+    from posteriorjax.studies.transfer import models
 
     if name in models.MODELS + models.VARIANTS:
         return models
@@ -49,7 +49,7 @@ def backend(name: str):
 
 def available_models() -> tuple[str, ...]:
     """Baselines, then the learned models and our variants."""
-    from posteriorjax.transfer import models
+    from posteriorjax.studies.transfer import models
 
     return (*baselines.MODELS, *models.MODELS, *models.VARIANTS)
 

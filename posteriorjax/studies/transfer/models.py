@@ -71,8 +71,8 @@ from posteriorjax import nn, training
 from posteriorjax.physics import burgers, heat
 from posteriorjax.physics import navier_stokes as ns
 from posteriorjax.physics import reaction_diffusion as rd
+from posteriorjax.studies.transfer import data
 from posteriorjax.tasks import fields
-from posteriorjax.transfer import data
 
 MODELS = ("ufno", "fno", "cno", "deeponet", "gnot", "transolver", "pino")
 VARIANTS = ("uno",)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posteriorjax.transfer import baselines, data, protocol
+from posteriorjax.studies.transfer import baselines, data, protocol
 
 PUBLISHED_MEDIAN_CD = {
     "darcy_field": 13.45,
@@ -478,7 +478,7 @@ def write(workdir, config=None) -> dict:
     With `config`, only its families and models are reported, in its order;
     otherwise every stored block file.
     """
-    from posteriorjax.transfer import pipeline
+    from posteriorjax.studies.transfer import pipeline
 
     workdir = Path(workdir)
     files = sorted((workdir / "blocks").glob("*.json"))

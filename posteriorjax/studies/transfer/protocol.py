@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from posteriorjax.transfer.data import DENSITIES, DENSITY_VIEWS, VIEWS
+from posteriorjax.studies.transfer.data import DENSITIES, DENSITY_VIEWS, VIEWS
 
 LAYOUT_GROUPS = (("R50", "H", "V", "CL"), ("BL", "LI", "BD"))
 EPS = 1e-12

@@ -1,0 +1,377 @@
+"""The observation-geometry study: the interface tasks' geometry, controlled local inverse
+problems, learned estimators (`python -m experiments.geometry --config=configs/geometry.py[:tiny]`).
+
+The controlled problems live in `controlled`, the learned families in
+`posteriorjax.studies.estimators`; `run(config, workdir)` runs the sections of the config and
+writes the reports (`summary.md`, `results.json`, `figures/`):
+
+* Table 1 (`config.configurations`, the paper's reference configurations):
+  observations p, coordinate-wise blind coefficients, retained / below-threshold
+  counts at `config.resolution` and `config.refine_resolution`, exact rank, the
+  first below-threshold normalized singular value, repeated nonzero singular
+  values (whose basis is the LAPACK SVD's, recorded in `results.json`), the
+  finite-perturbation ratio along v_m (`metrics.geometry.perturbation_ratio`,
+  normalized by s_1 and absolute, at `config.perturbation_delta`), the central
+  finite-difference check; beside the paper's counts. `figures/spectra.png`:
+  the normalized spectra with tau.
+* Table 2: ridge and TSVD on the controlled problems (`controlled.controlled`,
+  coefficients at the task prior's std against the task's noise), ID and OOD.
+* Tables 3 / 4 (`config.learned`): every family on every learning configuration,
+  ID and OOD, field NRMSE (the interface field chi rendered from the predicted
+  coefficients against the true one; `estimators.field_nrmse`) and coefficient
+  NRMSE (OOD: `tasks.interface.shifted_prior`), seed means with macro-averages
+  over families and the linear ridge baseline (`estimators.ridge_baseline`, same
+  splits); per confidence rule over all (configuration, family, split)
+  combinations: pass count (no below-threshold claim at the rule's operating
+  point and sCRS > 0), combinations with below-threshold claims, mean sCRS,
+  CRC-AUC, geometric AUROC, D and D / D_geometric. Operating points (scale-free,
+  calibration split only): validation: NRMSE_i <= delta; spread: member std /
+  coordinate std <= delta; conformal: half-width / std <= z delta (z the
+  standard normal quantile of the level: the half-width of a Gaussian residual
+  of NRMSE delta); geometric: the retained directions; none: all.
+  `figures/learned_*.png`: seed-mean Y and Z curves against the random reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+from scipy.stats import norm
+
+from posteriorjax import tasks
+from posteriorjax.metrics import geometry as geo
+from posteriorjax.studies import estimators as est
+from posteriorjax.studies.geometry import controlled
+from posteriorjax.tasks import interface
+
+# the paper's Table 1 (retained / below at 64², tau = 0.05) and Table 2 (sCRS), to print beside ours
+PAPER_TABLE1 = {"Battery": "12 / 5", "Melt-pool": "9 / 8", "Flooding": "12 / 5 (s13 = 0.039)"}
+PAPER_TABLE2 = {
+    "Battery": "ridge OOD 0.669; val 0, oracle 1.00; TSVD+oracle 0.40",
+    "Melt-pool": "ridge OOD 0.140; val 0, oracle 1.00; TSVD+oracle 0.875",
+    "Flooding": "ridge OOD 0.054; val 0, oracle 1.00; TSVD+oracle 1.00",
+}
+RULES = ("validation", "spread", "conformal", "oracle", "none")
+SCRS = ("none", "validation", "oracle")
+SELECTION = ("crc_auc", "geometric_auroc", "excess_abstention")
+
+
+def build_task(name: str, frames: int, resolution: int, **overrides):
+    return tasks.get(name, resolution=resolution, frames=frames, **overrides)
+
+
+def analyze_task(task, tau: float):
+    fn, c0, cov = interface.observation_map(task)
+    fn = jax.jit(fn)
+    c0 = jnp.asarray(c0, jnp.float64)
+    return geo.analyze(fn, c0, noise_cov=cov, tau=tau), fn, c0, np.asarray(cov, np.float64)
+
+
+def repeated(g: geo.Geometry, rtol: float = 1e-6) -> list[list[int]]:
+    """Index pairs (i, i + 1) of nonzero singular values equal to `rtol` s_1."""
+    s = g.singular_values
+    return [[i, i + 1] for i in range(s.size - 1) if s[i + 1] > 0 and s[i] - s[i + 1] <= rtol * s[0]]
+
+
+def _mean_score(scores) -> str:
+    vals = [s.value for s in scores if s.defined]
+    if not vals:
+        return f"undefined ({scores[0].reason})"
+    text = f"{np.mean(vals):.3f}"
+    return text if len(vals) == len(scores) else f"{text} ({len(scores) - len(vals)} undefined)"
+
+
+def _mean_std(values) -> str:
+    v = np.asarray(values, np.float64)
+    return f"{np.mean(v):.3f} ± {np.std(v):.3f}"
+
+
+def _table(header: list[str], rows: list[str]) -> str:
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *rows])
+
+
+def _plot_spectra(path: Path, spectra: dict, tau: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for label, s in spectra.items():
+        s = np.asarray(s)
+        ax.semilogy(np.arange(1, s.size + 1), np.where(s > 0, s, np.nan), "o-", ms=3, label=label)
+    ax.axhline(tau, color="k", ls="--", lw=1, label=f"tau = {tau}")
+    ax.set(xlabel="direction i", ylabel="s_i / s_1 (zeros not drawn)", ylim=(1e-4, 1.5))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _plot_learned(path: Path, label: str, runs: list[dict]) -> None:
+    """Seed-mean Y and Z curves of every confidence rule against claim coverage, with the random reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    rules = list(runs[0]["selection"])
+    first = runs[0]["selection"][rules[0]]
+    for rule in rules:
+        sels = [r["selection"][rule] for r in runs]
+        axes[0].plot(first.coverage, np.mean([s.recovery_yield for s in sels], axis=0), label=rule)
+        if first.abstention is not None:
+            axes[1].plot(first.coverage, np.mean([s.abstention for s in sels], axis=0), label=rule)
+    axes[0].plot(
+        first.coverage, np.mean([r["selection"][rules[0]].recovery_yield_random for r in runs], axis=0),
+        "k--", label="random",
+    )  # fmt: skip
+    if first.abstention is not None:
+        axes[1].plot(first.coverage, first.abstention_random, "k--", label="random")
+    else:
+        axes[1].text(0.5, 0.5, "no below-threshold directions", ha="center", transform=axes[1].transAxes)
+    axes[0].set(xlabel="claim coverage j/m", ylabel="recovery yield Y", title=label)
+    axes[1].set(xlabel="claim coverage j/m", ylabel="below-threshold abstention Z")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def reference(config) -> tuple[str, dict, dict]:
+    """Table 1 and the geometries of `config.configurations`."""
+    rows, out, geoms = [], {}, {}
+    for label, name, frames in config.configurations:
+        task = build_task(name, frames, config.resolution)
+        g, fn, c0, cov = analyze_task(task, config.tau)
+        g_coarse, *_ = analyze_task(build_task(name, frames, config.refine_resolution), config.tau)
+        fd = geo.finite_difference_check(fn, c0, g.jacobian, steps=tuple(config.fd_steps))
+        ratio = geo.perturbation_ratio(fn, c0, g, noise_cov=cov, delta=config.perturbation_delta)
+        blind = geo.coordinate_blind(g, cov)
+        first_below = g.normalized[g.num_retained] if g.num_below else float("nan")
+        rep = repeated(g)
+        rows.append(
+            f"| {label} ({name} F{frames}) | {task.num_observations} | {int(blind.sum())} | "
+            f"{g.num_retained} / {g.num_below} | {PAPER_TABLE1.get(label, '–')} | {g.rank} | "
+            f"{first_below:.3f} | {g_coarse.num_retained} / {g_coarse.num_below} | {len(rep)} | "
+            f"{ratio['normalized']:.1e} / {ratio['ratio']:.1e} | {min(fd['relative_error']):.1e} |"
+        )
+        out[label] = {
+            "task": name, "frames": frames, "geometry": g.summary(), "coarse": g_coarse.summary(),
+            "coordinate_blind": blind.tolist(), "perturbation_ratio": ratio, "fd": fd,
+            "repeated_singular_values": rep, "V": g.V.tolist(),
+        }  # fmt: skip
+        geoms[label] = (task, g, cov)
+    header = [
+        "configuration", "p", "coordinate-wise blind", f"retained / below ({config.resolution}²)", "paper",
+        "exact rank", "first below s_i/s_1", f"retained / below ({config.refine_resolution}²)",
+        "repeated s_i", f"ratio along v_m, /s_1 / abs. (delta {config.perturbation_delta:g})",
+        "FD rel. error",
+    ]  # fmt: skip
+    return _table(header, rows), out, geoms
+
+
+def controlled_table(config, geoms: dict, path: Path | None) -> tuple[str, dict]:
+    cfg = config.controlled
+    rows, out = [], {}
+    for label, (task, g, cov) in geoms.items():
+        per_seed = [
+            controlled.controlled(
+                g,
+                cov,
+                np.asarray(task.prior.std, np.float64),
+                seed=config.seed + s,
+                sizes=(cfg.num_train, cfg.num_val, cfg.num_test),
+                latent_dim=cfg.latent_dim,
+                residual=cfg.residual_std,
+                ridge=cfg.ridge,
+                ood_shift=cfg.ood_shift,
+                ood_scale=cfg.ood_scale,
+                delta=config.delta,
+            )  # fmt: skip
+            for s in range(cfg.num_seeds)
+        ]
+        out[label] = {}
+        for name in ("ridge", "tsvd"):
+            out[label][name] = {}
+            for split in ("id", "ood"):
+                runs = [r[name][split] for r in per_seed]
+                sels = [r["selection"] for r in runs]
+                rows.append(
+                    f"| {label} | {name} | {split.upper()} | {_mean_std([r['nrmse'] for r in runs])} | "
+                    f"{np.mean([r['hits'] for r in runs]):.1f} / {g.num_retained} | "
+                    f"{np.mean([r['claimed_below'] for r in runs]):.1f} / {g.num_below} | "
+                    + " | ".join(_mean_score([r[f"scrs_{k}"] for r in runs]) for k in SCRS)
+                    + " | "
+                    + " | ".join(_mean_score([getattr(s, k) for s in sels]) for k in SELECTION)
+                    + " |"
+                    + (f" {PAPER_TABLE2.get(label, '')} |" if (name, split) == ("ridge", "id") else " |")
+                )
+                out[label][name][split] = {
+                    "nrmse": [r["nrmse"] for r in runs],
+                    "hits": [r["hits"] for r in runs],
+                    "claimed_below": [r["claimed_below"] for r in runs],
+                    "scrs": {k: [r[f"scrs_{k}"].value for r in runs] for k in SCRS},
+                }
+    header = [
+        "configuration", "estimator", "split", "coeff. NRMSE", "hits / retained", "val. claims below",
+        "sCRS none", "sCRS validation", "sCRS oracle", "CRC-AUC", "geometric AUROC", "D", "paper",
+    ]  # fmt: skip
+    return _table(header, rows), out
+
+
+def _interface_field(c, *, grid, width):
+    return interface.indicator(c, grid, width)
+
+
+def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray:
+    """The rule's operating point (see module doc): bool claims `(m,)` from its confidence `u`."""
+    if rule == "validation" or rule == "spread":
+        return -u <= delta
+    if rule == "conformal":
+        return -u / 2 <= norm.ppf(0.5 + level / 2) * delta
+    if rule == "oracle":
+        return u > 0.5
+    return np.ones(u.size, bool)
+
+
+def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
+    """Tables 3 and 4 (see module doc) and the per-seed results."""
+    cfg = config.learned
+    train_config = est.train_config(
+        num_steps=cfg.num_steps, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+    )  # fmt: skip
+    base = jr.fold_in(jr.key(config.seed), 1)
+    rows3, combos, results = [], {rule: [] for rule in RULES}, {}
+    for ci, (label, name, frames) in enumerate(cfg.configurations):
+        task = build_task(name, frames, config.resolution)
+        shift = {"prior_shift": cfg.ood_shift, "prior_scale": cfg.ood_scale}
+        ood = build_task(name, frames, config.resolution, **shift)
+        with jax.enable_x64(True):
+            g, *_ = analyze_task(task, config.tau)
+        out = est.run_configuration(
+            jr.fold_in(base, ci), task, g, estimators=tuple(cfg.estimators),
+            sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test), num_seeds=cfg.num_seeds,
+            num_members=cfg.num_members, options={k: dict(v) for k, v in cfg.options.items()},
+            config=train_config, level=cfg.level, delta=config.delta, ood_task=ood, baseline=True,
+            field=functools.partial(_interface_field, grid=task.grid, width=task.physics.width),
+        )  # fmt: skip
+        ridge = out.pop("baseline")["ridge"]
+        results[label] = {"geometry": g.summary(), "ridge": ridge}
+        macro = {"id": [], "ood": []}
+        for family, res in out.items():
+            runs = res["runs"]
+            cells, rec = [], {}
+            for split in ("id", "ood"):
+                ev = runs if split == "id" else [r["ood"] for r in runs]
+                nrmse = [r["nrmse"] for r in ev]
+                fld = [r["field_nrmse"] for r in ev]
+                val = [r["scrs_validation"].value or 0.0 for r in ev]
+                ora = [r["scrs_oracle"].value or 0.0 for r in ev]
+                macro[split].append((np.mean(fld), np.mean(nrmse), np.mean(val), np.mean(ora)))
+                cells.append(f"{_mean_std(fld)} | {_mean_std(nrmse)} | {np.mean(val):.3f} | "
+                             f"{np.mean(ora):.3f}")  # fmt: skip
+                rec[split] = {"nrmse": nrmse, "field_nrmse": fld, "scrs_validation": val, "scrs_oracle": ora,
+                              "hits": [r["hits"] for r in ev]}  # fmt: skip
+                for r, run in zip(ev, runs, strict=True):
+                    conf = run["confidence"]
+                    for rule in RULES:
+                        u = np.asarray(conf[rule] if rule != "none" else np.ones(g.retained.size))
+                        claimed = _claimed(rule, u, config.delta, cfg.level)
+                        hit = geo.hits(g, r["directional_nrmse"], config.delta)
+                        sel = geo.selection(u, g.retained, hit)
+                        sc = geo.scrs(claimed, g.retained, hit)
+                        combos[rule].append((label, family, split, claimed, sc, sel, g))
+            counts = f"{g.num_retained} / {g.num_below}"
+            rows3.append(f"| {label} | {family} | {counts} | {cells[0]} | {cells[1]} |")
+            results[label][family] = rec | {"final_loss": res["final_loss"].tolist()}
+            if path:
+                _plot_learned(path / "figures" / f"learned_{label.replace(' ', '_')}_{family}.png",
+                              f"{label} {family}", runs)  # fmt: skip
+        m_id, m_ood = np.mean(macro["id"], axis=0), np.mean(macro["ood"], axis=0)
+        rows3.append(
+            f"| {label} | **macro-average** | {g.num_retained} / {g.num_below} | "
+            + " | ".join(f"{v:.3f}" for v in (*m_id, *m_ood))
+            + " |"
+        )
+        rows3.append(
+            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | {ridge['field_id']:.3f} | "
+            f"{ridge['id']:.3f} | – | – | {ridge['field_ood']:.3f} | {ridge['ood']:.3f} | – | – |"
+        )
+    rows4 = []
+    for rule, items in combos.items():
+        # one combination = (configuration, family, split): seed means of its claims and scores
+        keys = sorted({(a, b, c) for a, b, c, *_ in items})
+        passes = overclaims = 0
+        scrs_m, crc, auc, d, dr = [], [], [], [], []
+        for key in keys:
+            sub = [it for it in items if it[:3] == key]
+            below = np.mean([np.sum(it[3] & ~it[6].retained) for it in sub])
+            mean_scrs = np.mean([it[4].value or 0.0 for it in sub])
+            overclaims += below > 0
+            passes += below == 0 and mean_scrs > 0
+            scrs_m.append(mean_scrs)
+            for it in sub:
+                sel, gg = it[5], it[6]
+                if sel.crc_auc.defined:
+                    crc.append(sel.crc_auc.value)
+                if sel.geometric_auroc.defined:
+                    auc.append(sel.geometric_auroc.value)
+                if sel.excess_abstention.defined:
+                    d.append(sel.excess_abstention.value)
+                    dr.append(sel.excess_abstention.value / (gg.num_retained / (2 * gg.retained.size)))
+        rows4.append(
+            f"| {rule} | {passes} / {len(keys)} | {overclaims} | {np.mean(scrs_m):.3f} | "
+            + " | ".join(_mean_std(v) if v else "undefined" for v in (crc, auc, d, dr))
+            + " |"
+        )
+    t3 = _table(
+        ["configuration", "family", "retained / below", "ID field NRMSE", "ID coeff. NRMSE", "ID sCRS val.",
+         "ID sCRS oracle", "OOD field NRMSE", "OOD coeff. NRMSE", "OOD sCRS val.", "OOD sCRS oracle"], rows3,
+    )  # fmt: skip
+    t4 = _table(
+        ["rule", "passes", "combinations with below-threshold claims", "mean sCRS", "CRC-AUC",
+         "geometric AUROC", "D", "D / D_geometric"], rows4,
+    )  # fmt: skip
+    return t3, t4, results
+
+
+def run(config, workdir: str | None = None) -> dict:
+    path = Path(workdir) if workdir else None
+    if path:
+        (path / "figures").mkdir(parents=True, exist_ok=True)
+        (path / "config.json").write_text(config.to_json(indent=2))
+    results = {}
+    with jax.enable_x64(True):
+        t1, results["reference"], geoms = reference(config)
+        t2, results["controlled"] = controlled_table(config, geoms, path)
+    if path:
+        spectra = {label: g.normalized for label, (_, g, _) in geoms.items()}
+        _plot_spectra(path / "figures" / "spectra.png", spectra, config.tau)
+    text = (
+        f"## Table 1: observation geometry (tau = {config.tau}, m = 17)\n\n{t1}\n\n"
+        f"## Table 2: controlled local inverse problems ({config.controlled.num_seeds} seeds, "
+        f"{config.controlled.num_train}/{config.controlled.num_val}/{config.controlled.num_test}, "
+        f"OOD shift {config.controlled.ood_shift} std, scale x{config.controlled.ood_scale})\n\n{t2}\n"
+    )
+    if config.learned.configurations:
+        t3, t4, results["learned"] = learned(config, path)
+        lc = config.learned
+        text += (
+            f"\n## Table 3: learned estimators, ID and OOD ({lc.num_seeds} seeds x {lc.num_members} members, "
+            f"{lc.num_train}/{lc.num_calibration}/{lc.num_test}, {lc.num_steps} steps)\n\n{t3}\n\n"
+            f"## Table 4: direction-selection rules (all configurations x families x splits)\n\n{t4}\n"
+        )
+    print(text)
+    if path:
+        (path / "summary.md").write_text(text)
+        (path / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    return results
