@@ -56,7 +56,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr
 from jax.scipy.stats import norm
 
-from posteriorjax import training
+from posteriorjax import checks, training
 from posteriorjax.metrics import calibration, scoring
 
 MODELS = ("point", "point_mae", "mixture", "generative", "generative_sharp")
@@ -72,11 +72,9 @@ class Problem:
     noise_std: float = 0.05
 
     def __post_init__(self):
-        if not isinstance(self.dim, int) or self.dim < 1:
-            raise ValueError(f"dim: expected a positive integer, got {self.dim!r}")
+        checks.positive_int("dim", self.dim)
         for name in ("prior_std", "noise_std"):
-            if not float(getattr(self, name)) > 0:
-                raise ValueError(f"{name}: expected a positive number, got {getattr(self, name)!r}")
+            checks.positive(name, getattr(self, name))
 
     @functools.partial(jax.jit, static_argnums=(0, 2))
     def simulate(self, key, num: int) -> tuple[jax.Array, jax.Array]:

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import nn, training
+from posteriorjax import checks, nn, training
 from posteriorjax.metrics import calibration
 from posteriorjax.metrics import geometry as geo
 
@@ -313,8 +313,7 @@ def simulate(key, task, num: int, *, batch_size: int = 64) -> tuple[jax.Array, j
 
     Sample i uses `fold_in(key, i)` (so the split into chunks never changes it).
     """
-    if not (isinstance(num, int) and num >= 1):
-        raise ValueError(f"num: expected a positive integer, got {num!r}")
+    checks.positive_int("num", num)
 
     def one(i):
         k_prior, k_noise = jr.split(jr.fold_in(key, i))

@@ -28,7 +28,6 @@ from posteriorjax.training.losses import (
     DiffusionLoss,
     FlowMatchingLoss,
     InverseLoss,
-    relative_l2,
     surrogate_loss,
 )
 from posteriorjax.training.run import NOISE_OPTIONS, Setup, build, build_model, run
@@ -57,7 +56,6 @@ __all__ = [
     "make_optimizer",
     "make_step",
     "parameter_digest",
-    "relative_l2",
     "run",
     "scan",
     "scan_ensemble",

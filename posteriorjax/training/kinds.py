@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import diffusion, nn
+from posteriorjax.metrics import posterior
 from posteriorjax.samplers import fundiff
 from posteriorjax.training import losses
 
@@ -139,13 +140,15 @@ def _loss_evaluation(name):
 
 def _surrogate_evaluation(loss_fn, held_out, x_norm, u_norm, task, key):
     x_held, u_held = x_norm.denormalize(held_out[0]), u_norm.denormalize(held_out[1])
-    return lambda m: {"eval_relative_l2": losses.relative_l2(jax.vmap(m)(x_held), u_held)}
+    return lambda m: {"eval_relative_l2": jnp.mean(posterior.relative_l2(jax.vmap(m)(x_held), u_held))}
 
 
 def _inverse_evaluation(loss_fn, held_out, x_norm, u_norm, task, key):
     mask = task.observation.mask
     return lambda m: {
-        "eval_relative_l2": losses.relative_l2(jax.vmap(lambda y: m(y, mask))(held_out[0]), held_out[1])
+        "eval_relative_l2": jnp.mean(
+            posterior.relative_l2(jax.vmap(lambda y: m(y, mask))(held_out[0]), held_out[1])
+        )
     }
 
 

@@ -53,9 +53,3 @@ class FlowMatchingLoss(eqx.Module):
         keys = jr.split(key, x_n.shape[0])
         per = jax.vmap(lambda x, y, k: fundiff.flow_matching_loss(model, k, x, y, self.mask))
         return jnp.mean(per(x_n, y_grid, keys))
-
-
-def relative_l2(pred: jax.Array, truth: jax.Array) -> jax.Array:
-    """Mean over the batch of ||pred - truth||_2 / ||truth||_2 (per sample, all channels)."""
-    axes = tuple(range(1, truth.ndim))
-    return jnp.mean(jnp.sqrt(jnp.sum((pred - truth) ** 2, axes) / jnp.sum(truth**2, axes)))

@@ -18,6 +18,7 @@ import dataclasses
 import ml_collections
 import optax
 
+from posteriorjax import checks
 from posteriorjax.training import kinds
 
 
@@ -56,9 +57,7 @@ class TrainConfig:
             "checkpoint_every",
             "keep_checkpoints",
         ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+            checks.positive_int(name, getattr(self, name))
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay: expected a number in [0, 1), got {self.ema_decay!r}")
         for name in ("warmup_steps", "end_learning_rate_factor", "weight_decay", "clip_norm"):

@@ -48,6 +48,8 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 
+from posteriorjax.metrics import posterior
+
 MODELS = ("rbf", "gappy_pod")
 DEFAULTS = {
     "rbf": {
@@ -262,17 +264,10 @@ def _snapshots(targets: np.ndarray, dataset, forecast: bool) -> np.ndarray:
     return np.concatenate([np.asarray(dataset.observed).reshape(n, -1), targets.reshape(n, -1)], axis=1)
 
 
-def _relative_errors(pred, target):
-    """Per-record relative L2 `(..., N)` over (C, H, W)."""
-    axes = (-3, -2, -1)
-    num = jnp.sqrt(jnp.sum((pred - target) ** 2, axis=axes))
-    return num / jnp.maximum(jnp.sqrt(jnp.sum(target**2, axis=axes)), 1e-12)
-
-
 def _selection_error(models, inputs, targets):
     """Mean held-out relative L2 `(V,)` of one candidate (V = 1) on each view's inputs `(V, N, 2, H, W)`."""
     pred = jax.vmap(lambda x: predict(models, x)[0])(inputs)  # (V, N, C, H, W)
-    return np.asarray(jnp.mean(_relative_errors(pred, targets[None]), axis=-1))
+    return np.asarray(jnp.mean(jax.vmap(posterior.relative_l2, (0, None))(pred, targets), axis=-1))
 
 
 def fit_views(key, model_name: str, inputs, targets, *, config=None, dataset=None):

@@ -65,7 +65,7 @@ from pathlib import Path
 import equinox as eqx
 import numpy as np
 
-from posteriorjax import observations
+from posteriorjax import checks, observations
 from posteriorjax.grids import Grid
 from posteriorjax.studies.transfer import masks as pdeobs_masks
 from posteriorjax.tasks import fields
@@ -159,12 +159,6 @@ def _check_family(family: str) -> None:
         raise ValueError(f"family: expected one of {FAMILIES}, got {family!r}")
 
 
-def _positive(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    return int(value)
-
-
 def record_ids(split: int, regime: np.ndarray, index: np.ndarray) -> np.ndarray:
     """Stable record ids `(3 split + regime) 2^24 + index`, int64."""
     return ((3 * split + np.asarray(regime, np.int64)) * RECORD_BLOCK + np.asarray(index, np.int64)).astype(
@@ -235,9 +229,9 @@ def make_dataset(
     Returns a `Dataset` with the train records first, then the test records.
     """
     _check_family(family)
-    resolution = _positive(resolution, "resolution")
-    num_train = _positive(num_train, "num_train")
-    num_test = _positive(num_test, "num_test")
+    resolution = checks.positive_int("resolution", resolution)
+    num_train = checks.positive_int("num_train", num_train)
+    num_test = checks.positive_int("num_test", num_test)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
     if mask_scheme not in MASK_SCHEMES:

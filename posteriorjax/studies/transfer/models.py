@@ -64,10 +64,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import numpy as np
 import optax
 
-from posteriorjax import nn, training
+from posteriorjax import checks, nn, training
+from posteriorjax.metrics import posterior
 from posteriorjax.physics import burgers, heat
 from posteriorjax.physics import navier_stokes as ns
 from posteriorjax.physics import reaction_diffusion as rd
@@ -125,9 +125,7 @@ class FitConfig:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "chunk"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+            checks.positive_int(name, getattr(self, name))
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer: expected one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
@@ -363,13 +361,6 @@ class PinoResidual(eqx.Module):
         return jax.lax.switch(regime, branches, pred, condition)
 
 
-def relative_l2(pred: jax.Array, target: jax.Array) -> jax.Array:
-    """Mean over records of ||pred - target||_2 / max(||target||_2, 1e-12), all channels jointly."""
-    axes = tuple(range(1, target.ndim))
-    num = jnp.sqrt(jnp.sum((pred - target) ** 2, axes))
-    return jnp.mean(num / jnp.maximum(jnp.sqrt(jnp.sum(target**2, axes)), 1e-12))
-
-
 def batch_order(key, num_records: int, steps: int, batch_size: int) -> jax.Array:
     """Record indices `(steps, batch_size)`.
 
@@ -402,7 +393,7 @@ def _train_chunk(optimizer, residual, weight, nets, opt_state, inputs, targets, 
 
     def loss_fn(net, idx, x_view):
         pred = jax.vmap(TransferModel(net, in_scale, out_scale))(x_view[idx])
-        loss = relative_l2(pred, targets[idx])
+        loss = jnp.mean(posterior.relative_l2(pred, targets[idx]))
         if residual is not None:
             loss = loss + weight * jnp.mean(jax.vmap(residual)(pred, condition[idx], regime[idx]))
         return loss
