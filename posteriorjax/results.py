@@ -36,6 +36,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from posteriorjax.sweep.store import row_key
+
 # columns of the main table: (metric key, header); all lower-is-better
 TABLE_METRICS: tuple[tuple[str, str], ...] = (
     ("mean_error", "Mean"),
@@ -48,10 +50,6 @@ TABLE_METRICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _row_key(record: dict) -> tuple:
-    return (record["task"], record["sampler"], tuple(sorted(record["hparams"].items())))
-
-
 def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
     """Mean, std (ddof 1) and count over cases and seeds per (task, sampler, hparams).
 
@@ -60,7 +58,7 @@ def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
     """
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
-        groups[_row_key(r)].append(r)
+        groups[row_key(r)].append(r)
     rows = []
     for (task, sampler, hparams), recs in groups.items():
         row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "count": len(recs)}
@@ -177,7 +175,7 @@ def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATIO
 
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
-        groups[_row_key(r)].append(r)
+        groups[row_key(r)].append(r)
     rows = []
     for (task, sampler, hparams), recs in groups.items():
         recs = sorted(recs, key=lambda r: (r["case"], r["seed"]))
