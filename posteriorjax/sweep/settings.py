@@ -40,6 +40,8 @@ from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, parse_spec
 
 DIAGNOSTICS = ("pde_residual", "alpha")
 SAMPLER_KEYS = ("sampler", "options", "axes", "networks", "task_options", "tasks")
+# a sampler entry's defaults: the entry's label names the sampler; `tasks` None = every task
+SAMPLER_DEFAULTS = {"options": {}, "axes": {}, "networks": {}, "task_options": {}, "tasks": None}
 __all__ = ["NETWORK_KINDS", "CalibrationSettings", "SamplerEntry", "Settings", "TrainingSettings"]
 
 
@@ -169,22 +171,23 @@ class SamplerEntry:
         unknown = sorted(set(raw) - set(SAMPLER_KEYS))
         if unknown:
             raise ValueError(f"{where}: unknown key(s) {unknown}; expected a subset of {SAMPLER_KEYS}")
-        name = raw.get("sampler", label)
+        raw = {**SAMPLER_DEFAULTS, "sampler": label, **{k: v for k, v in raw.items() if v is not None}}
+        name = raw["sampler"]
         if name not in samplers.names():
             raise ValueError(f"{where}: unknown sampler {name!r}; registered: {samplers.names()}")
         allowed = samplers.options(name)
-        options = as_dict(raw.get("options"))
+        options = as_dict(raw["options"])
         unknown = sorted(set(options) - set(allowed))
         if unknown:
             raise ValueError(
                 f"{where}.options: sampler {name!r} has no option(s) {unknown}; options: {allowed}"
             )
-        axes = {k: tuple(v) for k, v in as_dict(raw.get("axes")).items()}
+        axes = {k: tuple(v) for k, v in as_dict(raw["axes"]).items()}
         for axis, values in axes.items():
             if len(values) == 0:
                 raise ValueError(f"{where}.axes.{axis}: axis has no values")
         networks = {}
-        for option, spec in as_dict(raw.get("networks")).items():
+        for option, spec in as_dict(raw["networks"]).items():
             if option not in allowed:
                 raise ValueError(
                     f"{where}.networks: sampler {name!r} has no option {option!r} to receive a network; "
@@ -193,11 +196,11 @@ class SamplerEntry:
             if option in options:
                 raise ValueError(f"{where}.networks.{option}: also given in options; give it once")
             networks[option] = parse_spec(f"{where}.networks.{option}", spec, scale)
-        on = tuple(raw["tasks"]) if raw.get("tasks") is not None else tuple(task_names)
+        on = tuple(task_names) if raw["tasks"] is None else tuple(raw["tasks"])
         unknown = sorted(set(on) - set(task_names))
         if unknown:
             raise ValueError(f"{where}.tasks: unknown task(s) {unknown}; the config has {sorted(task_names)}")
-        return cls(label, name, options, axes, networks, as_dict(raw.get("task_options")), on)
+        return cls(label, name, options, axes, networks, as_dict(raw["task_options"]), on)
 
 
 @dataclasses.dataclass(frozen=True)
