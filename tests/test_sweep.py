@@ -654,7 +654,7 @@ def test_two_processes_write_their_shards_and_resume(tmp_path):
     # a kill: process 1 lost its last record and left a torn line, process 0 had assembled one record
     lines = (workdir / "results.p1.jsonl").read_text().splitlines()
     (workdir / "results.p1.jsonl").write_text(lines[0] + "\n" + lines[1][:30])
-    (workdir / "results.jsonl").write_text(json.dumps(stored[0]) + "\n")
+    (workdir / "results.jsonl").write_text(stored[0].to_json() + "\n")
     _launch_two_processes(workdir)
     resumed = sweep.read_records(workdir / "results.jsonl")
     assert [r["config_id"] for r in resumed] == [r["config_id"] for r in single]
