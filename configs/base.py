@@ -51,6 +51,25 @@ def sweep(tiny: bool, **fields) -> ml_collections.ConfigDict:
     return c
 
 
+def eps_rule_reference(tiny: bool, eps: float | None = None) -> ml_collections.ConfigDict:
+    """The eps-rule reference (method ``"rejection"``) of the Poisson and Darcy studies.
+
+    K = 100 members from an augmented pool of 1M candidates at eps = 3e-4 (the published
+    threshold on 128 x 128 grids); tiny: K = 32 from 4096 candidates at eps = 3e-3, which a
+    16 x 16 pool can fill. `eps` replaces the scale's threshold.
+    """
+    from posteriorjax import sweep
+
+    return sweep.reference_config(
+        "rejection",
+        num_samples=32 if tiny else 100,
+        pool_size=4096 if tiny else 1_000_000,
+        pool_chunk=1024 if tiny else 10_000,
+        augment=True,
+        eps=(3e-3 if tiny else 3e-4) if eps is None else eps,
+    )
+
+
 def sampler(
     name: str,
     *,

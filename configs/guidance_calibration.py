@@ -25,7 +25,6 @@ network, 5 guidance weights.
 import ml_collections
 
 from configs import base
-from posteriorjax import sweep
 
 PUBLISHED_THRESHOLDS = (3e-4, 4e-4, 5e-4, 6e-4, 7e-4, 8e-4)
 PUBLISHED_GUIDANCE = (0.0, 10.0, 25.0, 50.0, 100.0, 175.0, 250.0, 375.0, 500.0, 750.0, 1000.0)
@@ -40,15 +39,8 @@ def thresholds(tiny: bool) -> tuple[float, ...]:
 def poisson_at_threshold(tiny: bool, threshold: ml_collections.FieldReference):
     """`(tasks, reference)`: Poisson with noise eps / 3 and the eps-rule reference at eps (linked fields)."""
     tasks = {"poisson": {"resolution": 16 if tiny else 128, "noise_std": threshold / 3.0}}
-    reference = sweep.reference_config(
-        "rejection",
-        num_samples=32 if tiny else 100,
-        pool_size=4096 if tiny else 1_000_000,
-        pool_chunk=1024 if tiny else 10_000,
-        augment=True,
-        sigma=0.0,
-    )
-    reference.eps = threshold
+    reference = base.eps_rule_reference(tiny)
+    reference.eps = threshold  # linked: the reference follows --config.noise_threshold
     return tasks, reference
 
 

@@ -14,7 +14,6 @@ Tiny: 16 x 16, 2 cases x 16 samples, tiny networks, eps = 3e-3.
 """
 
 from configs import base
-from posteriorjax import sweep
 
 ALPHA_RANGES = {"single": (2.25, 2.25), "narrow": (1.875, 2.625), "full": (1.5, 3.0)}
 
@@ -32,14 +31,7 @@ def get_config(arg: str | None = None):
         )
         for arm, alpha in ALPHA_RANGES.items()
     }
-    reference = sweep.reference_config(
-        "rejection",
-        num_samples=32 if tiny else 100,
-        pool_size=4096 if tiny else 1_000_000,
-        pool_chunk=1024 if tiny else 10_000,
-        augment=True,
-        eps=3e-3 if tiny else 3e-4,
-    )
+    reference = base.eps_rule_reference(tiny)
     config = base.sweep(
         tiny, tasks={"poisson": {"resolution": 16 if tiny else 128}}, reference=reference, samplers=samplers
     )

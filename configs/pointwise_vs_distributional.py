@@ -15,7 +15,6 @@ Tiny: 16 x 16, 2 cases x 16 samples, three guidance values per sampler, eps = 3e
 """
 
 from configs import base
-from posteriorjax import sweep
 
 PUBLISHED_AXES = {
     "fundps": {"guidance": (100.0, 400.0, 1600.0, 4000.0, 16000.0, 64000.0)},
@@ -35,14 +34,7 @@ SAMPLERS = ("prior", "esmda", "mc_dropout", *PUBLISHED_AXES)
 def get_config(arg: str | None = None):
     tiny = base.is_tiny(arg)
     res = 16 if tiny else 128
-    reference = sweep.reference_config(
-        "rejection",
-        num_samples=32 if tiny else 100,
-        pool_size=4096 if tiny else 1_000_000,
-        pool_chunk=1024 if tiny else 10_000,
-        augment=True,
-        eps=3e-3 if tiny else 3e-4,
-    )
+    reference = base.eps_rule_reference(tiny)
     return base.sweep(
         tiny,
         tasks={"darcy": {"resolution": res}, "poisson": {"resolution": res}},

@@ -6,7 +6,7 @@ r"""Reference-posterior validation (GT1/GT2): two independent eps-rule ensembles
 
 A config for the reference pipeline (`posteriorjax.reference.pipeline`), not the sweep: a
 sweep holds one reference per task, while the check needs two built from independent pools
-(seeds `seed` and `seed + 1`) at the same budget. For every case the published eps rule
+(the named key streams `pool_a`, `pool_b` of `seed`) at the same budget. For every case the published eps rule
 (eps = 3e-4, K = 100, sigma = eps / 3) is applied to each pool (GT1, GT2); prior draws and
 pCN chains are scored against both and `report.json` holds, per metric, the worst ratio
 r_m = max(m_GT1 / m_GT2, m_GT2 / m_GT1) (PosteriorBench App. C, Table 6: all close to 1,

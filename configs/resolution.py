@@ -18,7 +18,7 @@ Tiny: trained at 16, at 32 and at 16 then 32, evaluated at 32; 2 cases x 16 samp
 """
 
 from configs import base
-from posteriorjax import sweep, training
+from posteriorjax import training
 
 SAMPLERS = ("fundps", "diffusionpde")
 # the diffusion noise each sampler's network is trained with (its sampler's own noise)
@@ -58,12 +58,5 @@ def get_config(arg: str | None = None):
         for name in SAMPLERS
         for arm, network in arms.items()
     }
-    reference = sweep.reference_config(
-        "rejection",
-        num_samples=32 if tiny else 100,
-        pool_size=4096 if tiny else 1_000_000,
-        pool_chunk=1024 if tiny else 10_000,
-        augment=True,
-        eps=3e-3 if tiny else 3e-4,
-    )
+    reference = base.eps_rule_reference(tiny)
     return base.sweep(tiny, tasks={"darcy": {"resolution": high}}, reference=reference, samplers=samplers)

@@ -38,6 +38,13 @@ def positive_int(name: str, value) -> int:
     return int(value)
 
 
+def integer_at_least(name: str, value, minimum: int) -> int:
+    """`value` as an int: a Python or NumPy integer >= `minimum` (bools are not integers here)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def positive_ints(**values) -> None:
     """`positive_int` of every keyword argument (name = value), in order."""
     for name, value in values.items():
@@ -175,3 +182,10 @@ def nan_if_nonfinite(value, *arrays):
     """
     ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in arrays]))
     return jax.tree.map(lambda v: jnp.where(ok, v, jnp.nan), value)
+
+
+def as_dict(section) -> dict:
+    """A config section (`ConfigDict`, mapping or None) as a plain dict (None -> {})."""
+    if section is None:
+        return {}
+    return section.to_dict() if hasattr(section, "to_dict") else dict(section)

@@ -6,7 +6,7 @@ global state) and returns its path. `render(workdir)` reads a sweep workdir and
 draws every figure whose inputs exist into `<workdir>/figures/`:
 
 - `samples_<task>_<sampler>_case<k>.png` and `moments_<task>_<sampler>_case<k>.png`
-  from `samples/<task>/<sampler>.npz` beside `references/<task>.npz`;
+  from `samples/<task>/<sampler>.npz` beside the task's stored reference (`sweep.store.read_reference`);
 - `curves_<task>_<sampler>_<axis>.png` for every hyperparameter that takes at
   least two values (the guidance weight of a calibration study);
 - `optimum_<base>_<sampler>_<axis>.png` when task entries of one base task
@@ -74,6 +74,7 @@ from posteriorjax.records import (
     tarp_curves,
     varying_axes,
 )
+from posteriorjax.sweep.store import read_reference
 
 DPI = 100
 PANEL = (3.2, 2.6)  # inches per metric panel (curves, V-shape)
@@ -859,12 +860,11 @@ def _render_fields(workdir: Path, records: Sequence[dict], config: Mapping, out:
         return paths
     for task_dir in sorted(p for p in sample_root.iterdir() if p.is_dir()):
         task = task_dir.name
-        ref_path = workdir / "references" / f"{task}.npz"
+        ref = read_reference(workdir, task)
         files = sorted(task_dir.glob("*.npz"))
-        if not files or not ref_path.exists():
+        if not files or ref is None:
             continue
-        with np.load(ref_path) as ref:
-            ref_samples, ref_weights, x_true = ref["ref_samples"], ref["ref_weights"], ref["x_true"]
+        ref_samples, ref_weights, x_true = ref["ref_samples"], ref["ref_weights"], ref["x_true"]
         if ref_samples.shape[-2:] == (1, 1):  # coefficient vectors (interface tasks), not images
             continue
         layout = task_layout(task, config)
@@ -886,7 +886,7 @@ def _render_fields(workdir: Path, records: Sequence[dict], config: Mapping, out:
             for c, i in sorted(first.items()):
                 if not 0 <= c < ref_samples.shape[0]:
                     raise ValueError(
-                        f"{file}: case {c} has no reference in {ref_path} ({ref_samples.shape[0]} cases)"
+                        f"{file}: case {c} has no reference of task {task!r} ({ref_samples.shape[0]} cases)"
                     )
                 title = f"{task} / {label} / case {c} ({results.hparam_label(dict(chosen))})"
                 stem = f"{_slug(task)}_{_slug(label)}_case{c}.png"
@@ -918,7 +918,7 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
     """Draw every figure whose inputs exist in `workdir` into `<workdir>/figures/`; return their paths.
 
     Reads `results.jsonl`, `config.json`, `samples/<task>/<sampler>.npz` and
-    `references/<task>.npz`, each only if present. Sample and moment figures
+    the stored references (`sweep.store.read_reference`), each only if present. Sample and moment figures
     show, per stored case, the stored hyperparameter setting with the smallest
     over-case `mean_error` (the main table's first column; the first stored
     setting when no record is finite). The optimum-vs-noise figures pool the

@@ -35,6 +35,7 @@ import numpy as np
 
 from posteriorjax import results
 from posteriorjax.metrics import calibration, mira, registry
+from posteriorjax.sweep.store import hparams_key, read_records
 
 # lower-is-better metrics of the curves and optima: the main table's columns and the other scores
 LOWER_IS_BETTER: tuple[str, ...] = registry.RANKED
@@ -46,21 +47,9 @@ _NOISE_LABEL = re.compile(r"^(?P<base>[^@]+)@noise=(?P<value>[^@]+)$")
 # Reading
 
 
-def load_records(path: str | Path) -> list[dict]:
-    """The records of a `results.jsonl` file (one JSON object per line)."""
-    path = Path(path)
-    out = []
-    for i, line in enumerate(path.read_text().splitlines()):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"{path}: line {i + 1} is not a JSON record ({err.msg}); "
-                "rerun the sweep to repair a torn file"
-            ) from err
-    return out
+def load_records(path: str | Path) -> list:
+    """The records of a `results.jsonl` file (`sweep.store.read_records`: the one reader)."""
+    return read_records(path)
 
 
 def read_workdir(workdir: str | Path) -> tuple[list[dict], dict]:
@@ -73,12 +62,6 @@ def read_workdir(workdir: str | Path) -> tuple[list[dict], dict]:
 
 # ----------------------------------------------------------------------------
 # Grouping
-
-
-def hparams_key(hparams: Mapping[str, float]) -> tuple:
-    """Hashable, sorted `((name, value), ...)` of a hyperparameter setting, values rounded to float32."""
-    # float32 rounding: records and .npz files store the same float32 value as float64 and float32
-    return tuple(sorted((k, float(np.float32(v))) for k, v in hparams.items()))
 
 
 def group(records: Sequence[dict], *fields: str) -> dict[tuple, list[dict]]:

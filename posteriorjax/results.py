@@ -37,13 +37,10 @@ import jax
 import numpy as np
 
 from posteriorjax.metrics import registry
+from posteriorjax.sweep.store import row_key
 
 # columns of the main table: (metric key, header); all lower-is-better (`metrics.registry.TABLE`)
 TABLE_METRICS: tuple[tuple[str, str], ...] = tuple((k, registry.HEADERS[k]) for k in registry.TABLE)
-
-
-def _row_key(record: dict) -> tuple:
-    return (record["task"], record["sampler"], tuple(sorted(record["hparams"].items())))
 
 
 def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
@@ -54,7 +51,7 @@ def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
     """
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
-        groups[_row_key(r)].append(r)
+        groups[row_key(r)].append(r)
     rows = []
     for (task, sampler, hparams), recs in groups.items():
         row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "count": len(recs)}
@@ -171,7 +168,7 @@ def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATIO
 
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
-        groups[_row_key(r)].append(r)
+        groups[row_key(r)].append(r)
     rows = []
     for (task, sampler, hparams), recs in groups.items():
         recs = sorted(recs, key=lambda r: (r["case"], r["seed"]))

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from posteriorjax import records
+from posteriorjax import records, results, sweep
 from posteriorjax.metrics import calibration, mira
 
 LEVELS = calibration.DEFAULT_LEVELS
@@ -18,6 +18,7 @@ def record(task, sampler, case, hparams, metrics, num_samples=6):
         "task": task,
         "sampler": sampler,
         "config_id": cid,
+        "index": case,
         "case": case,
         "seed": 0,
         "hparams": dict(hparams),
@@ -129,14 +130,59 @@ def test_coverage_curves_average_finite_rows():
         records.coverage_curves(recs, LEVELS[:3])
 
 
-def test_load_records_skips_blank_lines_and_names_a_torn_line(tmp_path):
+def test_load_records_skips_blank_lines_drops_a_torn_last_line_and_names_a_corrupt_one(tmp_path):
     recs = [record("t", "s", i, {"g": 1.0}, {"mean_error": 0.1 * i}) for i in range(3)]
     path = tmp_path / "results.jsonl"
     path.write_text(json.dumps(recs[0]) + "\n\n" + "".join(json.dumps(r) + "\n" for r in recs[1:]))
     assert records.load_records(path) == recs
-    path.write_text(json.dumps(recs[0]) + "\n" + json.dumps(recs[1])[:20] + "\n")
-    with pytest.raises(ValueError, match="line 2 is not a JSON record"):
+    assert all(isinstance(r, sweep.Record) for r in records.load_records(path))
+    # a crash mid-write tears the last line: dropped, the file left as it is
+    path.write_text(json.dumps(recs[0]) + "\n" + json.dumps(recs[1])[:20])
+    assert records.load_records(path) == recs[:1]
+    assert path.read_text().endswith(json.dumps(recs[1])[:20])
+    # a torn line with records after it is corruption, not a crash: an error naming file and line
+    path.write_text(json.dumps(recs[0]) + "\n" + json.dumps(recs[1])[:20] + "\n" + json.dumps(recs[2]) + "\n")
+    with pytest.raises(ValueError, match=r"results.jsonl: line 2 is not a JSON record"):
         records.load_records(path)
+    # the sweep's resume reads through the same reader
+    with pytest.raises(ValueError, match="line 2"):
+        sweep.ResultsFile(path)
+
+
+def test_record_round_trip_and_schema_errors():
+    rec = sweep.Record.from_dict(
+        record("t", "s", 1, {"g": 0.5}, {"mean_error": 0.25, "coverage": [0.5, None]})
+    )
+    assert sweep.Record.from_json(rec.to_json()) == rec
+    assert json.loads(rec.to_json()) == record(
+        "t", "s", 1, {"g": 0.5}, {"mean_error": 0.25, "coverage": [0.5, None]}
+    )
+    assert list(json.loads(rec.to_json())) == list(rec)  # the key order of a results.jsonl line
+    assert rec["case"] == rec.case == 1 and rec.get("evaluation") == "identity" and dict(rec)["task"] == "t"
+    old = {k: v for k, v in record("t", "s", 0, {}, {}).items() if k != "evaluation"}
+    assert sweep.Record.from_dict(old).evaluation == "identity"  # written before it was recorded
+    numpy_id = {**record("t", "s", 0, {}, {}), "config_id": "case=0;seed=0;g=np.float32(2.0)"}
+    assert sweep.Record.from_dict(numpy_id).config_id == "case=0;seed=0;g=2.0"  # migrated on read
+    with pytest.raises(ValueError, match=r"missing \['index'\]"):
+        sweep.Record.from_dict({k: v for k, v in record("t", "s", 0, {}, {}).items() if k != "index"})
+    with pytest.raises(ValueError, match=r"unknown \['extra'\]"):
+        sweep.Record.from_dict({**record("t", "s", 0, {}, {}), "extra": 1})
+    with pytest.raises(ValueError, match=r"record.case: expected int, got '0'"):
+        sweep.Record.from_dict({**record("t", "s", 0, {}, {}), "case": "0"})
+    with pytest.raises(ValueError, match=r"record.num_samples: expected int, got True"):
+        sweep.Record.from_dict({**record("t", "s", 0, {}, {}), "num_samples": True})
+
+
+def test_one_grouping_key_for_tables_and_figures():
+    """A float64 value and its float32 rounding are one row in the tables and in the figures' rows."""
+    a = record("t", "s", 0, {"g": 0.1}, {"mean_error": 1.0})
+    b = record("t", "s", 1, {"g": float(np.float32(0.1))}, {"mean_error": 3.0})
+    c = record("t", "s", 1, {"g": 0.2}, {"mean_error": 5.0})
+    assert sweep.row_key(a) == sweep.row_key(b) != sweep.row_key(c)
+    assert sweep.hparams_key({"g": 0.1, "a": 1}) == (("a", 1.0), ("g", float(np.float32(0.1))))
+    rows = results.aggregate([a, b, c], ["mean_error"])
+    assert sorted(r["mean_error"][0] for r in rows) == [2.0, 5.0] and [r["count"] for r in rows] == [2, 1]
+    assert [len(v) for v in records.row_groups([a, b, c]).values()] == [2, 1]
 
 
 def test_read_workdir_treats_missing_files_as_empty(tmp_path):

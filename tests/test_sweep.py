@@ -14,7 +14,11 @@ import pytest
 
 import posteriorjax
 from posteriorjax import parallel, random_fields, results, sweep, tasks
+from posteriorjax.metrics import suite
+from posteriorjax.reference import registry
+from posteriorjax.reference import store as artifact_store
 from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.sweep import samples as sweep_samples
 
 RES = 8
 
@@ -100,7 +104,7 @@ def test_one_program_equals_per_configuration_loop(setup, full):
     data = sweep.program_data(task, cases, reference, seed=0)
     for i, rec in enumerate(records):
         config = {"case": grid.case[i], "seed": grid.seed[i], "hparams": {"flip": grid.hparams["flip"][i]}}
-        expected = {k: sweep._jsonable(v) for k, v in one(data, config).items()}
+        expected = {k: sweep.jsonable(v) for k, v in one(data, config).items()}
         _assert_same(rec["metrics"], expected, rtol=2e-5)
 
 
@@ -132,7 +136,7 @@ def test_resume_with_another_chunk_size_completes_without_duplicates(setup, full
     path = tmp_path / "results.jsonl"
     sweep.ResultsFile(path).append(records[:4])  # the first chunk finished before the kill ...
     with open(path, "a") as f:
-        f.write(json.dumps(records[4])[:40])  # ... and the second was torn mid-write
+        f.write(records[4].to_json()[:40])  # ... and the second was torn mid-write
     resumed = sweep.ResultsFile(path)
     assert len(resumed.records) == 4
     new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=2, **KWARGS)
@@ -181,7 +185,9 @@ def test_workdir_with_old_ids_resumes_without_recomputing(setup, full, tmp_path,
     samples, wanted = tmp_path / "s.npz", [i for i in range(grid.size) if grid.case[i] == 0]
     stored = np.random.default_rng(0).normal(size=(len(wanted), 6, 1, RES, RES)).astype(np.float32)
     np.savez(samples, samples=stored, config_id=np.asarray([_old_id(grid, i, True) for i in wanted]))
-    monkeypatch.setattr(sweep, "sample_program", lambda *a, **k: pytest.fail("recomputed stored samples"))
+    monkeypatch.setattr(
+        sweep_samples, "sample_program", lambda *a, **k: pytest.fail("recomputed stored samples")
+    )
     sweep.save_samples(samples, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
     with np.load(samples) as z:
         assert z["config_id"].tolist() == [grid.ids()[i] for i in wanted]
@@ -342,10 +348,11 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_lo
     for case in (0, 1):
         assert by[("smooth", case)]["alpha"] > by[("prior", case)]["alpha"] + 0.5
         assert by[("smooth", case)]["alpha_truth"] == by[("prior", case)]["alpha_truth"]
-    ref = np.load(tmp_path / "references" / "poisson_fixed.npz")
+    manifest, ref = artifact_store.load_references(tmp_path / "references" / "poisson_fixed")
     assert ref["ref_samples"].shape == (2, 8, 1, RES, RES) and ref["ref_weights"].shape == (2, 8)
     assert ref["x_true"].shape == (2, 1, RES, RES) and ref["y_obs"].shape == (2, 6)
-    assert str(ref["method"]) == "exact" and len(str(ref["task_hash"])) == 16
+    assert manifest["method"] == "exact" and len(manifest["task_hash"]) == 16
+    assert sweep.store.read_reference(tmp_path, "poisson_fixed")["ref_samples"].shape == (2, 8, 1, RES, RES)
     stored = np.load(tmp_path / "samples" / "poisson_fixed" / "smooth.npz")
     assert stored["samples"].shape == (1, 4, 1, RES, RES)
     assert stored["case"].tolist() == [0] and stored["config_id"].tolist() == [first[2]["config_id"]]
@@ -368,14 +375,22 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
         calls.append((kwargs["labels"]["sampler"], task.config_dict(), sampler.task.config_dict()))
         return []
 
-    def fake_reference(task, cases, rc, **kwargs):
-        methods[task.name] = (rc["method"], rc["num_samples"], rc["eps"], kwargs["path"].name)
+    def fake_reference(rc, task, cases, key, directory, **kwargs):
+        methods[task.name] = (rc["method"], rc["num_samples"], rc["eps"], directory.name)
         return np.zeros((2, 8, 1, RES, RES)), np.full((2, 8), 1 / 8), {"task": task.config_dict()}
 
     methods = {}
 
-    monkeypatch.setattr(sweep, "run_pair", fake_run_pair)
-    monkeypatch.setattr(sweep, "load_or_build_reference", fake_reference)
+    built = []
+    real_get = tasks.get
+
+    def counted_get(name, **options):
+        built.append(json.dumps([name, options], sort_keys=True))
+        return real_get(name, **options)
+
+    monkeypatch.setattr(sys.modules["posteriorjax.sweep.run"], "run_pair", fake_run_pair)
+    monkeypatch.setattr(registry, "load_or_build", fake_reference)
+    monkeypatch.setattr(tasks, "get", counted_get)
     config = _tiny_config(
         tasks={
             "poisson_fixed": {"resolution": RES, "num_sensors": 6},
@@ -392,6 +407,8 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
         figures=False,
     )
     sweep.run(config, tmp_path, progress=False)
+    # the plan builds each task (three true ones, one misspecified variant) exactly once per run
+    assert len(built) == len(set(built)) == 4
     assert sorted((label, true["task"]) for label, true, _ in calls) == [
         ("noisy", "poisson_fixed"),
         ("prior", "darcy"),
@@ -407,9 +424,9 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
         "darcy",
     }
     assert methods == {
-        "poisson_fixed": ("exact", 8, 3e-4, "poisson_fixed.npz"),
-        "poisson_fixed_lowres": ("exact", 8, 3e-4, "poisson_fixed_lowres.npz"),
-        "darcy": ("rejection", 16, 1e-3, "darcy.npz"),
+        "poisson_fixed": ("exact", 8, 3e-4, "poisson_fixed"),
+        "poisson_fixed_lowres": ("exact", 8, 3e-4, "poisson_fixed_lowres"),
+        "darcy": ("rejection", 16, 1e-3, "darcy"),
     }
     s = sweep.settings(config)
     assert s.references["darcy"] == {
@@ -436,7 +453,7 @@ def test_stored_samples_are_the_scored_ones(setup, full, tmp_path):
     by_id = {r["config_id"]: r for r in records}
     for j, cid in enumerate(stored["config_id"]):
         x = jnp.asarray(stored["samples"][j])
-        expected = sweep.suite.compute(
+        expected = suite.compute(
             x, reference[0][0], reference[1][0], cases.x_true[0], evaluation_field=task.evaluation_field
         )
         np.testing.assert_allclose(by_id[str(cid)]["metrics"]["mmd"], expected["mmd"], rtol=1e-4)
@@ -450,12 +467,12 @@ def test_assemble_merges_process_files_once(tmp_path):
     """Multi-host: process files are merged into results.jsonl in grid order, each record once."""
 
     def rec(i, sampler="a"):
-        return {"task": "t", "sampler": sampler, "config_id": f"case={i}", "index": i, "metrics": {}}
+        return sweep.Record("t", sampler, f"case={i}", i, i, 0, {}, 4, {}, 0.1, 1.0)
 
     sweep.ResultsFile(tmp_path / "results.p0.jsonl").append([rec(0), rec(2), rec(4)])
     sweep.ResultsFile(tmp_path / "results.p1.jsonl").append([rec(1), rec(3), rec(0, "b")])
     with open(tmp_path / "results.p1.jsonl", "a") as f:
-        f.write(json.dumps(rec(5))[:20])  # a torn line of a killed process
+        f.write(rec(5).to_json()[:20])  # a torn line of a killed process
     store = sweep.ResultsFile(tmp_path / "results.jsonl")
     store.append([rec(1)])  # assembled before the kill
     new = sweep.assemble(tmp_path, store, ("t", "a"))
@@ -463,7 +480,7 @@ def test_assemble_merges_process_files_once(tmp_path):
     stored = sweep.read_records(tmp_path / "results.jsonl")
     assert sorted(r["index"] for r in stored) == [0, 1, 2, 3, 4]
     assert sweep.assemble(tmp_path, store, ("t", "a")) == []
-    assert sweep._done_everywhere(tmp_path, ("t", "a")) == {f"case={i}" for i in range(5)}
+    assert sweep.done_everywhere(tmp_path, ("t", "a")) == {f"case={i}" for i in range(5)}
 
 
 def test_same_numbers_on_four_devices(full):
@@ -637,7 +654,7 @@ def test_two_processes_write_their_shards_and_resume(tmp_path):
     # a kill: process 1 lost its last record and left a torn line, process 0 had assembled one record
     lines = (workdir / "results.p1.jsonl").read_text().splitlines()
     (workdir / "results.p1.jsonl").write_text(lines[0] + "\n" + lines[1][:30])
-    (workdir / "results.jsonl").write_text(json.dumps(stored[0]) + "\n")
+    (workdir / "results.jsonl").write_text(stored[0].to_json() + "\n")
     _launch_two_processes(workdir)
     resumed = sweep.read_records(workdir / "results.jsonl")
     assert [r["config_id"] for r in resumed] == [r["config_id"] for r in single]

@@ -3,7 +3,7 @@
     python -m experiments.reference --config=configs/reference/darcy.py --workdir=/tmp/ref_darcy
     python -m experiments.reference --config=configs/reference/darcy.py:tiny --workdir=/tmp/ref_tiny
 
-Two independent rotation-augmented pools (seeds 0 and 1) of
+Two independent rotation-augmented pools (the named streams `pool_a`, `pool_b` of `seed`) of
 `num_chunks * chunk_size * 4` candidates each at 32 x 32; the published eps-rule
 (eps = 3e-4, K = 100, sigma = eps / 3) on each gives GT1 and GT2; prior draws
 and pCN chains are scored against both and `report.json` holds the worst ratio
@@ -32,9 +32,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.seed = 0
     c.progress = True
     c.cases = ml_collections.ConfigDict({"seed": 1234, "num": 2})
-    c.pool = ml_collections.ConfigDict(
-        {"num_chunks": 50, "chunk_size": 5000, "augment": True, "store_state": False}
-    )
+    c.pool = ml_collections.ConfigDict({"num_chunks": 50, "chunk_size": 5000, "augment": True})
     c.eps_rule = ml_collections.ConfigDict({"enabled": True, "eps": 3e-4, "num": 100, "sigma": 0.0})
     c.importance = ml_collections.ConfigDict({"enabled": True, "num": 1000, "per_point": False})
     c.exact = ml_collections.ConfigDict({"enabled": False, "num": 1000})

@@ -1,37 +1,104 @@
 """`run(config, workdir)`: pools, references, validation for one task — the library side of
 `python -m experiments.reference`.
 
-Workdir layout: ``pool_a/`` (and ``pool_b/`` for the two-ensemble check),
-``cases.npz``, ``case_XXX/<method>/`` references (`store.save_reference`),
-``report.json``, ``config.json``. Everything resumes: finished pool chunks and
-saved references are reused (after their task-config check).
+Every reference is built by `registry.load_or_build` (the sweep's builders and checksummed
+storage) for all cases at once. Keys follow the registry's rule: the stream of reference
+`name` is `registry.stream(key(seed), name)`; the eps-rule references of the two-ensemble
+check use their own pools (`pool_a`, `pool_b`) and the importance reference shares pool a.
+Workdir layout: ``cases.npz``, one directory per reference (``eps_a/``, ``eps_b/``,
+``importance/``, ``exact/``, ``mcmc/``: `store.save_references`), the pools under
+``references/pools/``, ``report.json``, ``config.json``. Everything resumes: finished pool
+chunks and saved references are reused (after their task-config and settings check).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
+import jax
 import jax.random as jr
 import numpy as np
 
 from posteriorjax import tasks
-from posteriorjax.reference import exact, mcmc, pool, rejection, store, validate
+from posteriorjax.reference import exact, registry, store, validate
 
 
 def _task(config):
     return tasks.get(config.task, **dict(config.task_options))
 
 
-def _reference(directory, task, build, *args, **kwargs):
-    """Load the reference saved in `directory`, or build it with `build(*args, **kwargs)` and save it."""
-    directory = Path(directory)
-    if (directory / store.MANIFEST).exists():
-        return store.load_reference(directory, task)
-    ref = build(*args, **kwargs)
-    store.save_reference(directory, ref, task)
-    return ref
+def _specs(config) -> dict[str, tuple[dict, str, str | None]]:
+    """{label: (registry section, key stream name, pool stream name)} of every enabled reference."""
+    chunk, augment = int(config.pool.chunk_size), bool(config.pool.augment)
+    pool = {"pool_size": int(config.pool.num_chunks) * chunk * (4 if augment else 1), "pool_chunk": chunk}
+    pool["augment"] = augment
+    out = {}
+    if config.eps_rule.enabled:
+        eps = {"eps": float(config.eps_rule.eps), "sigma": float(config.eps_rule.sigma), **pool}
+        for name in ("a", "b") if config.validation.two_ensemble else ("a",):
+            section = {"method": "rejection", "num_samples": int(config.eps_rule.num), **eps}
+            out[f"eps_{name}"] = (section, f"eps_rule_{name}", f"pool_{name}")
+    if config.importance.enabled:
+        section = {"method": "importance", "num_samples": int(config.importance.num), **pool}
+        out["importance"] = (
+            {**section, "per_point": bool(config.importance.per_point)},
+            "importance",
+            "pool_a",
+        )
+    if config.exact.enabled:
+        out["exact"] = ({"method": "exact", "num_samples": int(config.exact.num)}, "exact", None)
+    if config.mcmc.enabled:
+        m = config.mcmc
+        section = {
+            "method": "pcn",
+            "num_samples": int(m.num_chains) * int(m.num_draws),
+            "mcmc_method": m.method,
+        }
+        section.update(num_chains=int(m.num_chains), burn_in=int(m.burn_in), thin=int(m.thin))
+        out["mcmc"] = (section, "mcmc", None)
+    return {k: (registry.section(v, f"config ({k})"), key, pool) for k, (v, key, pool) in out.items()}
+
+
+def _references(config, task, cases, workdir: Path) -> dict[str, tuple]:
+    """{label: (samples (K, M, ...), weights (K, M), report)} of every enabled reference, built or loaded."""
+    root, out = jr.key(int(config.seed)), {}
+    for label, (spec, key_name, pool_name) in _specs(config).items():
+        identity = json.dumps(
+            {"reference": spec, "seed": int(config.seed), "key": key_name, "pool": pool_name}
+        )
+        out[label] = registry.load_or_build(
+            spec, task, cases, registry.stream(root, key_name), workdir / label, workdir=workdir,
+            settings=identity, pool_key=None if pool_name is None else registry.stream(root, pool_name),
+            progress=bool(config.progress),
+        )  # fmt: skip
+    return out
+
+
+def _case(config, task, cases, refs: dict, i: int) -> dict:
+    """The report of case `i`: each reference's info, agreement with the exact posterior, GT1/GT2."""
+    y = np.asarray(cases.y_obs[i])
+    case = {
+        k: store.Reference(s[i], w[i], r["method"], int(config.seed), r["cases"][i])
+        for k, (s, w, r) in refs.items()
+    }
+    entry = {"case": i, **{k: ref.info for k, ref in case.items() if k != "exact"}}
+    if "exact" in case:
+        mean, std = exact.posterior(task, y)
+        entry["agreement"] = {
+            k: validate.exact_agreement(r, mean, std) for k, r in case.items() if k != "exact"
+        }
+    if config.validation.two_ensemble and "eps_a" in case:
+        key = jr.fold_in(registry.stream(jr.key(int(config.seed)), "prior_ensemble"), i)
+        ensembles = {
+            "prior": np.asarray(jax.vmap(task.prior.sample)(jr.split(key, int(config.eps_rule.num))))
+        }
+        if "mcmc" in case:
+            ensembles["mcmc"] = case["mcmc"].samples
+        entry["two_ensemble"] = validate.two_ensemble_ratios(
+            ensembles, case["eps_a"], case["eps_b"], task=task
+        )
+    return entry
 
 
 def run(config, workdir) -> dict:
@@ -42,72 +109,13 @@ def run(config, workdir) -> dict:
     task = _task(config)
     cases = task.cases(config.cases.seed, config.cases.num)
     store.write_arrays(workdir / "cases.npz", {k: np.asarray(v) for k, v in cases._asdict().items()})
-    report = {"task": task.config_dict(), "task_hash": task.config_hash(), "cases": []}
-
-    pools = {}
-    names = ("a", "b") if config.validation.two_ensemble else ("a",)
-    for offset, name in enumerate(names):
-        start = time.perf_counter()
-        pools[name] = pool.build(
-            task, workdir / f"pool_{name}", seed=config.seed + offset, num_chunks=config.pool.num_chunks,
-            chunk_size=config.pool.chunk_size, augment=config.pool.augment,
-            store_state=config.pool.store_state, progress=config.progress,
-        )  # fmt: skip
-        report[f"pool_{name}"] = {"size": pools[name].size, "seconds": time.perf_counter() - start}
-
-    for i in range(config.cases.num):
-        y = np.asarray(cases.y_obs[i])
-        case_dir = workdir / f"case_{i:03d}"
-        entry = {"case": i}
-        refs = {}
-        if config.eps_rule.enabled:
-            sigma = config.eps_rule.sigma if config.eps_rule.sigma > 0 else None
-            for name, p in pools.items():
-                refs[f"eps_{name}"] = _reference(
-                    case_dir / f"eps_rule_{name}", task, rejection.eps_rule, p, y,
-                    seed=config.seed + 100 * i + ord(name), eps=config.eps_rule.eps,
-                    num=config.eps_rule.num, sigma=sigma,
-                )  # fmt: skip
-                entry[f"eps_rule_{name}"] = refs[f"eps_{name}"].info
-        if config.importance.enabled:
-            refs["importance"] = _reference(
-                case_dir / "importance", task, rejection.importance, pools["a"], y,
-                task.noise.variance(y.shape[0]) ** 0.5, seed=config.seed + i,
-                num=config.importance.num, per_point=config.importance.per_point,
-            )  # fmt: skip
-            entry["importance"] = refs["importance"].info
-        if config.exact.enabled:
-            mean, std = exact.posterior(task, y)
-            draws = np.asarray(exact.sample(jr.fold_in(jr.key(config.seed), i), task, y, config.exact.num))
-            refs["exact"] = store.Reference(
-                draws, np.full(len(draws), 1.0 / len(draws)), "exact", config.seed
-            )
-            store.save_reference(case_dir / "exact", refs["exact"], task)
-            entry["agreement"] = {
-                k: validate.exact_agreement(r, mean, std) for k, r in refs.items() if k != "exact"
-            }
-        if config.mcmc.enabled:
-            res = mcmc.run(
-                jr.fold_in(jr.key(config.seed + 1), i), task, y, num_chains=config.mcmc.num_chains,
-                num_draws=config.mcmc.num_draws, burn_in=config.mcmc.burn_in, thin=config.mcmc.thin,
-                method=config.mcmc.method,
-            )  # fmt: skip
-            samples = np.asarray(res.samples).reshape((-1,) + task.unknown_shape)
-            refs["mcmc"] = store.Reference(
-                samples, np.full(len(samples), 1.0 / len(samples)), config.mcmc.method, config.seed
-            )
-            store.save_reference(case_dir / "mcmc", refs["mcmc"], task)
-            entry["mcmc"] = vars(mcmc.diagnose(res))
-        if config.validation.two_ensemble and "eps_a" in refs:
-            ensembles = {
-                "prior": np.asarray(task.cases(config.seed + 10_000 + i, config.eps_rule.num).x_true)
-            }
-            if "mcmc" in refs:
-                ensembles["mcmc"] = refs["mcmc"].samples
-            entry["two_ensemble"] = validate.two_ensemble_ratios(
-                ensembles, refs["eps_a"], refs["eps_b"], task=task
-            )
-        report["cases"].append(entry)
+    refs = _references(config, task, cases, workdir)
+    report = {
+        "task": task.config_dict(),
+        "task_hash": task.config_hash(),
+        "references": {k: {n: v for n, v in r.items() if n != "cases"} for k, (_, _, r) in refs.items()},
+        "cases": [_case(config, task, cases, refs, i) for i in range(config.cases.num)],
+    }
     ratios = [c["two_ensemble"]["ratios"] for c in report["cases"] if "two_ensemble" in c]
     if ratios:
         report["worst_ratios"] = {m: max(r[m] for r in ratios) for m in ratios[0]}

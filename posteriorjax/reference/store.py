@@ -188,3 +188,44 @@ def load_reference(directory, task) -> Reference:
     return Reference(
         arrays["samples"], arrays["weights"], manifest["method"], manifest["seed"], manifest["info"]
     )
+
+
+def save_references(
+    directory, arrays: dict[str, np.ndarray], task, *, method: str, settings: str, info
+) -> None:
+    """Write the references of every case of a study to `directory` (the `save_reference` layout).
+
+    `arrays` holds `ref_samples (K, M, C, H, W)`, `ref_weights (K, M)` and the cases they were
+    built for (`x_true`, `y_obs`); `settings` is the JSON string of what built them (checked by
+    `load_references`), `info` the per-case method numbers. The data file is written before the
+    manifest, so a crash between the two leaves no manifest and the set counts as absent.
+    """
+    directory = Path(directory)
+    checksum = write_arrays(directory / "references.npz", arrays)
+    atomic_write_json(
+        directory / MANIFEST,
+        {
+            "kind": "references",
+            "format": FORMAT_VERSION,
+            "task_config": task.config_dict(),
+            "task_hash": task.config_hash(),
+            "method": method,
+            "settings": settings,
+            "shape": list(np.shape(arrays["ref_samples"])),
+            "info": info,
+            "checksums": {"references.npz": checksum},
+        },
+    )
+
+
+def load_references(directory) -> tuple[dict, dict[str, np.ndarray]]:
+    """(manifest, arrays) of a set saved by `save_references`, checksum verified.
+
+    ValueError when `directory` holds another kind of artifact; the caller compares the
+    manifest's task hash, method and settings with what it wants.
+    """
+    manifest = read_manifest(directory)
+    if manifest.get("kind") != "references":
+        raise ValueError(f"directory: {directory} holds a {manifest.get('kind')!r}, expected references")
+    arrays = read_arrays(Path(directory) / "references.npz", manifest["checksums"]["references.npz"])
+    return manifest, arrays

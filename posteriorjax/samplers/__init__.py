@@ -25,12 +25,17 @@ def names() -> list[str]:
     return sorted(_BUILDERS)
 
 
-def get(name: str, task, **config) -> AbstractSampler:
-    """Build sampler `name` for `task` with its structural `config`."""
+def options(name: str) -> list[str]:
+    """The structural options of sampler `name` (its builder's keywords after the task)."""
     if name not in _BUILDERS:
         raise ValueError(f"name: unknown sampler {name!r}; registered samplers: {names()}")
+    return list(inspect.signature(_BUILDERS[name]).parameters)[1:]
+
+
+def get(name: str, task, **config) -> AbstractSampler:
+    """Build sampler `name` for `task` with its structural `config`."""
+    allowed = options(name)
     builder = _BUILDERS[name]
-    allowed = list(inspect.signature(builder).parameters)[1:]
     unknown = sorted(set(config) - set(allowed))
     if unknown:
         raise ValueError(f"config: sampler {name!r} has no option(s) {unknown}; options: {allowed}")

@@ -70,6 +70,13 @@ class AbstractSampler(eqx.Module):
         hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hparams.items()}  # as `hparams()`: traced
         return _compiled_sample(self, key, jnp.asarray(y_obs), num_samples, hparams)
 
+    def sample_traced(
+        self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array]
+    ) -> jax.Array:
+        """`sample` inside a traced program (jit, vmap, shard_map): no host-side checks of `y_obs`;
+        hyperparameter names and domains are checked by `check_hparams` (`eqx.error_if`)."""
+        return self._sample(key, y_obs, num_samples, self.check_hparams(hparams))
+
     @abc.abstractmethod
     def _sample(self, key, y_obs: jax.Array, num_samples: int, hparams: dict[str, jax.Array]) -> jax.Array:
         """Implementation of `sample` on validated inputs."""

@@ -1,0 +1,167 @@
+"""The networks a sampler entry asks for: their specs, training configs, and training.
+
+A network spec (`NetworkSpec`, parsed from a config by `parse_spec`) names a kind, task
+overrides, a step count, training-config overrides and an optional network to fine-tune from;
+`network_config` turns it into a training config with a hash, `network` trains (or resumes,
+or loads) it under `workdir/networks/`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from posteriorjax import training
+from posteriorjax.checks import as_dict, positive_int
+
+NETWORK_KINDS = tuple(training.kinds.names())
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSpec:
+    """A network a sampler option receives: `kind`, training task overrides, optional step count.
+
+    `training`: overrides of its training config (`posteriorjax.training.config`) by dotted
+    path, e.g. ``{"diffusion.noise": "white"}`` (written nested in a config). `pretrain`: the
+    spec of a network (same kind) trained first, whose parameters start this one's training
+    (multi-resolution fine-tuning: pretrain at a lower resolution); it inherits the kind and
+    the `training` overrides.
+    """
+
+    kind: str
+    task_options: dict
+    num_steps: int | None = None
+    pretrain: NetworkSpec | None = None
+    training: dict = dataclasses.field(default_factory=dict)
+
+
+def parse_spec(
+    where: str, spec, scale: str, task: str, kind=None, training: Mapping | None = None
+) -> NetworkSpec:
+    """Parse a network spec trained at `scale` for `task` (its training overrides are checked against
+    that task's training config); a `pretrain` spec inherits `kind` and `training`."""
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{where}: expected a kind {NETWORK_KINDS} or a dict with 'kind', got {spec!r}")
+    spec = dict(spec)
+    unknown = sorted(set(spec) - {"kind", "task_options", "num_steps", "pretrain", "training"})
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps, pretrain, training"
+        )
+    if kind is not None and spec.setdefault("kind", kind) != kind:
+        raise ValueError(f"{where}.kind: expected the fine-tuned network's {kind!r}, got {spec['kind']!r}")
+    if spec.get("kind") not in NETWORK_KINDS:
+        raise ValueError(f"{where}.kind: expected one of {NETWORK_KINDS}, got {spec.get('kind')!r}")
+    steps = spec.get("num_steps")
+    if steps is not None:
+        steps = positive_int(f"{where}.num_steps", steps)
+    training = {**(training or {}), **_dotted(f"{where}.training", spec.get("training") or {})}
+    _training_overrides(f"{where}.training", training, common_config(task, spec["kind"], scale))
+    pretrain = spec.get("pretrain")
+    if pretrain is not None:
+        pretrain = parse_spec(f"{where}.pretrain", as_dict(pretrain), scale, task, spec["kind"], training)
+    return NetworkSpec(spec["kind"], as_dict(spec.get("task_options")), steps, pretrain, training)
+
+
+# mapping-valued training settings a network spec replaces whole when it also names a new backbone
+# (`{"model": {"name": "unet", "options": {...}}}`); otherwise their keys are overridden one by one
+_WHOLE_SETTINGS = ("model.options",)
+
+# keys of a training config that a network spec sets through its own fields
+_SPEC_FIELDS = {"task": "the sampler's task", "kind": "kind", "task_options": "task_options"}
+
+
+def _dotted(where: str, tree, prefix: str = "") -> dict:
+    """A nested mapping of settings as {"section.key": value}."""
+    if not isinstance(tree, Mapping):
+        raise ValueError(f"{where}: expected a mapping of training-config settings, got {tree!r}")
+    out = {}
+    for name, value in as_dict(tree).items():
+        whole = f"{prefix}{name}" in _WHOLE_SETTINGS and "name" in tree  # a new backbone: its own options
+        if isinstance(value, Mapping) and not whole:
+            out.update(_dotted(where, value, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = value
+    return out
+
+
+def common_config(task_name: str, kind: str, scale: str):
+    """The training config (`training.config`) of a network at `scale` ("tiny" | "full")."""
+    return training.config(task_name, kind, scale)
+
+
+def _training_overrides(where: str, overrides: Mapping, cfg):
+    """Set dotted `overrides` in the training config `cfg` (ValueError naming a bad key or value)."""
+    for dotted, value in overrides.items():
+        path = str(dotted).split(".")
+        if path[0] in _SPEC_FIELDS or dotted == "train.num_steps":
+            field = _SPEC_FIELDS.get(path[0], "num_steps")
+            raise ValueError(f"{where}: {dotted!r} is set by the network spec's {field}, not here")
+        section = cfg
+        for name in path[:-1]:
+            section = section.get(name) if hasattr(section, "get") else None
+        whole = dotted in _WHOLE_SETTINGS
+        is_mapping = hasattr(section, "keys") and path[-1] in section and hasattr(section[path[-1]], "keys")
+        if not hasattr(section, "keys") or path[-1] not in section or is_mapping != whole:
+            raise ValueError(f"{where}: {dotted!r} is not a setting of the training config")
+        if whole and not isinstance(value, Mapping):
+            raise ValueError(f"{where}: {dotted!r} expects a mapping of backbone options, got {value!r}")
+        try:
+            section[path[-1]] = value
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: {dotted!r} = {value!r} has the wrong type ({err})") from None
+
+
+def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None):
+    """The training config of a network spec (`posteriorjax.training.config`) and its short hash.
+
+    `task_options` are those of the sampler's task, updated by `spec.task_options`;
+    the step count is `spec.num_steps`, else `num_steps`, else the config's. The hash
+    covers the pretraining chain, so a fine-tuned network never shares a directory with one
+    trained from scratch.
+    """
+    cfg = common_config(task_name, spec.kind, scale)
+    cfg.task_options = {**dict(task_options), **spec.task_options}
+    _training_overrides("training", spec.training, cfg)
+    steps = spec.num_steps if spec.num_steps is not None else num_steps
+    if steps is not None:
+        cfg.train.num_steps = int(steps)
+        cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
+    plain = cfg.to_dict()
+    plain["train"].pop("progress")
+    if spec.pretrain is not None:
+        plain["pretrain"] = network_config(task_name, task_options, spec.pretrain, scale, num_steps)[1]
+    digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return cfg, digest
+
+
+def network(
+    workdir: Path,
+    task_name: str,
+    task_options: Mapping,
+    spec: NetworkSpec,
+    scale: str,
+    num_steps: int | None = None,
+    *,
+    progress: bool = True,
+):
+    """Train (or resume, or load) a network with `training.run`; returns its EMA model.
+
+    Workdir: `workdir/networks/<task>/<kind>-<hash of the training config>/`, so
+    every sampler asking for the same network shares it and a rerun reuses it. A spec
+    with `pretrain` first gets that network (trained or loaded the same way) and
+    fine-tunes its EMA parameters.
+    """
+    init = None
+    if spec.pretrain is not None:
+        init = network(workdir, task_name, task_options, spec.pretrain, scale, num_steps, progress=progress)
+    cfg, digest = network_config(task_name, task_options, spec, scale, num_steps)
+    cfg.train.progress = bool(progress)
+    directory = Path(workdir) / "networks" / task_name / f"{spec.kind}-{digest}"
+    _, ema, _ = training.run(cfg, directory, init=init)
+    return ema

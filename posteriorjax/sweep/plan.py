@@ -1,0 +1,175 @@
+"""Plan: every task, case set, sampler and configuration grid of a study, each built once.
+
+`Plan.build(settings)` builds the tasks (and the misspecified variants samplers ask for)
+and runs the checks that need them; `prepare()` builds every sampler that needs no trained
+network with its grid (before any compute, so a bad entry fails before the workdir is
+touched); `pair(task_name, entry, networks)` hands out the sampler and grid of a pair,
+building a trained sampler once its networks exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+from absl import logging as absl_logging
+
+from posteriorjax.reference import registry
+from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.sweep import networks, program, statistics
+from posteriorjax.sweep.settings import SamplerEntry, Settings
+from posteriorjax.sweep.store import reference_paths
+from posteriorjax.tasks.base import Cases, Task
+
+
+def checked(pair: tuple[str, str], build: Callable):
+    """`build()`, with a ValueError naming the sampler entry and task it was for."""
+    try:
+        return build()
+    except ValueError as e:
+        raise ValueError(f"config.samplers.{pair[1]} (task {pair[0]!r}): {e}") from e
+
+
+@dataclasses.dataclass
+class Plan:
+    """The built objects of a study, keyed by task name and (task name, sampler label)."""
+
+    settings: Settings
+    tasks: dict[str, Task]
+    variants: dict[str, Task] = dataclasses.field(default_factory=dict)
+    samplers: dict[tuple[str, str], AbstractSampler] = dataclasses.field(default_factory=dict)
+    grids: dict[tuple[str, str], program.ConfigGrid] = dataclasses.field(default_factory=dict)
+    trained: dict[str, Any] = dataclasses.field(default_factory=dict)  # networks by spec
+    _cases: dict[str, Cases] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def build(cls, s: Settings) -> Plan:
+        """Build every task of `s` once and check what needs them (ValueError naming the field)."""
+        plan = cls(
+            s, {name: _task(name, options, f"config.tasks.{name}") for name, options in s.tasks.items()}
+        )
+        for name, task in plan.tasks.items():
+            if "alpha" in s.diagnostics:
+                try:
+                    statistics.grf_alpha_spec(task.prior)
+                except ValueError as e:
+                    raise ValueError(f"config.diagnostics: task {name!r}: {e}") from e
+        for task_name, entry in s.pairs():
+            plan.sampler_task(task_name, entry)
+        for name, task in plan.tasks.items():
+            registry.check_task(task, s.references[name], s.reference_where(name))
+        return plan
+
+    def sampler_task(self, task_name: str, entry: SamplerEntry) -> Task:
+        """The task `entry`'s sampler is built on: the true task, or its `task_options` variant."""
+        if not entry.task_options:
+            return self.tasks[task_name]
+        options = {**self.settings.tasks[task_name], **entry.task_options}
+        key = json.dumps([task_name, options], sort_keys=True, default=str)
+        if key not in self.variants:
+            where = f"config.samplers.{entry.label}.task_options"
+            variant, true = _task(task_name, options, where), self.tasks[task_name]
+            if (variant.unknown_shape, variant.num_observations) != (
+                true.unknown_shape,
+                true.num_observations,
+            ):
+                raise ValueError(
+                    f"{where}: the sampler's task {task_name!r} has unknown shape "
+                    f"{variant.unknown_shape} and {variant.num_observations} observations; the true task "
+                    f"has {true.unknown_shape} and {true.num_observations}"
+                )
+            self.variants[key] = variant
+        return self.variants[key]
+
+    def cases(self, task_name: str) -> Cases:
+        """The benchmark cases of a task (`Task.cases(seed, num_cases)`), drawn once."""
+        if task_name not in self._cases:
+            self._cases[task_name] = self.tasks[task_name].cases(self.settings.seed, self.settings.num_cases)
+        return self._cases[task_name]
+
+    def prepare(self) -> Plan:
+        """Build every sampler that needs no trained network, and its grid (errors name the entry)."""
+        for task_name, entry in self.settings.pairs():
+            if not entry.networks:
+                self.pair(task_name, entry, {})
+        return self
+
+    def pair(
+        self, task_name: str, entry: SamplerEntry, networks: Mapping
+    ) -> tuple[AbstractSampler, program.ConfigGrid]:
+        """(sampler, grid) of a pair, built on first use; `networks`: {option: trained model}."""
+        from posteriorjax import samplers
+
+        pair = (task_name, entry.label)
+        if pair not in self.samplers:
+            task, options = self.sampler_task(task_name, entry), {**entry.options, **networks}
+            sampler = checked(pair, lambda: samplers.get(entry.sampler, task, **options))
+            s = self.settings
+            self.grids[pair] = checked(
+                pair, lambda: program.expand(s.num_cases, entry.axes, s.seeds, sampler.defaults)
+            )
+            self.samplers[pair] = sampler
+        return self.samplers[pair], self.grids[pair]
+
+    def reference(self, task_name: str, workdir: Path, *, lead: bool, progress: bool):
+        """(samples, weights, report) of a task's reference (`registry.load_or_build`, cached in
+        `workdir/references/<task>/`): process 0 builds it, the others then load it."""
+        s, task = self.settings, self.tasks[task_name]
+        rc, cases = s.references[task_name], self.cases(task_name)
+        identity = json.dumps(
+            {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}, sort_keys=True
+        )
+        directory, legacy = reference_paths(workdir, task_name)
+        build = dict(workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy)
+        key = statistics.stream_keys(s.seed)["reference"]
+        if lead:
+            if progress:
+                absl_logging.info("[reference] %s: %s", task_name, rc["method"])
+            out = registry.load_or_build(rc, task, cases, key, directory, **build, progress=progress)
+        sync(f"sweep-reference-{task_name}")
+        if not lead:
+            out = registry.load_or_build(rc, task, cases, key, directory, **build)
+        return out
+
+    def networks(self, task_name: str, entry: SamplerEntry, workdir: Path, progress: bool) -> dict:
+        """{option: trained model} of an entry (`networks.network`); one shared by entries is trained once."""
+        s = self.settings
+        options = {**s.tasks[task_name], **entry.task_options}
+        out = {}
+        for option, spec in entry.networks.items():
+            key = json.dumps([task_name, options, dataclasses.asdict(spec)], sort_keys=True, default=str)
+            if key not in self.trained:
+                self.trained[key] = networks.network(
+                    workdir, task_name, options, spec, s.training_scale, s.training_steps, progress=progress
+                )
+            out[option] = self.trained[key]
+        return out
+
+
+def sync(name: str) -> None:
+    """A barrier of every process (no-op with one)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def _task(name: str, options: Mapping, where: str) -> Task:
+    from posteriorjax import tasks
+
+    try:
+        return tasks.get(name, **options)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: cannot build task {name!r} with options {dict(options)}: {e}") from e
+
+
+def validate(config) -> None:
+    """Check a sweep config before any compute (ValueError naming the field): its schema
+    (`settings.Settings.parse`) and everything that needs its tasks (`Plan.build`)."""
+    from posteriorjax.sweep.settings import settings
+
+    Plan.build(settings(config))

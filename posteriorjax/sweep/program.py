@@ -1,0 +1,200 @@
+"""Program: the pure JAX program of one (task, sampler) pair.
+
+For one pair, every configuration -- a case index, a value of each numeric hyperparameter
+axis and a sampler seed -- is one entry of a single flattened axis (`ConfigGrid`, `expand`).
+`case_program` samples *and scores* a configuration; `chunk_program` `lax.map`s it over a
+device's share of a chunk (memory bounded by `batch_size`) and `shard_map`s it over the 1-D
+data mesh of all devices. Keys: `stream_keys(seed)` splits the sweep seed into named streams
+(sampler, reference, TARP, MIRA); the sampler key of a configuration is
+`fold_in(fold_in(sampler_stream, case), sampler_seed)` and the calibration statistics of a
+case use `fold_in(stream, case)`, so results do not depend on chunking, ordering or the
+number of devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import jax
+import jax.random as jr
+import numpy as np
+from jax.sharding import PartitionSpec
+
+from posteriorjax import parallel
+from posteriorjax.metrics import suite
+from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.sweep import statistics
+from posteriorjax.sweep.settings import CalibrationSettings
+from posteriorjax.sweep.store import canonical_number
+from posteriorjax.tasks.base import Task
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigGrid:
+    """The flattened configuration axis: `case (K,)`, `seed (K,)`, `hparams {name: (K,)}`."""
+
+    case: np.ndarray
+    seed: np.ndarray
+    hparams: dict[str, np.ndarray]
+
+    @property
+    def size(self) -> int:
+        return int(self.case.shape[0])
+
+    def ids(self) -> list[str]:
+        """A stable identifier per configuration: `case=C;seed=S;name=value;...` (names sorted).
+
+        Values are written by `canonical_number`, so the ids do not depend on numpy's repr.
+        """
+        names = sorted(self.hparams)
+        return [
+            f"case={c};seed={s};" + ";".join(f"{n}={canonical_number(self.hparams[n][i])}" for n in names)
+            for i, (c, s) in enumerate(zip(self.case.tolist(), self.seed.tolist(), strict=True))
+        ]
+
+    def take(self, index) -> dict:
+        """The configurations `index` as the program's input pytree."""
+        index = np.asarray(index)
+        return {
+            "case": self.case[index],
+            "seed": self.seed[index],
+            "hparams": {k: v[index] for k, v in self.hparams.items()},
+        }
+
+
+def expand(
+    num_cases: int, axes: Mapping[str, Iterable[float]], seeds: Iterable[int], defaults: Mapping
+) -> ConfigGrid:
+    """Product of cases x axis values x seeds, flattened (cases vary slowest).
+
+    `axes` names hyperparameters that vary; every other hyperparameter takes
+    its value from `defaults`. An axis with no values or an unknown name is an error.
+    """
+    unknown = sorted(set(axes) - set(defaults))
+    if unknown:
+        raise ValueError(f"axes: unknown hyperparameter(s) {unknown}; the sampler has {sorted(defaults)}")
+    axes = {k: [float(v) for v in vals] for k, vals in axes.items()}
+    empty = [k for k, v in axes.items() if not v]
+    if empty:
+        raise ValueError(f"axes: axis {empty} has no values")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: expected at least one sampler seed, got none")
+    if num_cases < 1:
+        raise ValueError(f"num_cases: expected >= 1, got {num_cases}")
+    names = sorted(axes)
+    rows = list(itertools.product(range(num_cases), *(axes[n] for n in names), seeds))
+    cols = list(zip(*rows, strict=True))
+    hparams = {k: np.full(len(rows), float(v), np.float32) for k, v in defaults.items()}
+    for j, n in enumerate(names):
+        hparams[n] = np.asarray(cols[1 + j], np.float32)
+    return ConfigGrid(np.asarray(cols[0], np.int32), np.asarray(cols[-1], np.int32), hparams)
+
+
+def config_key(sampler_stream, case, sampler_seed):
+    """The sampler key of one configuration: `fold_in(fold_in(stream, case), seed)`."""
+    return jr.fold_in(jr.fold_in(sampler_stream, case), sampler_seed)
+
+
+def _state_model(sampler):
+    """The sampler's learned surrogate of the physics, when it guides through one (else None)."""
+    readout = getattr(sampler, "readout", None)
+    if readout is not None and getattr(readout, "forward", None) == "surrogate":
+        return readout.surrogate
+    return None
+
+
+def case_program(
+    task: Task,
+    sampler: AbstractSampler,
+    num_samples: int,
+    *,
+    seed: int,
+    metric_options: Mapping | None = None,
+    diagnostics: Sequence[str] = (),
+    calibration_options: Mapping | CalibrationSettings | None = None,
+) -> Callable:
+    """`one(data, config) -> metrics`: sample and score one configuration (pure).
+
+    `task` is the true task (cases, reference and scoring); the sampler may be
+    built on a misspecified copy of it. `data` comes from `statistics.program_data` (same
+    `seed`). Metrics: `suite.compute`'s, `observation_values`,
+    `calibration_statistics` (with `calibration_options`) and the requested `diagnostic_values`.
+    """
+    options = dict(metric_options or {})
+    calib = CalibrationSettings.parse(calibration_options)
+    keys = statistics.stream_keys(seed)
+    state_model = _state_model(sampler)
+
+    def one(data, config):
+        case = config["case"]
+        key = config_key(keys["sampler"], case, config["seed"])
+        y_obs, truth = data["y_obs"][case], data["x_true"][case]
+        ref_samples, ref_weights = data["ref_samples"][case], data["ref_weights"][case]
+        samples = sampler.sample_traced(key, y_obs, num_samples, config["hparams"])
+        out = suite.compute(
+            samples, ref_samples, ref_weights, truth, evaluation_field=task.evaluation_field,
+            field_stats=task.field_stats, **options,
+        )  # fmt: skip
+        out.update(statistics.observation_values(task, samples, truth, y_obs))
+        anchor = statistics.observation_anchor(task, ref_samples, ref_weights) if calib.observed else None
+        out.update(
+            statistics.calibration_statistics(
+                task,
+                samples,
+                truth,
+                data["tarp_shift"],
+                data["tarp_scale"],
+                data["tarp_points"][case],
+                statistics.mira_case_key(keys["mira"], case),
+                anchor,
+                calib,
+                jr.fold_in(jr.split(keys["tarp"])[1], case),
+            )  # fmt: skip
+        )
+        if diagnostics:
+            out.update(statistics.diagnostic_values(task, samples, truth, diagnostics, state_model))
+        return out
+
+    return one
+
+
+def sample_program(sampler: AbstractSampler, num_samples: int, *, seed: int) -> Callable:
+    """`samples(data, configs (S,)) -> (S, N, C, H, W)`: the samples `case_program` scores, same keys."""
+    keys = statistics.stream_keys(seed)
+
+    def one(data, config):
+        key = config_key(keys["sampler"], config["case"], config["seed"])
+        return sampler.sample_traced(key, data["y_obs"][config["case"]], num_samples, config["hparams"])
+
+    return one
+
+
+def chunk_program(one: Callable, mesh, batch_size: int) -> Callable:
+    """`(data, configs (chunk,)) -> metrics (chunk,)`: lax.map per device, shard_map over the mesh."""
+    spec = PartitionSpec(parallel.AXIS)
+
+    def local(data, configs):
+        return jax.lax.map(lambda c: one(data, c), configs, batch_size=batch_size)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec, check_vma=False)
+
+
+def local_rows(metrics: dict) -> tuple[list[int], dict[str, np.ndarray]]:
+    """Positions in the chunk and values of the rows this process's devices hold."""
+    if jax.process_count() == 1:
+        host = jax.device_get(metrics)
+        return list(range(len(next(iter(host.values()))))), host
+    positions, values = None, {}
+    for name, leaf in metrics.items():
+        parts = {}
+        for shard in leaf.addressable_shards:
+            start = shard.index[0].start or 0
+            parts[start] = np.asarray(shard.data)
+        starts = sorted(parts)
+        values[name] = np.concatenate([parts[s] for s in starts])
+        rows = [s + j for s in starts for j in range(len(parts[s]))]
+        positions = rows if positions is None else positions
+    return positions, values

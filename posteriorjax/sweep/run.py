@@ -1,0 +1,208 @@
+"""Run: a whole study, config -> workdir (parse -> plan -> program -> store).
+
+`run(config, workdir)` parses the config (`settings`), builds the plan (`plan`), then per
+task loads or builds its reference (`reference.registry`, cached in `workdir/references/`)
+and per sampler entry trains or reuses its networks (`networks`) and runs the pair
+(`run_pair`: the compiled `program`, chunk by chunk, records appended to the `store`), then
+writes the tables, `references.json` and the figures. A rerun skips the configurations
+already on disk. With several processes (`jax.process_count() > 1`) each process writes the
+records its devices computed to `results.p<k>.jsonl` and process 0 assembles `results.jsonl`
+after every pair (the workdir must be shared by all processes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+from absl import logging as absl_logging
+
+from posteriorjax import parallel
+from posteriorjax.reference import store as artifact_store
+from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.sweep import program, statistics
+from posteriorjax.sweep import store as record_store
+from posteriorjax.sweep.plan import Plan, sync
+from posteriorjax.sweep.samples import save_samples
+from posteriorjax.sweep.settings import SamplerEntry, settings
+from posteriorjax.tasks.base import Cases, Task
+
+
+def run_pair(
+    task: Task, sampler: AbstractSampler, cases: Cases, reference: tuple, grid: program.ConfigGrid, *,
+    num_samples: int, seed: int, chunk_size: int, batch_size: int,
+    results: record_store.ResultsFile | None = None, skip: set[str] | None = None,
+    labels: Mapping[str, str] | None = None, mesh=None, metric_options: Mapping | None = None,
+    diagnostics: Sequence[str] = (), progress: Callable | None = None, calibration_options=None,
+) -> list[record_store.Record]:  # fmt: skip
+    """Sample and score every configuration of `grid` for one (task, sampler) pair.
+
+    `task` is the true task (`sampler.task` may be a misspecified copy with the same shapes);
+    `reference`: `(ref_samples (K, M, C, H, W), ref_weights (K, M))`. Chunks of `chunk_size`
+    configurations (rounded up to a multiple of the device count) are compiled once and their
+    records appended to `results` (this process's file) as they finish; `skip`: ids not to
+    compute (default: those in `results`); `labels`: the recorded `{"task", "sampler"}` names;
+    `progress(done, todo, compile_s, run_s)` after each chunk. Returns this call's records.
+    """
+    mesh = parallel.data_mesh() if mesh is None else mesh
+    labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
+    chunk = parallel.padded_size(max(1, min(chunk_size, grid.size)), mesh)
+    ids = grid.ids()
+    if skip is None:
+        skip = results.done((labels["task"], labels["sampler"])) if results else set()
+    todo = [i for i, cid in enumerate(ids) if cid not in skip]
+    data = statistics.program_data(task, cases, reference, seed=seed)
+    data = parallel.global_tree(data, parallel.replicated(mesh))
+    one = program.case_program(
+        task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
+        calibration_options=calibration_options,
+    )  # fmt: skip
+    fn = eqx.filter_jit(program.chunk_program(one, mesh, batch_size))
+    compiled, compile_s, out = None, 0.0, []
+    for start in range(0, len(todo), chunk):
+        index = np.asarray(todo[start : start + chunk])
+        padded = np.concatenate([index, np.repeat(index[-1:], chunk - len(index))])
+        configs = parallel.global_tree(grid.take(padded), parallel.batch_sharding(mesh))
+        t0 = time.perf_counter()
+        if compiled is None:
+            compiled = fn.lower(data, configs).compile()
+            compile_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        metrics = jax.block_until_ready(compiled(data, configs))
+        run_s = time.perf_counter() - t1
+        rows, values = program.local_rows(metrics)
+        fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
+        records = [
+            _record(grid, ids, int(index[pos]), {k: v[j] for k, v in values.items()}, labels, task, fields)
+            for j, pos in enumerate(rows)
+            if pos < len(index)  # not padding
+        ]
+        if results is not None and records:
+            results.append(records)
+        out.extend(records)
+        if progress is not None:
+            progress(min(start + chunk, len(todo)), len(todo), t1 - t0 if start == 0 else 0.0, run_s)
+    return out
+
+
+def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) -> record_store.Record:
+    return record_store.Record(
+        task=labels["task"], sampler=labels["sampler"], config_id=ids[i], index=i, case=int(grid.case[i]),
+        seed=int(grid.seed[i]), hparams={k: float(v[i]) for k, v in grid.hparams.items()},
+        num_samples=fields["num_samples"], metrics={k: record_store.jsonable(v) for k, v in metrics.items()},
+        wall_time_s=fields["wall_time_s"], compile_time_s=fields["compile_time_s"],
+        evaluation=task.evaluation_name,
+    )  # fmt: skip
+
+
+def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[record_store.Record]:
+    """Run every (task, sampler) pair of `config`; write results, tables, samples, provenance to `workdir`.
+
+    Returns the records of `results.jsonl` (process 0; other processes return []).
+    """
+    from posteriorjax import results as results_lib
+
+    s = settings(config)
+    plan = Plan.build(s).prepare()
+    workdir, lead, multi = Path(workdir), jax.process_index() == 0, jax.process_count() > 1
+    store = record_store.prepare_workdir(workdir, config) if lead else None
+    own = store
+    if multi:
+        own = record_store.ResultsFile(record_store.process_results_path(workdir, jax.process_index()))
+    sync("sweep-prepare")
+    if lead:
+        prov = results_lib.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
+        (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
+    study = _Study(plan, workdir, store, own, parallel.data_mesh(), progress)
+    reports = {}
+    for task_name in s.tasks:
+        *reference, reports[task_name] = plan.reference(task_name, workdir, lead=lead, progress=progress)
+        for entry in (e for e in s.samplers if task_name in e.tasks):
+            study.pair(task_name, entry, tuple(reference))
+    if not lead:
+        return []
+    artifact_store.atomic_write_json(workdir / "references.json", reports)
+    summary = results_lib.write_tables(workdir, store.records)
+    if progress:
+        print(summary, flush=True)  # the study's result, on stdout
+    if s.figures:
+        _render_figures(workdir, progress)
+    return store.records
+
+
+@dataclasses.dataclass
+class _Study:
+    """What every pair of a run shares: the plan, the stores, the mesh, the trained networks."""
+
+    plan: Plan
+    workdir: Path
+    store: record_store.ResultsFile | None  # results.jsonl (process 0 only)
+    own: record_store.ResultsFile | None  # this process's records
+    mesh: Any
+    progress: bool
+
+    def __post_init__(self):
+        lead = self.store is not None
+        self.bar = _study_progress(self.plan, self.workdir, self.store, enabled=self.progress and lead)
+
+    def pair(self, task_name: str, entry: SamplerEntry, reference: tuple) -> None:
+        """Train or reuse the entry's networks, run the pair, assemble its records, store its samples."""
+        s, plan, pair = self.plan.settings, self.plan, (task_name, entry.label)
+        nets = plan.networks(task_name, entry, self.workdir, self.progress)
+        sampler, grid = plan.pair(task_name, entry, nets)
+        multi = jax.process_count() > 1
+        skip = record_store.done_everywhere(self.workdir, pair) if multi else self.store.done(pair)
+        self.bar.start_pair(f"{task_name} / {entry.label}", len(set(grid.ids()) - skip), grid.size)
+        run_pair(
+            plan.tasks[task_name], sampler, plan.cases(task_name), reference, grid,
+            num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
+            results=self.own, skip=skip, labels={"task": task_name, "sampler": entry.label}, mesh=self.mesh,
+            diagnostics=s.diagnostics, progress=lambda done, _, c, r: self.bar.chunk(done, c, r),
+            calibration_options=s.calibration,
+        )  # fmt: skip
+        sync(f"sweep-pair-{task_name}-{entry.label}")
+        if self.store is None:
+            return
+        if multi:
+            record_store.assemble(self.workdir, self.store, pair)
+        if s.save_samples:
+            save_samples(
+                self.workdir / "samples" / task_name / f"{entry.label}.npz", sampler,
+                plan.cases(task_name), grid, num_samples=s.num_samples, seed=s.seed,
+                max_case=s.save_samples, batch_size=s.batch_size,
+            )  # fmt: skip
+
+
+def _render_figures(workdir: Path, progress: bool) -> list:
+    try:
+        from posteriorjax import figures
+    except ModuleNotFoundError as e:
+        if e.name != "posteriorjax.figures":
+            raise
+        absl_logging.warning("posteriorjax.figures is not available; no figures rendered")
+        return []
+    paths = figures.render(workdir)
+    if progress:
+        absl_logging.info("[figures] %d figure(s) in %s", len(paths), workdir / "figures")
+    return paths
+
+
+def _study_progress(plan: Plan, workdir: Path, store, *, enabled: bool):
+    """`console.StudyProgress` over every (task, sampler) pair of the study, resumed records counted."""
+    from posteriorjax import console
+
+    s, sizes, done = plan.settings, [], 0
+    for task_name, entry in s.pairs():
+        sizes.append(s.num_cases * math.prod(len(v) for v in entry.axes.values()) * len(s.seeds))
+        pair = (task_name, entry.label)
+        done += len(store.done(pair) if store is not None else record_store.done_everywhere(workdir, pair))
+    return console.StudyProgress(len(sizes), sum(sizes), min(done, sum(sizes)), enabled=enabled)

@@ -1,0 +1,60 @@
+"""Stored samples for figures: the samples of the first cases of every configuration (`.npz`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from posteriorjax.reference import store as artifact_store
+from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.sweep.program import ConfigGrid, sample_program
+from posteriorjax.sweep.store import migrate_config_id
+from posteriorjax.tasks.base import Cases
+
+
+def save_samples(
+    path: Path,
+    sampler: AbstractSampler,
+    cases: Cases,
+    grid: ConfigGrid,
+    *,
+    num_samples: int,
+    seed: int,
+    max_case: int,
+    batch_size: int,
+) -> int:
+    """Store the samples of every configuration with `case < max_case` in `path` (`.npz`).
+
+    Arrays: `samples (S, N, C, H, W)`, `case (S,)`, `seed (S,)`, `config_id (S,)`
+    and `hparam_<name> (S,)` per hyperparameter, in grid order. Samples are
+    recomputed with the keys of `case_program`; configurations already in the
+    file are kept, not recomputed. Written atomically. Returns S.
+    """
+    ids = grid.ids()
+    wanted = [i for i in range(grid.size) if grid.case[i] < max_case]
+    if not wanted:
+        return 0
+    have: dict[str, np.ndarray] = {}
+    if path.exists():
+        with np.load(path) as z:
+            have = {migrate_config_id(str(c)): z["samples"][j] for j, c in enumerate(z["config_id"])}
+    missing = [i for i in wanted if ids[i] not in have]
+    if missing:
+        one = sample_program(sampler, num_samples, seed=seed)
+        data = {"y_obs": jnp.asarray(cases.y_obs)}
+        fn = eqx.filter_jit(lambda d, c: jax.lax.map(lambda x: one(d, x), c, batch_size=batch_size))
+        new = np.asarray(jax.device_get(fn(data, jax.tree.map(jnp.asarray, grid.take(missing)))))
+        have.update({ids[i]: new[j] for j, i in enumerate(missing)})
+    arrays = {
+        "samples": np.stack([have[ids[i]] for i in wanted]),
+        "case": grid.case[wanted].astype(np.int32),
+        "seed": grid.seed[wanted].astype(np.int32),
+        "config_id": np.asarray([ids[i] for i in wanted]),
+    }
+    arrays.update({f"hparam_{k}": v[wanted] for k, v in grid.hparams.items()})
+    artifact_store.write_arrays(path, arrays)
+    return len(wanted)

@@ -1,0 +1,308 @@
+"""Store: the records of a sweep on disk, one schema, one reader, one grouping key.
+
+A `Record` is one configuration of one (task, sampler) pair: its id, case, seed,
+hyperparameters and metrics (`to_json`/`from_json`, one JSON object per line of
+`results.jsonl`). `read_records` is the one reader (a torn last line, from a kill mid-write,
+is dropped; a corrupt line before it is an error naming file and line); `ResultsFile` appends
+chunks crash-safely and resumes; `row_key` / `hparams_key` is the one grouping key of the
+tables (`results`) and figures (`records`, `figures`). With several processes each writes
+`results.p<k>.jsonl` and process 0 `assemble`s them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posteriorjax.reference import store as artifact_store
+
+# ----------------------------------------------------------------------------
+# Ids and the grouping key
+
+
+def canonical_number(value) -> str:
+    """`value` as it goes into a config id: an integer as `str(int)`, a float as Python's
+    `repr(float)` of the shortest decimal that round-trips in the value's own dtype
+    (`np.float32(0.1)` -> `0.1`, `np.float64(1e-5)` -> `1e-05`), whatever numpy's version."""
+    a = np.asarray(value)
+    if a.ndim != 0:
+        raise ValueError(f"value: expected a scalar, got shape {a.shape}")
+    if a.dtype.kind in "biu":
+        return str(int(a))
+    if a.dtype.kind != "f":
+        raise ValueError(f"value: expected an integer or float, got dtype {a.dtype}")
+    return repr(float(np.format_float_scientific(a[()], unique=True)))
+
+
+_NUMPY_SCALAR_REPR = re.compile(r"np\.(?:float|int|uint)\d+\(([^()]*)\)")
+
+
+def migrate_config_id(config_id: str) -> str:
+    """A config id written before `canonical_number` (values in numpy's repr), in today's form.
+
+    numpy >= 2 wrote `flip=np.float32(2.0)`, numpy 1 `flip=2.0`; both hold the shortest
+    decimal of the value in its dtype, so unwrapping it and passing it through `repr(float)`
+    gives `canonical_number`'s string. Ids already canonical are returned unchanged.
+    """
+    parts = []
+    for part in _NUMPY_SCALAR_REPR.sub(r"\1", config_id).split(";"):
+        name, sep, value = part.partition("=")
+        if sep and name not in ("case", "seed"):
+            try:
+                value = repr(float(value))
+            except ValueError:
+                pass
+        parts.append(name + sep + value)
+    return ";".join(parts)
+
+
+def hparams_key(hparams: Mapping[str, float]) -> tuple:
+    """Hashable, sorted `((name, value), ...)` of a hyperparameter setting, values rounded to float32.
+
+    The grid holds float32 values (`program.expand`); records store them as float64 and
+    `.npz` sample files as float32, so rounding makes the two agree.
+    """
+    return tuple(sorted((k, float(np.float32(v))) for k, v in hparams.items()))
+
+
+def row_key(record: Mapping) -> tuple:
+    """The row of a table a record belongs to: `(task, sampler, hparams_key(hparams))`."""
+    return (record["task"], record["sampler"], hparams_key(record["hparams"]))
+
+
+# ----------------------------------------------------------------------------
+# The record
+
+
+def jsonable(value):
+    """A metric value as JSON: a scalar (non-finite -> None) or nested lists of them."""
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        v = arr.item()
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    return [jsonable(v) for v in arr]
+
+
+_TYPES = {int: (int,), float: (int, float), str: (str,), dict: (dict,)}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # compared as a mapping (equal to its JSON object)
+class Record(Mapping):
+    """One configuration's result; read as a mapping too (`record["task"]`, `record.get(...)`).
+
+    Fields in the order of a `results.jsonl` line. `metrics` values are numbers, None
+    (non-finite) or lists; `evaluation` (`Task.evaluation_name`) defaults to "identity",
+    the only value before it was recorded.
+    """
+
+    task: str
+    sampler: str
+    config_id: str
+    index: int
+    case: int
+    seed: int
+    hparams: dict
+    num_samples: int
+    metrics: dict
+    wall_time_s: float
+    compile_time_s: float
+    evaluation: str = "identity"
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, _TYPES[_annotation(f)]):
+                raise ValueError(f"record.{f.name}: expected {f.type}, got {value!r}")
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> Record:
+        """A record from its JSON object (ids in an older form migrated, `migrate_config_id`)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(names))
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.name not in values
+        ]
+        if unknown or missing:
+            raise ValueError(f"record: expected the keys {names}; unknown {unknown}, missing {missing}")
+        values = dict(values)
+        values["config_id"] = migrate_config_id(str(values["config_id"]))
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, line: str) -> Record:
+        return cls.from_dict(json.loads(line))
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    # the mapping protocol, so tables and figures read a record as they read its JSON object
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names():
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _annotation(field) -> type:
+    return {"str": str, "int": int, "float": float, "dict": dict}[str(field.type)]
+
+
+# ----------------------------------------------------------------------------
+# Reading and writing
+
+
+def read_records(path) -> list[Record]:
+    """The records of a JSON-lines file (blank lines skipped; the file is not modified).
+
+    A torn last line (a kill mid-write) is dropped; any other line that is not a record is
+    a ValueError naming the file and the line.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines()) if line.strip()]
+    out = []
+    for j, (i, line) in enumerate(lines):
+        try:
+            out.append(Record.from_json(line))
+        except json.JSONDecodeError as err:
+            if j == len(lines) - 1:
+                break  # torn by a crash: resumed by recomputing it
+            raise ValueError(
+                f"{path}: line {i + 1} is not a JSON record ({err.msg}); only a torn last line is dropped"
+            ) from err
+        except ValueError as err:
+            raise ValueError(f"{path}: line {i + 1}: {err}") from err
+    return out
+
+
+class ResultsFile:
+    """Append-only JSON-lines records with crash-safe resume.
+
+    Each chunk's records are appended in one write and fsync-ed. On open, a torn last line
+    is dropped and the file rewritten atomically, so every stored line is a complete
+    record; ids written in an older form (`migrate_config_id`) are rewritten the same way.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.records: list[Record] = read_records(self.path)
+        if self.path.exists() and self.path.read_text().splitlines() != [r.to_json() for r in self.records]:
+            artifact_store.atomic_write_bytes(
+                self.path, "".join(r.to_json() + "\n" for r in self.records).encode()
+            )
+
+    def done(self, pair: tuple[str, str]) -> set[str]:
+        return {r.config_id for r in self.records if (r.task, r.sampler) == pair}
+
+    def append(self, records: list[Record]) -> None:
+        with open(self.path, "a") as f:
+            f.write("".join(r.to_json() + "\n" for r in records))
+            f.flush()
+            os.fsync(f.fileno())
+        self.records.extend(records)
+
+
+def process_results_path(workdir, process: int) -> Path:
+    return Path(workdir) / f"results.p{process}.jsonl"
+
+
+def _process_files(workdir) -> list[Path]:
+    return sorted(Path(workdir).glob("results.p*.jsonl"))
+
+
+def assemble(workdir, store: ResultsFile, pair: tuple[str, str]) -> list[Record]:
+    """Append to `store` the records of `pair` found in every `results.p<k>.jsonl` but not yet in it.
+
+    New records go in grid order (`index`); duplicates (the same config id in
+    several files, or already stored) are written once. Returns the new records.
+    """
+    have = store.done(pair)
+    new = {}
+    for path in _process_files(workdir):
+        for r in read_records(path):
+            if (r.task, r.sampler) == pair and r.config_id not in have:
+                new.setdefault(r.config_id, r)
+    records = sorted(new.values(), key=lambda r: r.index)
+    if records:
+        store.append(records)
+    return records
+
+
+def done_everywhere(workdir, pair: tuple[str, str]) -> set[str]:
+    """Config ids of `pair` in `results.jsonl` or any process file (the same set on every process)."""
+    paths = [Path(workdir) / "results.jsonl", *_process_files(workdir)]
+    return {r.config_id for p in paths for r in read_records(p) if (r.task, r.sampler) == pair}
+
+
+def prepare_workdir(workdir, config) -> ResultsFile:
+    """Create `workdir`, or resume it when it holds the same config; refuse a different one.
+
+    With `overwrite` and a different config, results, stored samples and
+    process files are discarded (networks, pools and references are kept:
+    they are keyed or checked by their own settings).
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "config.json"
+    current = json.loads(config.to_json_best_effort(sort_keys=True))
+    current.pop("overwrite", None)
+    if config_path.exists():
+        stored = json.loads(config_path.read_text())
+        stored.pop("overwrite", None)
+        if stored != current:
+            if not config.overwrite:
+                raise ValueError(
+                    f"workdir: {workdir} holds results of a different config; use another workdir "
+                    "or pass --config.overwrite=True to discard them"
+                )
+            for name in ("results.jsonl", "results.csv", "summary.md", "calibration.json"):
+                (workdir / name).unlink(missing_ok=True)
+            for path in _process_files(workdir):
+                path.unlink()
+            shutil.rmtree(workdir / "samples", ignore_errors=True)
+    artifact_store.atomic_write_bytes(config_path, json.dumps(current, indent=2, sort_keys=True).encode())
+    return ResultsFile(workdir / "results.jsonl")
+
+
+def reference_paths(workdir, task_name: str) -> tuple[Path, Path]:
+    """(the checksummed reference set of a task, its single-file form before it) in a workdir."""
+    return Path(workdir) / "references" / task_name, Path(workdir) / "references" / f"{task_name}.npz"
+
+
+def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
+    """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None.
+
+    The checksummed set (`reference.store.save_references`) when present, else a reference
+    in the single-file form older workdirs hold.
+    """
+    directory, legacy = reference_paths(workdir, task_name)
+    if (directory / artifact_store.MANIFEST).exists():
+        return artifact_store.load_references(directory)[1]
+    if legacy.exists():
+        with np.load(legacy) as z:
+            return {k: z[k] for k in ("ref_samples", "ref_weights", "x_true", "y_obs")}
+    return None
