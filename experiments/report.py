@@ -9,7 +9,8 @@ DIR/figures/, and prints the table and the figure paths. Nothing is recomputed.
 
 from absl import app, flags
 
-from posteriorjax import console, figures
+from posteriorjax import console
+from posteriorjax.report import figures
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.jsonl.")
 _NOISE_WORKDIRS = flags.DEFINE_list(

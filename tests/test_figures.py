@@ -4,14 +4,16 @@ import struct
 from pathlib import Path
 
 import matplotlib.collections
+import matplotlib.colors
 import matplotlib.image
 import numpy as np
 import pytest
 from absl import flags
 from test_records import record  # the hand-made sweep record both test modules build on
 
-from posteriorjax import figures, tasks
+from posteriorjax import tasks
 from posteriorjax.metrics import calibration
+from posteriorjax.report import figures, tables
 
 LEVELS = calibration.DEFAULT_LEVELS
 GUIDANCE = (0.0, 1.0, 10.0, 100.0)
@@ -183,12 +185,12 @@ DRAWN: dict = {}  # figure objects of the `rendered` workdir, by file name
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     root = make_workdir(tmp_path_factory.mktemp("sweep"))
-    save = figures._save
-    figures._save = lambda fig, path: DRAWN.setdefault(Path(path).name, fig) and save(fig, path)
+    save = figures.style.save
+    figures.style.save = lambda fig, path: DRAWN.setdefault(Path(path).name, fig) and save(fig, path)
     try:
         return root, figures.render(root)
     finally:
-        figures._save = save
+        figures.style.save = save
 
 
 def test_render_writes_every_figure_as_a_png_of_its_size(rendered):
@@ -218,7 +220,7 @@ def _inside(fig, png: Path) -> bool:
 
 
 def test_every_figure_kind_labelled_log_where_set_and_not_clipped(rendered, tmp_path, monkeypatch):
-    paths, drawn, save = {p.name: p for p in rendered[1]}, dict(DRAWN), figures._save
+    paths, drawn, save = {p.name: p for p in rendered[1]}, dict(DRAWN), figures.style.save
     kinds = {name.split("_")[0] for name in paths}
     assert kinds == {"samples", "moments", "curves", "vshape", "coverage", "mira", "optimum"}
     for name, fig in drawn.items():
@@ -237,7 +239,7 @@ def test_every_figure_kind_labelled_log_where_set_and_not_clipped(rendered, tmp_
         for c in range(2) for g, e in ((1.0, 0.01), (2.0, 0.02), (3.0, 1.0))
     ]  # fmt: skip
     monkeypatch.setattr(
-        figures, "_save", lambda fig, path: drawn.setdefault(Path(path).name, fig) and save(fig, path)
+        figures.style, "save", lambda fig, path: drawn.setdefault(Path(path).name, fig) and save(fig, path)
     )
     figures.vshape_figure(tmp_path / "vshape_outlier.png", outlier)
     (mean_panel, mmd_panel) = [ax for ax in drawn["vshape_outlier.png"].axes if ax.axison]
@@ -254,7 +256,7 @@ def test_every_figure_kind_labelled_log_where_set_and_not_clipped(rendered, tmp_
     # MIRA with too few conditions to resolve the table's shift is marked; with enough it is not
     too_few = lambda fig: [t for ax in fig.axes for t in ax.texts if t.get_gid() == "too_few"]  # noqa: E731
     assert "L = 3 <" in too_few(drawn["mira_toy.png"])[0].get_text()
-    needed = figures.results.mira_conditions_needed(3)
+    needed = tables.mira_conditions_needed(3)
     enough = [record("t", "s", c, {}, {"mira_statistic": 0.6}, num_samples=3) for c in range(needed)]
     figures.mira_figure(tmp_path / "mira_enough.png", enough)
     assert not too_few(drawn["mira_enough.png"])
@@ -303,7 +305,7 @@ def test_field_figures_in_physical_coordinates_with_names_units_and_the_observat
     np.testing.assert_allclose(wells, ccs.grid.centres()[[0, 10]])
     # log-normal draws spanning decades: logarithmic colour scale
     assert any(isinstance(ax.images[0].norm if ax.images else ax.collections[0].norm,
-                          figures.matplotlib.colors.LogNorm) for ax in [truth])  # fmt: skip
+                          matplotlib.colors.LogNorm) for ax in [truth])  # fmt: skip
     # a dense mask (BL hole): the missed cells hatched; the caption says which
     samples = drawn["samples_darcy_field_s_case0.png"]
     (hatch,) = _overlay(_tile(samples, "truth"))
@@ -322,9 +324,9 @@ def test_field_layouts_of_every_registered_kind():
     assert figures.task_layout("toy", {}) is None  # not a registered task
     # pooling 32 -> 16: 15 interior block edges per axis, 2 cells apart
     task = tasks.get("poisson_lowres", resolution=32)
-    fig = figures._new(2, 2)
+    fig = figures.style.new(2, 2)
     ax = fig.add_subplot()
-    figures._overlay(ax, figures.field_layout(task))
+    figures.fields._overlay(ax, figures.field_layout(task))
     vlines, hlines = _overlay(ax)
     edges = [seg[0, 0] for seg in vlines.get_segments()]
     assert len(edges) == len(hlines.get_segments()) == 15
@@ -335,8 +337,8 @@ def test_tarp_figure_only_with_enough_conditions(tmp_path):
     rng = np.random.default_rng(3)
     metrics = lambda: {"tarp_credibility": float(rng.uniform()), "mira_statistic": 0.6}  # noqa: E731
     for cases, drawn in (
-        (figures.results.TARP_MIN_CONDITIONS - 1, False),
-        (figures.results.TARP_MIN_CONDITIONS, True),
+        (tables.TARP_MIN_CONDITIONS - 1, False),
+        (tables.TARP_MIN_CONDITIONS, True),
     ):
         w = tmp_path / f"w{cases}"
         w.mkdir()

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from posteriorjax import records, results
 from posteriorjax.metrics import registry, suite
+from posteriorjax.report import records, tables
 
 N, SHAPE = 32, (1, 8, 8)
 
@@ -64,7 +64,7 @@ def test_applicability_follows_needs_and_sizes():
 
 
 def test_reports_take_their_metrics_from_the_registry():
-    assert [k for k, _ in results.TABLE_METRICS] == list(registry.TABLE)
+    assert [k for k, _ in tables.TABLE_METRICS] == list(registry.TABLE)
     assert records.LOWER_IS_BETTER == registry.RANKED
     assert registry.RANKED[: len(registry.TABLE)] == registry.TABLE
     assert all(registry.METRICS[k].better == "lower" for k in registry.RANKED)

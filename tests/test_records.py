@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from posteriorjax import records, results, sweep
+from posteriorjax import sweep
 from posteriorjax.metrics import calibration, mira
+from posteriorjax.report import records, tables
 
 LEVELS = calibration.DEFAULT_LEVELS
 
@@ -180,7 +181,7 @@ def test_one_grouping_key_for_tables_and_figures():
     c = record("t", "s", 1, {"g": 0.2}, {"mean_error": 5.0})
     assert sweep.row_key(a) == sweep.row_key(b) != sweep.row_key(c)
     assert sweep.hparams_key({"g": 0.1, "a": 1}) == (("a", 1.0), ("g", float(np.float32(0.1))))
-    rows = results.aggregate([a, b, c], ["mean_error"])
+    rows = tables.aggregate([a, b, c], ["mean_error"])
     assert sorted(r["mean_error"][0] for r in rows) == [2.0, 5.0] and [r["count"] for r in rows] == [2, 1]
     assert [len(v) for v in records.row_groups([a, b, c]).values()] == [2, 1]
 

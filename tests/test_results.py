@@ -12,8 +12,9 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import random_fields, results, samplers, sweep, tasks
+from posteriorjax import random_fields, samplers, sweep, tasks
 from posteriorjax.metrics import calibration, mira
+from posteriorjax.report import provenance, tables
 
 RES = 16
 NUM_CASES = 16
@@ -50,7 +51,7 @@ def sweep_records():
 
 def test_aggregated_calibration_equals_direct_mira_and_tarp(sweep_records):
     task, cases, records, samples = sweep_records
-    (row,) = results.calibration_rows(records)
+    (row,) = tables.calibration_rows(records)
     assert row["num_conditions"] == NUM_CASES and row["num_samples"] == NUM_SAMPLES
     keys = sweep.stream_keys(SEED)
 
@@ -115,9 +116,9 @@ def test_exact_posterior_tarp_curve_is_near_the_diagonal(sweep_records):
 def test_calibration_table_marks_band_and_nan(sweep_records):
     records = sweep_records[2]
     broken = [dict(r, sampler="diverged", metrics={**r["metrics"], "mira_statistic": None}) for r in records]
-    rows = {r["sampler"]: r for r in results.calibration_rows(records + broken)}
+    rows = {r["sampler"]: r for r in tables.calibration_rows(records + broken)}
     assert math.isnan(rows["diverged"]["mira"]) and math.isfinite(rows["diverged"]["tarp_atc"])
-    table = results.calibration_table(list(rows.values()))
+    table = tables.calibration_table(list(rows.values()))
     assert f"| diverged | - | {NUM_CASES} | NaN |" in table
     ok = rows["exact"]
     lo, hi = ok["mira_expected"] - 2 * ok["mira_se_boot"], ok["mira_expected"] + 2 * ok["mira_se_boot"]
@@ -129,7 +130,7 @@ def test_calibration_table_marks_band_and_nan(sweep_records):
 
 
 def _record(task, case, evaluation, rng):
-    metrics = {k: float(rng.uniform(0.1, 1.0)) for k, _ in results.TABLE_METRICS}
+    metrics = {k: float(rng.uniform(0.1, 1.0)) for k, _ in tables.TABLE_METRICS}
     metrics.update(mira_statistic=float(rng.uniform(0.5, 0.8)), tarp_credibility=float(rng.uniform()))
     return {
         "task": task, "sampler": "prior", "hparams": {}, "case": case, "seed": 0, "num_samples": 32,
@@ -145,7 +146,7 @@ def test_summary_opens_with_a_header_and_every_table_has_a_legend(tmp_path):
     records += [_record("poisson_fixed", c, "identity", rng) for c in range(3)]
     config = {"name": "quickstart", "num_cases": 3}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "provenance.json").write_text(json.dumps(results.provenance({"seed": 0})))
+    (tmp_path / "provenance.json").write_text(json.dumps(provenance.provenance({"seed": 0})))
     rejection = {"eps": 1e-3, "sigma": 0.0, "num_samples": 32, "pool_size": 4096, "augment": True}
     references = {
         "darcy": {"method": "rejection", "settings": rejection,
@@ -153,7 +154,7 @@ def test_summary_opens_with_a_header_and_every_table_has_a_legend(tmp_path):
         "poisson_fixed": {"method": "exact", "settings": {"num_samples": 64}, "cases": [{}, {}, {}]},
     }  # fmt: skip
     (tmp_path / "references.json").write_text(json.dumps(references))
-    summary = results.write_tables(tmp_path, records)
+    summary = tables.write_tables(tmp_path, records)
     assert (tmp_path / "summary.md").read_text() == summary + "\n"
     lines = summary.splitlines()
     digest = __import__("hashlib").sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
@@ -170,12 +171,12 @@ def test_summary_opens_with_a_header_and_every_table_has_a_legend(tmp_path):
     assert len(legends) == 2 and "Fields scored after `binarized@7.5`" in legends[0]
     assert "Fields as sampled" in legends[1]
     calibration = [line for line in lines if line.startswith("L = conditions")]
-    needed = results.mira_conditions_needed(32)
+    needed = tables.mira_conditions_needed(32)
     assert len(calibration) == 2 and all(f"about {needed} conditions at N = 32" in c for c in calibration)
     assert all("with L = 3 the band is ±0." in c and "TARP: '-' = fewer than 20" in c for c in calibration)
     # the number of conditions named is the smallest whose ±2 se band is within the shift
     _, var = mira.expected_moments(31)
-    assert 2 * math.sqrt(var / needed) <= results.MIRA_RESOLVED_SHIFT < 2 * math.sqrt(var / (needed - 1))
+    assert 2 * math.sqrt(var / needed) <= tables.MIRA_RESOLVED_SHIFT < 2 * math.sqrt(var / (needed - 1))
 
 
 @pytest.mark.slow
@@ -197,7 +198,7 @@ def test_observation_dependent_statistics_flag_the_prior(sweep_records):
                 task, samplers.get(name, task), cases, reference, grid, num_samples=NUM_SAMPLES, seed=SEED,
                 chunk_size=NUM_CASES, batch_size=8, labels={"sampler": name}, calibration_options=options,
             )  # fmt: skip
-            (rows[mode, name],) = results.calibration_rows(recs)
+            (rows[mode, name],) = tables.calibration_rows(recs)
     assert abs(rows["blind", "prior"]["mira_z_boot"]) < 3, rows["blind", "prior"]
     assert rows["observation", "prior"]["mira_z_boot"] < -4, rows["observation", "prior"]
     assert abs(rows["observation", "exact"]["mira_z_boot"]) < 3, rows["observation", "exact"]
@@ -226,7 +227,7 @@ def test_split_conformal_over_held_out_cases(key):
              "metrics": {k: np.asarray(v[c]).tolist() for k, v in metrics.items()}}
             for c in range(num)
         ]  # fmt: skip
-        (rows[name],) = results.calibration_rows(records, num_bootstrap=10)
+        (rows[name],) = tables.calibration_rows(records, num_bootstrap=10)
     ok, over = rows["calibrated"], rows["overconfident"]
     assert 0.8 <= ok["conformal_scale"] <= 1.25 and abs(ok["conformal_coverage"] - 0.9) < 0.03, ok
     assert over["conformal_raw_coverage"] < 0.7 and over["conformal_scale"] > 1.6, over

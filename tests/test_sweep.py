@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import posteriorjax
-from posteriorjax import parallel, random_fields, results, sweep, tasks
+from posteriorjax import parallel, random_fields, sweep, tasks
 from posteriorjax.metrics import suite
 from posteriorjax.reference import registry
 from posteriorjax.reference import store as artifact_store
+from posteriorjax.report import tables
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import samples as sweep_samples
 
@@ -123,7 +124,7 @@ def test_invalid_members_are_counted_not_fatal(full):
             assert r["metrics"]["obs_misfit"] > 0 and r["metrics"]["pde_residual"] < 1e-3
     rows = {
         line.split("|")[2].strip(): line
-        for line in results.main_table(records).splitlines()
+        for line in tables.main_table(records).splitlines()
         if "flip=" in line
     }
     assert rows["flip=2"].endswith("| 0 | 8 |") and rows["flip=0"].endswith("| 0 | 0 |")  # 2 cases x 2 seeds
@@ -303,9 +304,9 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_lo
     import types
 
     rendered = []
-    fake = types.ModuleType("posteriorjax.figures")
+    fake = types.ModuleType("posteriorjax.report.figures")
     fake.render = lambda workdir: rendered.append(workdir) or []
-    monkeypatch.setitem(sys.modules, "posteriorjax.figures", fake)
+    monkeypatch.setitem(sys.modules, "posteriorjax.report.figures", fake)
     # `from posteriorjax import figures` reads the package attribute once the real module is imported
     monkeypatch.setattr(posteriorjax, "figures", fake, raising=False)
     config = _tiny_config(

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from configs import sweep_tiny
-from posteriorjax import results, sweep, tasks
+from posteriorjax import sweep, tasks
 from posteriorjax.reference import exact, registry, store
+from posteriorjax.report import tables
 
 RES = 8
 
@@ -104,7 +105,7 @@ def test_published_rule_and_k1000_variant_by_name(problem, tmp_path):
         assert info["accepted"] >= 1000
         if info["eps"] > info["eps_requested"]:  # widened: exactly the 1000 nearest candidates pass
             assert info["accepted"] == 1000
-    table = results.reference_table({"poisson_fixed": report})
+    table = tables.reference_table({"poisson_fixed": report})
     assert "| poisson_fixed | eps_k1000 |" in table and "num_samples=1000" in table
 
 

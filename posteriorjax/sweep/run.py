@@ -109,7 +109,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[re
 
     Returns the records of `results.jsonl` (process 0; other processes return []).
     """
-    from posteriorjax import results as results_lib
+    from posteriorjax.report import provenance, tables
 
     s = settings(config)
     plan = Plan.build(s).prepare()
@@ -120,7 +120,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[re
         own = record_store.ResultsFile(record_store.process_results_path(workdir, jax.process_index()))
     sync("sweep-prepare")
     if lead:
-        prov = results_lib.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
+        prov = provenance.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
     study = _Study(plan, workdir, store, own, parallel.data_mesh(), progress)
     reports = {}
@@ -131,7 +131,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[re
     if not lead:
         return []
     artifact_store.atomic_write_json(workdir / "references.json", reports)
-    summary = results_lib.write_tables(workdir, store.records)
+    summary = tables.write_tables(workdir, store.records)
     if progress:
         print(summary, flush=True)  # the study's result, on stdout
     if s.figures:
@@ -184,11 +184,11 @@ class _Study:
 
 def _render_figures(workdir: Path, progress: bool) -> list:
     try:
-        from posteriorjax import figures
+        from posteriorjax.report import figures
     except ModuleNotFoundError as e:
-        if e.name != "posteriorjax.figures":
+        if e.name != "posteriorjax.report.figures":
             raise
-        absl_logging.warning("posteriorjax.figures is not available; no figures rendered")
+        absl_logging.warning("posteriorjax.report.figures is not available; no figures rendered")
         return []
     paths = figures.render(workdir)
     if progress:

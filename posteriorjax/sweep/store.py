@@ -294,7 +294,8 @@ def reference_paths(workdir, task_name: str) -> tuple[Path, Path]:
 
 
 def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
-    """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None.
+    """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None
+    (a single-file reference of an older workdir may lack `y_obs`).
 
     The checksummed set (`reference.store.save_references`) when present, else a reference
     in the single-file form older workdirs hold.
@@ -304,5 +305,5 @@ def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
         return artifact_store.load_references(directory)[1]
     if legacy.exists():
         with np.load(legacy) as z:
-            return {k: z[k] for k in ("ref_samples", "ref_weights", "x_true", "y_obs")}
+            return {k: z[k] for k in ("ref_samples", "ref_weights", "x_true", "y_obs") if k in z.files}
     return None

@@ -30,7 +30,7 @@ import jax
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import results
+from posteriorjax.report import provenance
 from posteriorjax.studies.transfer import baselines, data, protocol, report
 
 DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
@@ -176,7 +176,7 @@ def run(config, workdir: str | Path) -> dict:
     if jax.process_index() == 0:
         (workdir / "config.json").write_text(config.to_json(indent=2))
         (workdir / "provenance.json").write_text(
-            json.dumps(results.provenance({"seed": config.seed, "mask_seed": config.mask_seed}), indent=2)
+            json.dumps(provenance.provenance({"seed": config.seed, "mask_seed": config.mask_seed}), indent=2)
         )
     base = jr.key(config.seed)
     for family in config.families:

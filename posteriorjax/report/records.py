@@ -33,8 +33,8 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax import results
 from posteriorjax.metrics import calibration, mira, registry
+from posteriorjax.report import tables
 from posteriorjax.sweep.store import hparams_key, read_records
 
 # lower-is-better metrics of the curves and optima: the main table's columns and the other scores
@@ -134,7 +134,7 @@ def optimal_hparams(records: Sequence[dict], axis: str, metrics: Sequence[str] |
             f"settings: {[dict(k) for k in split]}; select one setting first"
         )
     metrics = scalar_metrics(records, LOWER_IS_BETTER) if metrics is None else list(metrics)
-    rows = results.aggregate(records, metrics)
+    rows = tables.aggregate(records, metrics)
     out = {}
     for m in metrics:
         finite = [(row[m][0], float(row["hparams"][axis])) for row in rows if math.isfinite(row[m][0])]
