@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax.nn.embeddings import NoiseEmbedding
-from posteriorjax.nn.layers import Pointwise, _check_channels, spectral_resample
+from posteriorjax.nn.layers import Pointwise, check_channels, spectral_resample
 
 
 def aa_activation(
@@ -133,7 +133,7 @@ class CNO(eqx.Module):
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None, *, key=None) -> jax.Array:
         del key  # no stochastic layers
-        _check_channels(x, self.in_channels)
+        check_channels(x, self.in_channels)
         if (t is None) != (self.embed is None):
             raise ValueError(
                 f"t: expected {'a noise level' if self.embed else 'None'} for this CNO, got {t!r}"

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import checks
-from posteriorjax.nn.layers import _check_channels, periodic_coordinates
+from posteriorjax.nn.layers import check_channels, periodic_coordinates
 
 BRANCHES = ("pool", "conv")
 
@@ -94,7 +94,7 @@ class DeepONet(eqx.Module):
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None, *, key=None) -> jax.Array:
         del key
-        _check_channels(x, self.in_channels)
+        check_channels(x, self.in_channels)
         if t is not None:
             raise ValueError("t: DeepONet is not noise-conditioned; expected None")
         v = x

@@ -22,7 +22,7 @@ import jax.random as jr
 
 from posteriorjax import checks
 from posteriorjax.nn.embeddings import NoiseEmbedding
-from posteriorjax.nn.layers import ChannelMLP, Pointwise, SpectralConv, _check_channels, periodic_coordinates
+from posteriorjax.nn.layers import ChannelMLP, Pointwise, SpectralConv, check_channels, periodic_coordinates
 
 
 class FNO(eqx.Module):
@@ -93,7 +93,7 @@ class FNO(eqx.Module):
         self.project = ChannelMLP(width, projection, out_channels, key=keys[2])
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None, *, key=None) -> jax.Array:
-        _check_channels(x, self.in_channels)
+        check_channels(x, self.in_channels)
         if (t is None) != (self.embed is None):
             raise ValueError(
                 f"t: expected {'a noise level' if self.embed else 'None'} for this FNO, got {t!r}"

@@ -30,7 +30,8 @@ DFT_PRECISION = jax.lax.Precision.HIGHEST
 MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 16.0, "tpu": 16.0}
 
 
-def _check_channels(x: jax.Array, expected: int, name: str = "x") -> None:
+def check_channels(x: jax.Array, expected: int, name: str = "x") -> None:
+    """Raise unless `x` is one field `(expected, H, W)`."""
     if x.ndim != 3 or x.shape[0] != expected:
         raise ValueError(f"{name}: expected a field (C={expected}, H, W), got shape {x.shape}")
 

@@ -33,7 +33,7 @@ import jax.random as jr
 
 from posteriorjax import checks
 from posteriorjax.nn.embeddings import NoiseEmbedding
-from posteriorjax.nn.layers import _check_channels
+from posteriorjax.nn.layers import check_channels
 
 
 def grid_tokens(x: jax.Array) -> jax.Array:
@@ -219,7 +219,7 @@ class _TokenOperator(eqx.Module):
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None, *, key=None) -> jax.Array:
         del key  # no stochastic layers
-        _check_channels(x, self.in_channels)
+        check_channels(x, self.in_channels)
         h, w = x.shape[-2:]
         return self.apply_tokens(grid_tokens(x), t).T.reshape(self.out_channels, h, w)
 

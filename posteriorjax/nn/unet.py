@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax.nn.embeddings import NoiseEmbedding
-from posteriorjax.nn.layers import Pointwise, _check_channels
+from posteriorjax.nn.layers import Pointwise, check_channels
 
 
 def _groups(channels: int) -> int:
@@ -112,7 +112,7 @@ class UNet(eqx.Module):
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None, *, key=None) -> jax.Array:
         del key
-        _check_channels(x, self.in_channels)
+        check_channels(x, self.in_channels)
         if (t is None) != (self.embed is None):
             raise ValueError(
                 f"t: expected {'a noise level' if self.embed else 'None'} for this U-Net, got {t!r}"

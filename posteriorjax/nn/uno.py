@@ -22,7 +22,7 @@ from posteriorjax.nn.layers import (
     ChannelMLP,
     Pointwise,
     SpectralConv,
-    _check_channels,
+    check_channels,
     periodic_coordinates,
     spectral_resample,
 )
@@ -97,7 +97,7 @@ class UNO(eqx.Module):
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None, *, key=None) -> jax.Array:
         del key  # no stochastic layers
-        _check_channels(x, self.in_channels)
+        check_channels(x, self.in_channels)
         if (t is None) != (self.embed is None):
             raise ValueError(
                 f"t: expected {'a noise level' if self.embed else 'None'} for this UNO, got {t!r}"

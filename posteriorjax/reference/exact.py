@@ -62,7 +62,7 @@ def _spectral(x, multiplier, basis: str):
 
 
 @eqx.filter_jit
-def _adjoint_rows(task):
+def adjoint_rows(task):
     """(b = F(0) `(M,)`, A^T e_m for every m `(M, C, H, W)`): M adjoint solves."""
     x0 = jnp.zeros(task.unknown_shape, jnp.result_type(float))
     offset, pullback = jax.vjp(task.forward, x0)
@@ -70,7 +70,7 @@ def _adjoint_rows(task):
 
 
 @eqx.filter_jit
-def _gram(task, at, offset, mode_std, basis):
+def gram_matrix(task, at, offset, mode_std, basis):
     """(V = C A^T `(M, C, H, W)`, A C A^T `(M, M)`) for the GRF with per-mode std `mode_std`."""
     v = _spectral(at, mode_std.astype(at.dtype) ** 2, basis)
     return v, jax.vmap(task.forward)(v) - offset
@@ -97,7 +97,9 @@ def _linearity_defect(task):
     return jnp.linalg.norm(lhs - rhs) / (jnp.linalg.norm(rhs) + 1e-30)
 
 
-def _check_linear(task, rtol: float = 1e-3) -> None:
+def check_linear(task, rtol: float = 1e-3) -> None:
+    """Raise unless the forward map of `task` is linear: the relative defect of F(x1 + x2) - b against
+    (F(x1) - b) + (F(x2) - b), at two prior draws, at most `rtol`."""
     err = float(_linearity_defect(task))
     if not err <= rtol:
         raise ValueError(f"task: the forward map of {task.name!r} is not linear (relative defect {err:.2e})")
@@ -156,7 +158,7 @@ def condition(task, y_obs, prior=None, *, mode_std=None, adjoint=None) -> Gaussi
     """Exact Gaussian posterior of `task` given `y_obs (M,)`, for a fixed-hyperparameter GRF `prior`
 
     (default `task.prior`; `mode_std` overrides its per-mode std). M adjoint + M
-    forward solves (`adjoint` = precomputed `_adjoint_rows(task)`); float64 M x M algebra.
+    forward solves (`adjoint` = precomputed `adjoint_rows(task)`); float64 M x M algebra.
     """
     prior = task.prior if prior is None else prior
     if not isinstance(prior, random_fields.GaussianRandomField | random_fields.HierarchicalGRF):
@@ -167,12 +169,12 @@ def condition(task, y_obs, prior=None, *, mode_std=None, adjoint=None) -> Gaussi
         if not isinstance(prior, random_fields.GaussianRandomField):
             raise ValueError("mode_std: required for a hierarchical prior (use condition_hierarchical)")
         mode_std = prior.mode_std()
-    task._check_observation(y_obs)
+    task.check_observation(y_obs)
     y = np.asarray(y_obs, np.float64)
     m = y.shape[0]
-    offset, at = _adjoint_rows(task) if adjoint is None else adjoint
+    offset, at = adjoint_rows(task) if adjoint is None else adjoint
     mode_std = jnp.asarray(mode_std, at.dtype)
-    v, gram = _gram(task, at, offset, mode_std, prior.basis)
+    v, gram = gram_matrix(task, at, offset, mode_std, prior.basis)
     gram = np.asarray(gram, np.float64)
     gram = 0.5 * (gram + gram.T)
     noise_var = np.asarray(task.noise.variance(m), np.float64)
@@ -213,8 +215,8 @@ def misfit_spectrum(task, prior=None) -> np.ndarray:
     prior = task.prior if prior is None else prior
     if not isinstance(prior, random_fields.GaussianRandomField):
         raise ValueError(f"task: expected a GaussianRandomField prior, got {type(prior).__name__}")
-    offset, at = _adjoint_rows(task)
-    _, gram = _gram(task, at, offset, jnp.asarray(prior.mode_std(), at.dtype), prior.basis)
+    offset, at = adjoint_rows(task)
+    _, gram = gram_matrix(task, at, offset, jnp.asarray(prior.mode_std(), at.dtype), prior.basis)
     gram = np.asarray(gram, np.float64)
     scale = 1.0 / np.sqrt(np.asarray(task.noise.variance(gram.shape[0]), np.float64))
     return np.linalg.eigvalsh(0.5 * (gram + gram.T) * np.outer(scale, scale))[::-1]
@@ -258,7 +260,7 @@ def condition_hierarchical(task, y_obs, *, num_nodes: int = 8) -> MixturePosteri
     t, w = np.polynomial.legendre.leggauss(num_nodes)
     u, w = 0.5 * (t + 1.0), 0.5 * w
     (a0, a1), (t0, t1) = prior.alpha_range, prior.tau_range
-    adjoint = _adjoint_rows(task)
+    adjoint = adjoint_rows(task)
     comps, logw, nodes = [], [], []
     for i in range(num_nodes):
         for j in range(num_nodes):
@@ -280,7 +282,7 @@ def _conditioned(task, y_obs, num_nodes: int):
         post = condition_hierarchical(task, y_obs, num_nodes=num_nodes)
     else:
         post = condition(task, y_obs)
-    _check_linear(task)
+    check_linear(task)
     return post
 
 

@@ -287,7 +287,7 @@ def run(
     or h (MALA); `target_accept` defaults to 0.25 (pCN, gpCN) / 0.574 (MALA).
     """
     checks.in_choices("method", method, METHODS)  # the integer arguments are checked by `chains`
-    task._check_observation(y_obs)
+    task.check_observation(y_obs)
     beta = method in ("pcn", "gpcn")
     step = STEPS[method] if step is None else float(step)
     if not (0 < step and (not beta or step <= 1)):

@@ -2,7 +2,6 @@
 samples, each task's reference and its settings) and `provenance.json` (versions, devices, git
 revision, seeds)."""
 
-
 from __future__ import annotations
 
 import datetime

@@ -64,7 +64,7 @@ class AbstractSampler(eqx.Module):
         calls with new keys, observations or hyperparameter values reuse the program.
         """
         num_samples = checks.positive_int("num_samples", num_samples)
-        self.task._check_observation(y_obs)
+        self.task.check_observation(y_obs)
         if set(hparams) != set(self.defaults):
             self.check_hparams(hparams)  # raises the naming error
         hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hparams.items()}  # as `hparams()`: traced

@@ -52,9 +52,9 @@ def build(task) -> ExactSampler:
             "task: 'exact' needs a fixed-hyperparameter GaussianRandomField prior, "
             f"got {type(task.prior).__name__}"
         )
-    exact._check_linear(task)
-    offset, at = exact._adjoint_rows(task)
-    v, gram = exact._gram(task, at, offset, task.prior.mode_std().astype(at.dtype), task.prior.basis)
+    exact.check_linear(task)
+    offset, at = exact.adjoint_rows(task)
+    v, gram = exact.gram_matrix(task, at, offset, task.prior.mode_std().astype(at.dtype), task.prior.basis)
     gram = np.asarray(gram, np.float64)
     m = gram.shape[0]
     chol = np.linalg.cholesky(0.5 * (gram + gram.T) + np.diag(np.asarray(task.noise.variance(m), np.float64)))

@@ -154,7 +154,8 @@ class Task(eqx.Module):
                 f"{name}: expected shape {self.unknown_shape} for task {self.name!r}, got {jnp.shape(x)}"
             )
 
-    def _check_observation(self, y_obs, name: str = "y_obs") -> None:
+    def check_observation(self, y_obs, name: str = "y_obs") -> None:
+        """Raise unless `y_obs` is one observation vector `(num_observations,)`."""
         expected = (self.num_observations,)
         if tuple(jnp.shape(y_obs)) != expected:
             raise ValueError(
@@ -190,12 +191,12 @@ class Task(eqx.Module):
 
     def log_likelihood(self, x: jax.Array, y_obs: jax.Array) -> jax.Array:
         """Gaussian log-likelihood log p(y_obs | x), normalized."""
-        self._check_observation(y_obs)
+        self.check_observation(y_obs)
         return self.noise.log_likelihood(y_obs - self.forward(x))
 
     def misfit(self, x: jax.Array, y_obs: jax.Array) -> jax.Array:
         """Whitened mean squared misfit ||(forward(x) - y_obs) / std||^2 / M (about 1 at the truth)."""
-        self._check_observation(y_obs)
+        self.check_observation(y_obs)
         r = self.noise.whiten(self.forward(x) - y_obs)
         return jnp.mean(r**2)
 

@@ -250,6 +250,18 @@ def _field_title(fig, title: str, layout: FieldLayout | None) -> None:
         fig.text(0.5, 1 - 0.3 / fig.get_size_inches()[1], layout.caption, ha="center", va="top", fontsize=7)
 
 
+def _ensembles(samples, ref_samples, ref_weights, layout):
+    """(samples (N, C, H, W), reference (M, C, H, W), its weights (M,)), checked against each other
+    and against `layout`."""
+    x, y = style.check_fields("samples", samples), style.check_fields("ref_samples", ref_samples)
+    if x.shape[1:] != y.shape[1:]:
+        raise ValueError(f"samples: expected member shape {y.shape[1:]} (the reference's), got {x.shape[1:]}")
+    if layout is not None:
+        layout.check(x.shape[1:])
+    w = style.weights(ref_weights, y.shape[0])
+    return x, y, w
+
+
 def samples_figure(
     path,
     samples,
@@ -273,12 +285,7 @@ def samples_figure(
     reference tile without truth). Size: (LEFT + k TILE + COLORBAR) x
     (C (2 TILE + AXIS_BAND) + TITLE) inches, k = members (+ 1 with truth).
     """
-    x, y = style.check_fields("samples", samples), style.check_fields("ref_samples", ref_samples)
-    if x.shape[1:] != y.shape[1:]:
-        raise ValueError(f"samples: expected member shape {y.shape[1:]} (the reference's), got {x.shape[1:]}")
-    if layout is not None:
-        layout.check(x.shape[1:])
-    w = style.weights(ref_weights, y.shape[0])
+    x, y, w = _ensembles(samples, ref_samples, ref_weights, layout)
     t = None if truth is None else style.check_fields("truth", truth, ndim=3)
     k = min(num_members, x.shape[0], y.shape[0])
     ref = y[representative_members(w, k)]
@@ -326,12 +333,7 @@ def moments_figure(
     drawn on every tile (the std maps shrink where it sees). Size: (LEFT + 3 TILE + 2 COLORBAR) x
     (C (2 TILE + AXIS_BAND) + TITLE) inches.
     """
-    x, y = style.check_fields("samples", samples), style.check_fields("ref_samples", ref_samples)
-    if x.shape[1:] != y.shape[1:]:
-        raise ValueError(f"samples: expected member shape {y.shape[1:]} (the reference's), got {x.shape[1:]}")
-    if layout is not None:
-        layout.check(x.shape[1:])
-    w = style.weights(ref_weights, y.shape[0])
+    x, y, w = _ensembles(samples, ref_samples, ref_weights, layout)
     yf = y.astype(np.float64)
     r_mean = np.tensordot(w, yf, axes=1)
     r_std = np.sqrt(np.tensordot(w, (yf - r_mean) ** 2, axes=1))
