@@ -157,10 +157,6 @@ def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATIO
     and `conformal_width` its pooled coverage and mean width on the test half,
     and `conformal_raw_coverage` the test coverage of the unscaled interval.
     """
-    import jax.numpy as jnp
-
-    from posteriorjax.metrics import calibration, mira
-
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         groups[row_key(r)].append(r)
@@ -172,40 +168,58 @@ def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATIO
         idx = rng.integers(0, num, size=(num_bootstrap, num))
         row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "num_conditions": num}
         row["num_samples"] = n
-        stats = [r["metrics"].get("mira_statistic") for r in recs]
-        mean, var = mira.expected_moments(n - 1)
-        se = math.sqrt(var / num)
-        score = boot = math.nan
-        if all(v is not None and math.isfinite(v) for v in stats):
-            values = np.asarray(stats, np.float64)
-            score, boot = float(values.mean()), float(values[idx].mean(axis=1).std())
-        row.update(mira=score, mira_expected=mean, mira_se=se, mira_z=(score - mean) / se)
-        row.update(mira_se_boot=boot, mira_z_boot=(score - mean) / boot if boot > 0 else math.nan)
-        f = [r["metrics"].get("tarp_credibility") for r in recs]
-        bins = max(num // 10, 1)
-        row["tarp_bins"] = bins
-        if all(v is not None and math.isfinite(v) for v in f):
-            f = np.asarray(f, np.float64)
-            ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), bins)
-            summary = calibration.tarp_summary(ecp, alpha)
-            row["tarp_ecp"] = np.asarray(ecp).tolist()
-            row["tarp_alpha"] = np.asarray(alpha).tolist()
-            row.update({f"tarp_{k}": float(v) for k, v in summary.items()})
-            boot_ecp = _bootstrap_ecp(f[idx], bins)
-            lo, hi = calibration.tarp_band(boot_ecp)
-            row["tarp_ecp_lo"], row["tarp_ecp_hi"] = np.asarray(lo).tolist(), np.asarray(hi).tolist()
-            ks = np.asarray(calibration.tarp_summary(boot_ecp, alpha)["ks"])
-            row["tarp_ks_lo"], row["tarp_ks_hi"] = (float(v) for v in np.percentile(ks, [2.5, 97.5]))
-            u = (np.round(f * n) + rng.uniform(size=num)) / (n + 1)
-            row["tarp_ks_p"] = float(calibration.ks_uniform(jnp.asarray(u, jnp.float32))[1])
-        else:
-            row["tarp_ecp"], row["tarp_alpha"] = None, np.linspace(0.0, 1.0, bins + 1).tolist()
-            row["tarp_ecp_lo"] = row["tarp_ecp_hi"] = None
-            row.update(tarp_atc=math.nan, tarp_area=math.nan, tarp_ks=math.nan)
-            row.update(tarp_ks_lo=math.nan, tarp_ks_hi=math.nan, tarp_ks_p=math.nan)
+        row.update(_mira_columns([r["metrics"].get("mira_statistic") for r in recs], n, idx))
+        row.update(_tarp_columns([r["metrics"].get("tarp_credibility") for r in recs], n, idx, rng))
         row.update(_split_conformal(recs))
         rows.append(row)
     return rows
+
+
+def _finite(values: Sequence) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+def _mira_columns(stats: Sequence, n: int, idx: np.ndarray) -> dict:
+    """The MIRA score of L per-condition statistics, its expected value and both standard errors."""
+    from posteriorjax.metrics import mira
+
+    mean, var = mira.expected_moments(n - 1)
+    se = math.sqrt(var / len(stats))
+    score = boot = math.nan
+    if _finite(stats):
+        values = np.asarray(stats, np.float64)
+        score, boot = float(values.mean()), float(values[idx].mean(axis=1).std())
+    return dict(
+        mira=score, mira_expected=mean, mira_se=se, mira_z=(score - mean) / se,
+        mira_se_boot=boot, mira_z_boot=(score - mean) / boot if boot > 0 else math.nan,
+    )  # fmt: skip
+
+
+def _tarp_columns(f: Sequence, n: int, idx: np.ndarray, rng: np.random.Generator) -> dict:
+    """TARP's expected-coverage curve of L credibilities, its summary, bootstrap band and KS test."""
+    import jax.numpy as jnp
+
+    from posteriorjax.metrics import calibration
+
+    num, bins = len(f), max(len(f) // 10, 1)
+    if not _finite(f):
+        return dict(
+            tarp_bins=bins, tarp_ecp=None, tarp_alpha=np.linspace(0.0, 1.0, bins + 1).tolist(),
+            tarp_ecp_lo=None, tarp_ecp_hi=None, tarp_atc=math.nan, tarp_area=math.nan, tarp_ks=math.nan,
+            tarp_ks_lo=math.nan, tarp_ks_hi=math.nan, tarp_ks_p=math.nan,
+        )  # fmt: skip
+    f = np.asarray(f, np.float64)
+    ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), bins)
+    cols = {"tarp_bins": bins, "tarp_ecp": np.asarray(ecp).tolist(), "tarp_alpha": np.asarray(alpha).tolist()}
+    cols.update({f"tarp_{k}": float(v) for k, v in calibration.tarp_summary(ecp, alpha).items()})
+    boot_ecp = _bootstrap_ecp(f[idx], bins)
+    lo, hi = calibration.tarp_band(boot_ecp)
+    cols["tarp_ecp_lo"], cols["tarp_ecp_hi"] = np.asarray(lo).tolist(), np.asarray(hi).tolist()
+    ks = np.asarray(calibration.tarp_summary(boot_ecp, alpha)["ks"])
+    cols["tarp_ks_lo"], cols["tarp_ks_hi"] = (float(v) for v in np.percentile(ks, [2.5, 97.5]))
+    u = (np.round(f * n) + rng.uniform(size=num)) / (n + 1)
+    cols["tarp_ks_p"] = float(calibration.ks_uniform(jnp.asarray(u, jnp.float32))[1])
+    return cols
 
 
 def _split_conformal(recs: Sequence[dict]) -> dict:
