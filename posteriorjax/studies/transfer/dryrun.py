@@ -9,7 +9,6 @@ training step of the nine-view program and reads XLA's memory analysis (argument
 temporary bytes): minutes per model on a CPU, meant for the accelerator the full scale runs on.
 """
 
-
 import time
 
 import equinox as eqx
