@@ -15,9 +15,7 @@ from posteriorjax import console, plugins
 from posteriorjax.report import figures
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.jsonl.")
-_PLUGINS = flags.DEFINE_list(
-    "plugins", [], "Modules registering out-of-tree samplers/tasks (comma-separated)."
-)
+_PLUGINS = plugins.define_flag()
 _NOISE_WORKDIRS = flags.DEFINE_list(
     "noise_workdirs", [], "Workdirs of the same study at other noise levels (comma-separated)."
 )

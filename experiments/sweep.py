@@ -19,9 +19,7 @@ from posteriorjax import console, parallel, plugins, sweep
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
-_PLUGINS = flags.DEFINE_list(
-    "plugins", [], "Modules registering out-of-tree samplers/tasks (comma-separated)."
-)
+_PLUGINS = plugins.define_flag()
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
 
 

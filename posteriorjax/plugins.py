@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -26,6 +27,17 @@ def _registered() -> tuple[set[str], set[str]]:
     from posteriorjax import samplers, tasks
 
     return set(samplers.names()), set(tasks.names())
+
+
+def define_flag():
+    """The experiments' ``--plugins=mod1,mod2`` absl flag (call once, at module level)."""
+    from absl import flags
+
+    return flags.DEFINE_list(
+        "plugins",
+        [],
+        "Modules registering out-of-tree samplers/tasks (comma-separated; posteriorjax.plugins).",
+    )
 
 
 def parse(modules: str | Iterable[str] | None) -> list[str]:
@@ -66,6 +78,21 @@ def load(modules: str | Iterable[str] | None) -> dict[str, tuple[list[str], list
             )
         _LOADED[module] = out[module] = new
     return out
+
+
+def unload(module: str) -> None:
+    """Remove what `load(module)` registered and forget the module (no-op if not loaded), so a
+    notebook can load an edited plugin again and a test leaves the registries as it found them."""
+    from posteriorjax import samplers, tasks
+
+    if module not in _LOADED:
+        return
+    sampler_names, task_names = _LOADED.pop(module)
+    for name in sampler_names:
+        samplers._BUILDERS.pop(name, None)
+    for name in task_names:
+        tasks._BUILDERS.pop(name, None)
+    sys.modules.pop(module, None)
 
 
 def recorded(workdir) -> list[str]:

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 
 from configs import plugin_example
-from posteriorjax import plugins, sweep, tasks, testing
+from posteriorjax import plugins, samplers, sweep, tasks, testing
 from posteriorjax.samplers import AbstractSampler
 
 PLUGIN = "examples.plugin_sampler"
@@ -17,7 +17,9 @@ def loaded():
     new = plugins.load(PLUGIN)
     assert new == {PLUGIN: (["tempered_is"], ["poisson_fixed_sparse"])}
     assert plugins.load([PLUGIN]) == new  # loading again is a no-op
-    return tasks.get("poisson_fixed_sparse", resolution=16)
+    yield tasks.get("poisson_fixed_sparse", resolution=16)
+    plugins.unload(PLUGIN)  # the registry-wide tests see the built-in names only
+    assert "tempered_is" not in samplers.names() and "poisson_fixed_sparse" not in tasks.names()
 
 
 def test_example_plugin_passes_the_conformance_checks(loaded):
