@@ -71,12 +71,8 @@ def test_unknown_names_in_a_workdir_name_the_recorded_plugins(tmp_path):
 
 def test_plugin_sweep_end_to_end(loaded, tmp_path):
     records = sweep.run(plugin_example.get_config("tiny"), tmp_path, progress=False, plugins=[PLUGIN])
-    assert sorted((r.case, r.hparams["temperature"]) for r in records) == [
-        (0, 0.0),
-        (0, 1.0),
-        (1, 0.0),
-        (1, 1.0),
-    ]
+    grid = [(case, t) for case in (0, 1) for t in (0.0, 1.0)]
+    assert sorted((r.case, r.hparams["temperature"]) for r in records) == grid
     assert {(r.task, r.sampler) for r in records} == {("poisson_fixed_sparse", "tempered_is")}
     assert json.loads((tmp_path / "provenance.json").read_text())["plugins"] == [PLUGIN]
     assert (tmp_path / "summary.md").exists()
@@ -85,3 +81,11 @@ def test_plugin_sweep_end_to_end(loaded, tmp_path):
     # (whitened misfit about 1 or below), prior draws (temperature 0) do not on average
     misfit = {(r.case, r.hparams["temperature"]): r.metrics["obs_misfit"] for r in records}
     assert sum(misfit[(c, 1.0)] for c in (0, 1)) < sum(misfit[(c, 0.0)] for c in (0, 1))
+    plugins.unload(PLUGIN)  # a resume or a report without the plugin names the one recorded
+    for attempt in (
+        lambda: sweep.run(plugin_example.get_config("tiny"), tmp_path),
+        lambda: plugins.check_workdir(tmp_path),
+    ):
+        with pytest.raises(ValueError, match=f"tempered_is.*--plugins={PLUGIN}"):
+            attempt()
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 4  # nothing lost
