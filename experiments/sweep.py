@@ -6,25 +6,30 @@ figures/, config.json and provenance.json; rerunning with the same config resume
 and skips finished configurations, trained networks and cached references.
 With `--distributed` (multi-host: one process per host, a workdir shared by all)
 each process writes results.p<k>.jsonl and process 0 assembles results.jsonl.
+`--plugins=mod1,mod2` imports modules registering out-of-tree samplers/tasks
+(`posteriorjax.plugins`); every process loads them first, before anything is built,
+and provenance.json records the list.
 """
 
 import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel, sweep
+from posteriorjax import console, parallel, plugins, sweep
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
+_PLUGINS = plugins.define_flag()
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
 
 
 def main(argv):
     del argv
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
+    plugins.load(_PLUGINS.value)  # on every process, before anything is built
     if _DISTRIBUTED.value:
         jax.distributed.initialize()
-    sweep.run(_CONFIG.value, _WORKDIR.value)
+    sweep.run(_CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,17 @@ metrics.jsonl and checkpoints/.
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel, training
+from posteriorjax import console, parallel, plugins, training
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections training config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics (resumed from).")
+_PLUGINS = plugins.define_flag()  # out-of-tree tasks to train for
 
 
 def main(argv):
     del argv
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
+    plugins.load(_PLUGINS.value)
     training.run(_CONFIG.value, _WORKDIR.value)
 
 

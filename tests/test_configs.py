@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from posteriorjax import sweep
+from posteriorjax import plugins, sweep
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 # modules that hold helpers, not a `get_config`
@@ -18,6 +18,8 @@ HELPERS = {"__init__", "base"}
 ARG_AGNOSTIC = {"sweep_tiny"}
 NAMES = sorted(p.stem for p in CONFIG_DIR.glob("*.py") if p.stem not in HELPERS)
 SWEEP_KEYS = {"tasks", "reference", "samplers"}
+# configs of out-of-tree samplers/tasks: the plugin module they need (`--plugins`)
+PLUGINS = {"plugin_example": "examples.plugin_sampler"}
 
 
 def _load(name):
@@ -33,7 +35,11 @@ def test_config_loads_at_tiny_and_validates(name):
     config = _load(name).get_config("tiny")
     json.loads(config.to_json_best_effort())  # serializable, as the sweep's config.json
     if _is_sweep(config):
-        sweep.validate(config)
+        plugins.load(PLUGINS.get(name))
+        try:
+            sweep.validate(config)
+        finally:
+            plugins.unload(PLUGINS.get(name, ""))
         assert name == "sweep_tiny" or config.training.scale == "tiny"
 
 

@@ -4,12 +4,11 @@ hyperparameters, is deterministic for a fixed key, and rejects bad input with cl
 import functools
 
 import jax
-import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import nn, samplers, tasks, training
+from posteriorjax import nn, samplers, tasks, testing, training
 
 
 @functools.cache
@@ -56,51 +55,23 @@ def test_every_registered_sampler_is_covered():
 
 
 @functools.cache
-def _run(name):
-    """(sampler, outputs (2 runs, 2 cases, 2 hparams, N, C, H, W), other-key output, inputs)."""
+def _sampler(name):
     task, _ = _setup()
-    s = samplers.get(name, task, **_config(name))
-    ys = task.cases(3, 2).y_obs
-    first = sorted(s.defaults)[:1]
-    values = [s.hparams(), s.hparams(**{k: 0.5 * s.defaults[k] for k in first})]
-    hp = jax.tree.map(lambda *v: jnp.stack(v), *values)
-    f = jax.jit(
-        jax.vmap(
-            jax.vmap(lambda y, h, k: s.sample(k, y, 3, h), (None, 0, None), axis_size=2), (0, None, None)
-        )
-    )
-    out = [f(ys, hp, jr.key(0)) for _ in range(2)]
-    return s, np.stack(out), np.asarray(f(ys, hp, jr.key(1))), f._cache_size()
+    return samplers.get(name, task, **_config(name))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_jit_vmap_deterministic(name):
     task, _ = _setup()
-    s, out, other, cache = _run(name)
-    assert out.shape == (2, 2, 2, 3, *task.unknown_shape)
-    assert np.all(np.isfinite(out))
-    np.testing.assert_array_equal(out[0], out[1])  # fixed key -> identical samples
-    assert cache == 1  # no recompilation on the second and third call
-    if name != "prior":  # cases differ -> (data-aware) samples differ
-        assert not np.allclose(out[0, 0], out[0, 1])
-    assert not np.allclose(out[0], other)  # another key -> other samples
+    # shape, finite, one compilation, fixed key -> identical samples, another key -> others,
+    # cases differ -> (data-aware) samples differ
+    testing.check_jit_vmap(_sampler(name), task, data_aware=name != "prior")
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_bad_input(name):
     task, _ = _setup()
-    s = _run(name)[0]
-    y = task.cases(3, 1).y_obs[0]
-    with pytest.raises(ValueError, match="y_obs"):
-        s.sample(jr.key(0), y[:-1], 2, s.hparams())
-    for bad in (0, -1, 2.0):
-        with pytest.raises(ValueError, match="num_samples"):
-            s.sample(jr.key(0), y, bad, s.hparams())
-    with pytest.raises(ValueError, match="hparams"):
-        s.sample(jr.key(0), y, 2, {**s.hparams(), "bogus": jnp.float32(1.0)})
-    for k in s.defaults:
-        with pytest.raises(Exception, match=k):
-            jax.block_until_ready(s.sample(jr.key(0), y, 2, s.hparams(**{k: -1.0})))
+    testing.check_bad_input(_sampler(name), task)  # y_obs, num_samples, unknown and negative hparams
     if name in NEEDS_MODEL:
         with pytest.raises(ValueError, match="model"):
             samplers.get(name, task, **{**_config(name), "model": None})
@@ -111,7 +82,7 @@ def test_bad_input(name):
 )
 def test_non_positive_step_sizes_are_errors(name, hp):
     task, _ = _setup()
-    s = _run(name)[0]
+    s = _sampler(name)
     y = task.cases(3, 1).y_obs[0]
     with pytest.raises(Exception, match=hp):
         jax.block_until_ready(s.sample(jr.key(0), y, 2, s.hparams(**{hp: 0.0})))

@@ -6,7 +6,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import tasks
+from posteriorjax import tasks, testing
 
 RES = 16
 CORE = ["darcy", "darcy_lowres", "poisson", "poisson_fixed", "poisson_lowres", "poisson_fixed_lowres"]
@@ -30,26 +30,11 @@ def test_registry_lists_tasks_and_rejects_unknown():
 
 
 @pytest.mark.parametrize("name", CORE)
-def test_cases_are_fixed_and_consistent(built, name):
-    task = built[name]
-    cases = task.cases(seed=3, num=4)
-    assert cases.x_true.shape == (4, *task.unknown_shape)
-    assert cases.y_obs.shape == (4, task.num_observations)
-    again = task.cases(seed=3, num=2)  # case i never depends on how many cases are drawn
-    np.testing.assert_array_equal(cases.y_obs[:2], again.y_obs)
-    np.testing.assert_allclose(cases.u_true[0], task.solve(cases.x_true[0]), rtol=1e-5, atol=1e-7)
-    # the observation noise has the task's std
-    resid = (cases.y_obs - jax.vmap(task.forward)(cases.x_true)) / task.noise_std
-    assert 0.5 < float(jnp.std(resid)) < 1.5
-
-
-@pytest.mark.parametrize("name", CORE)
-def test_forward_jits_and_vmaps(built, name):
-    task = built[name]
-    x = task.cases(0, 3).x_true
-    batched = jax.jit(jax.vmap(task.forward))(x)
-    looped = jnp.stack([task.forward(xi) for xi in x])
-    np.testing.assert_allclose(batched, looped, rtol=1e-5, atol=1e-8)
+def test_task_contract(built, name):
+    # the public checks: shapes, channels, cases fixed (case i independent of num) and
+    # consistent (u_true = solve(x_true), noise of the task's std), forward under jit/vmap
+    # equal to the loop, named shape errors
+    testing.check_task(built[name])
 
 
 @pytest.mark.parametrize("name", ["darcy", "poisson", "poisson_fixed_lowres"])

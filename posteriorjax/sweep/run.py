@@ -104,13 +104,22 @@ def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) 
     )  # fmt: skip
 
 
-def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[record_store.Record]:
+def run(
+    config, workdir: str | os.PathLike, *, progress: bool = True, plugins: Sequence[str] = ()
+) -> list[record_store.Record]:
     """Run every (task, sampler) pair of `config`; write results, tables, samples, provenance to `workdir`.
 
+    `plugins`: modules registering out-of-tree samplers/tasks (`posteriorjax.plugins.load`, a
+    no-op for loaded ones), recorded in `provenance.json` so a report or a resume can name them.
     Returns the records of `results.jsonl` (process 0; other processes return []).
     """
+    from posteriorjax import plugins as plugin_modules
     from posteriorjax.report import provenance, tables
 
+    plugins = plugin_modules.parse(plugins)
+    plugin_modules.load(plugins)
+    needed = plugin_modules.required_names(json.loads(config.to_json_best_effort()))
+    plugin_modules.check_names(*needed, plugins or plugin_modules.recorded(workdir))
     s = settings(config)
     plan = Plan.build(s).prepare()
     workdir, lead, multi = Path(workdir), jax.process_index() == 0, jax.process_count() > 1
@@ -121,6 +130,7 @@ def run(config, workdir: str | os.PathLike, *, progress: bool = True) -> list[re
     sync("sweep-prepare")
     if lead:
         prov = provenance.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
+        prov["plugins"] = plugins
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
     study = _Study(plan, workdir, store, own, parallel.data_mesh(), progress)
     reports = {}

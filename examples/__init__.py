@@ -1,0 +1,1 @@
+"""Out-of-tree extensions written as a user would: load with `--plugins=examples.<module>`."""

@@ -1,0 +1,91 @@
+"""Out-of-tree extension: the plugin loader, the public conformance checks, the example end to end."""
+
+import json
+
+import jax.numpy as jnp
+import pytest
+
+from configs import plugin_example
+from posteriorjax import plugins, samplers, sweep, tasks, testing
+from posteriorjax.samplers import AbstractSampler
+
+PLUGIN = "examples.plugin_sampler"
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    new = plugins.load(PLUGIN)
+    assert new == {PLUGIN: (["tempered_is"], ["poisson_fixed_sparse"])}
+    assert plugins.load([PLUGIN]) == new  # loading again is a no-op
+    yield tasks.get("poisson_fixed_sparse", resolution=16)
+    plugins.unload(PLUGIN)  # the registry-wide tests see the built-in names only
+    assert "tempered_is" not in samplers.names() and "poisson_fixed_sparse" not in tasks.names()
+
+
+def test_example_plugin_passes_the_conformance_checks(loaded):
+    testing.check_task(loaded)
+    s = testing.check_sampler(
+        "tempered_is", loaded, config={"num_proposals": 64}, hparams={"temperature": 0.0}
+    )
+    assert isinstance(s, AbstractSampler) and s.num_proposals == 64
+
+
+class _KeyBlind(AbstractSampler):
+    def _sample(self, key, y_obs, num_samples, hparams):
+        return jnp.broadcast_to(hparams["scale"] * jnp.mean(y_obs), (num_samples, *self.task.unknown_shape))
+
+
+def test_checker_names_the_failed_property(loaded):
+    with pytest.raises(AssertionError, match="depends on the key"):
+        testing.check_jit_vmap(_KeyBlind(loaded, {"scale": 1.0}), loaded)
+    with pytest.raises(ValueError, match="sampler_or_builder"):
+        testing.check_sampler(3, loaded)
+    with pytest.raises(ValueError, match="config"):
+        testing.build_sampler(_KeyBlind(loaded, {"scale": 1.0}), loaded, {"num_steps": 2})
+    with pytest.raises(ValueError, match="task"):
+        testing.check_task("poisson_fixed_sparse")
+
+
+def test_loader_errors_name_the_module():
+    with pytest.raises(ValueError, match="cannot import plugin module 'no_such_module_xyz'"):
+        plugins.load("no_such_module_xyz")
+    with pytest.raises(ValueError, match="'json' registered no new sampler or task"):
+        plugins.load("json")
+    assert plugins.parse(" a, ,b ") == ["a", "b"] and plugins.parse(None) == []
+
+
+def test_unknown_names_in_a_workdir_name_the_recorded_plugins(tmp_path):
+    config = {"tasks": {"poisson_fixed": {}}, "samplers": {"mine": {"sampler": "my_sampler"}, "exact": {}}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"sampler\(s\) \['my_sampler'\].*no plugin is recorded"):
+        plugins.check_workdir(tmp_path)
+    (tmp_path / "provenance.json").write_text(json.dumps({"plugins": ["my_pkg.samplers"]}))
+    with pytest.raises(ValueError, match="--plugins=my_pkg.samplers"):
+        plugins.check_workdir(tmp_path)
+    ghost = plugin_example.get_config("tiny")
+    ghost.samplers = {"ghost": {"sampler": "ghost_sampler"}}
+    with pytest.raises(ValueError, match=r"\['ghost_sampler'\].*no plugin is recorded"):
+        sweep.run(ghost, tmp_path / "new", progress=False)  # refused before anything is built
+    assert not (tmp_path / "new").exists()
+
+
+def test_plugin_sweep_end_to_end(loaded, tmp_path):
+    records = sweep.run(plugin_example.get_config("tiny"), tmp_path, progress=False, plugins=[PLUGIN])
+    grid = [(case, t) for case in (0, 1) for t in (0.0, 1.0)]
+    assert sorted((r.case, r.hparams["temperature"]) for r in records) == grid
+    assert {(r.task, r.sampler) for r in records} == {("poisson_fixed_sparse", "tempered_is")}
+    assert json.loads((tmp_path / "provenance.json").read_text())["plugins"] == [PLUGIN]
+    assert (tmp_path / "summary.md").exists()
+    plugins.check_workdir(tmp_path)  # everything it needs is registered
+    # weighting by the likelihood fits the data: at temperature 1 the members match y_obs
+    # (whitened misfit about 1 or below), prior draws (temperature 0) do not on average
+    misfit = {(r.case, r.hparams["temperature"]): r.metrics["obs_misfit"] for r in records}
+    assert sum(misfit[(c, 1.0)] for c in (0, 1)) < sum(misfit[(c, 0.0)] for c in (0, 1))
+    plugins.unload(PLUGIN)  # a resume or a report without the plugin names the one recorded
+    for attempt in (
+        lambda: sweep.run(plugin_example.get_config("tiny"), tmp_path),
+        lambda: plugins.check_workdir(tmp_path),
+    ):
+        with pytest.raises(ValueError, match=f"tempered_is.*--plugins={PLUGIN}"):
+            attempt()
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 4  # nothing lost
