@@ -89,9 +89,9 @@ def unload(module: str) -> None:
         return
     sampler_names, task_names = _LOADED.pop(module)
     for name in sampler_names:
-        samplers._BUILDERS.pop(name, None)
+        samplers.unregister(name)
     for name in task_names:
-        tasks._BUILDERS.pop(name, None)
+        tasks.unregister(name)
     sys.modules.pop(module, None)
 
 

@@ -21,6 +21,11 @@ def register(name: str, builder: Callable[..., AbstractSampler]) -> None:
     _BUILDERS[name] = builder
 
 
+def unregister(name: str) -> None:
+    """Remove the sampler registered under `name` (a plugin unloaded; no-op if absent)."""
+    _BUILDERS.pop(name, None)
+
+
 def names() -> list[str]:
     return sorted(_BUILDERS)
 
@@ -74,4 +79,4 @@ def _register_builtin() -> None:
 
 _register_builtin()
 
-__all__ = ["AbstractSampler", "get", "names", "register"]
+__all__ = ["AbstractSampler", "get", "names", "register", "unregister"]

@@ -22,6 +22,11 @@ def register(name: str, builder: Callable[..., Task]) -> None:
     _BUILDERS[name] = builder
 
 
+def unregister(name: str) -> None:
+    """Remove the task registered under `name` (a plugin unloaded; no-op if absent)."""
+    _BUILDERS.pop(name, None)
+
+
 def names() -> list[str]:
     return sorted(_BUILDERS)
 
@@ -40,4 +45,4 @@ def get(name: str, **overrides) -> Task:
 
 from posteriorjax.tasks import ccs, darcy, fields, interface, ltmi, poisson  # noqa: E402,F401  (registration)
 
-__all__ = ["AbstractPhysics", "Cases", "Channel", "Task", "get", "names", "register"]
+__all__ = ["AbstractPhysics", "Cases", "Channel", "Task", "get", "names", "register", "unregister"]
