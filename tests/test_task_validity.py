@@ -120,7 +120,7 @@ def test_observation_values_under_jit_and_vmap_match_the_sweep(darcy_case):
     cases = jnp.stack([samples, samples.at[2].set(0.0), jnp.zeros_like(samples)])
 
     def values(s):
-        return suite.observation_values(
+        return diagnostics.observation_values(
             task.forward, s, y_obs, task.noise_std, valid=task.valid, fallback=truth
         )
 

@@ -14,7 +14,7 @@ averaged over NaN downstream.
 Members outside the physics' domain (`Task.valid`, e.g. a non-positive Darcy
 permeability) are not an error either. The distributional metrics compare
 fields, not solves, so they use every member; only the data misfit runs the
-forward model, and `observation_values` (shared with the sweep) evaluates it
+forward model, and `diagnostics.observation_values` (shared with the sweep) evaluates it
 on the valid members alone: `num_invalid` counts the others, which never reach
 a solver (whose domain check would abort a jitted program), and `obs_misfit`,
 a mean over the whole ensemble, is NaN when any member is invalid (never a mean
@@ -31,14 +31,6 @@ import numpy as np
 from posteriorjax import checks
 from posteriorjax.metrics import calibration, diagnostics, registry
 
-DEFAULT_SPECTRAL_DC = registry.DEFAULT_SPECTRAL_DC
-CONFORMAL_LEVEL = registry.CONFORMAL_LEVEL
-CONFORMAL_SCALES = registry.CONFORMAL_SCALES
-# the data-consistency helpers the sweep shares (`diagnostics`)
-finite_member = diagnostics.finite_member
-valid_members = diagnostics.valid_members
-observation_values = diagnostics.observation_values
-
 
 def _compute(
     samples,
@@ -49,7 +41,7 @@ def _compute(
     evaluation_field=None,
     field_stats=None,
     directions=None,
-    spectral_dc=DEFAULT_SPECTRAL_DC,
+    spectral_dc=registry.DEFAULT_SPECTRAL_DC,
     forward=None,
     y_obs=None,
     noise_std=None,
@@ -76,11 +68,11 @@ def _compute(
         always keeps it (the published definition), and
         `spectral_dc_excluded` (0/1) records the choice.
       forward, y_obs, noise_std: with all three, `obs_misfit` (mean whitened
-        misfit of the raw valid samples, `observation_values`).
+        misfit of the raw valid samples, `diagnostics.observation_values`).
       valid: one raw member -> boolean scalar, whether the physics is defined
         there (a task's `valid`); given, `num_invalid` counts the members
         outside it. The forward model only runs on valid members.
-      fallback: as in `observation_values` (with no valid member and
+      fallback: as in `diagnostics.observation_values` (with no valid member and
         no `fallback`, the forward model sees an invalid member).
       levels: nominal levels of the coverage curve.
 
@@ -160,7 +152,7 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
             kwargs["evaluation_field"] = task.evaluation_field
         if getattr(task, "field_stats", None) is not None:
             kwargs["field_stats"] = tuple(np.asarray(s, np.float64).tolist() for s in task.field_stats)
-        kwargs["valid"] = getattr(task, "valid", None) or finite_member
+        kwargs["valid"] = getattr(task, "valid", None) or diagnostics.finite_member
         if y_obs is not None and getattr(task, "forward", None) is not None:
             kwargs.update(forward=task.forward, y_obs=jnp.asarray(y_obs), noise_std=task.noise_std)
     if "field_stats" in options:
@@ -169,7 +161,7 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     kwargs.update(options)
     unsolved = None
     if kwargs.get("forward") is not None and kwargs.get("fallback") is None:
-        ok = jax.vmap(kwargs.get("valid") or finite_member)(x)
+        ok = jax.vmap(kwargs.get("valid") or diagnostics.finite_member)(x)
         if not bool(jnp.any(ok)):  # nothing the forward model may see: no misfit, and no solve
             unsolved = {"obs_misfit": float("nan")}
             del kwargs["forward"]
@@ -178,5 +170,5 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     record.update(unsolved or {})
     record["evaluation"] = evaluation_name(task) if "evaluation_field" not in options else "given"
     record["swd_normalization"] = swd_norm
-    record["spectral_dc"] = str(kwargs.get("spectral_dc", DEFAULT_SPECTRAL_DC))
+    record["spectral_dc"] = str(kwargs.get("spectral_dc", registry.DEFAULT_SPECTRAL_DC))
     return record

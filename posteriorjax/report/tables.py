@@ -152,7 +152,7 @@ def calibration_rows(records: Sequence[dict], *, num_bootstrap: int = CALIBRATIO
     Split conformal over held-out cases (records with `conformal_inside`,
     `metrics.suite`): the first half of the row's records (by case, seed)
     calibrates, the second half tests; `conformal_scale` is the smallest q of
-    `suite.CONFORMAL_SCALES` whose pooled calibration coverage reaches the
+    `metrics.registry.CONFORMAL_SCALES` whose pooled calibration coverage reaches the
     level (a grid, so conservative by at most one step), `conformal_coverage`
     and `conformal_width` its pooled coverage and mean width on the test half,
     and `conformal_raw_coverage` the test coverage of the unscaled interval.
@@ -224,7 +224,6 @@ def _tarp_columns(f: Sequence, n: int, idx: np.ndarray, rng: np.random.Generator
 
 def _split_conformal(recs: Sequence[dict]) -> dict:
     """`calibration_rows`' split-conformal entries of one row (empty without per-case grids)."""
-    from posteriorjax.metrics import suite
 
     inside = [r["metrics"].get("conformal_inside") for r in recs]
     widths = [r["metrics"].get("conformal_widths") for r in recs]
@@ -233,15 +232,15 @@ def _split_conformal(recs: Sequence[dict]) -> dict:
     inside, widths = np.asarray(inside, np.float64), np.asarray(widths, np.float64)
     half = len(recs) // 2
     nan = {"conformal_scale": math.nan, "conformal_coverage": math.nan, "conformal_width": math.nan}
-    raw = float(inside[half:, suite.CONFORMAL_SCALES.index(1.0)].mean())
-    out = {"conformal_level": suite.CONFORMAL_LEVEL, "conformal_raw_coverage": raw, **nan}
+    raw = float(inside[half:, registry.CONFORMAL_SCALES.index(1.0)].mean())
+    out = {"conformal_level": registry.CONFORMAL_LEVEL, "conformal_raw_coverage": raw, **nan}
     if not (np.all(np.isfinite(inside)) and np.all(np.isfinite(widths))):
         out["conformal_raw_coverage"] = math.nan
         return out
-    reach = np.nonzero(inside[:half].mean(axis=0) >= suite.CONFORMAL_LEVEL)[0]
+    reach = np.nonzero(inside[:half].mean(axis=0) >= registry.CONFORMAL_LEVEL)[0]
     if reach.size:
         j = int(reach[0])
-        out["conformal_scale"] = suite.CONFORMAL_SCALES[j]
+        out["conformal_scale"] = registry.CONFORMAL_SCALES[j]
         out["conformal_coverage"] = float(inside[half:, j].mean())
         out["conformal_width"] = float(widths[half:, j].mean())
     return out

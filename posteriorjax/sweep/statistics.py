@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax.metrics import calibration, diagnostics, mira, suite
+from posteriorjax.metrics import calibration, diagnostics, mira
 from posteriorjax.sweep.settings import CalibrationSettings
 from posteriorjax.tasks.base import Cases, Task
 
@@ -168,12 +168,12 @@ def calibration_statistics(
 
 
 def observation_values(task: Task, samples, truth, y_obs) -> dict:
-    """`suite.observation_values` for a task: `num_invalid` (members outside `task.valid`, non-finite
+    """`diagnostics.observation_values` for a task: `num_invalid` (members outside `task.valid`, non-finite
 
     ones included) and `obs_misfit` (NaN when any member is invalid); the forward map sees the
     true field `truth` (valid by construction) in place of an invalid member.
     """
-    return suite.observation_values(
+    return diagnostics.observation_values(
         task.forward, samples, y_obs, task.noise_std, valid=task.valid, fallback=truth
     )
 
@@ -195,7 +195,7 @@ def diagnostic_values(task: Task, samples, truth, names: Sequence[str], state_mo
     out = {}
     if "pde_residual" in names:
         state = task.physics if state_model is None else state_model
-        valid, safe = suite.valid_members(task.valid, samples, truth)
+        valid, safe = diagnostics.valid_members(task.valid, samples, truth)
         u = jax.vmap(state)(safe)
 
         def rel(x, v):
