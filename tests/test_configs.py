@@ -139,3 +139,19 @@ def test_reference_validation_is_a_two_ensemble_reference_config():
     assert set(config.keys()) == expected
     assert config.validation.two_ensemble and config.eps_rule.enabled
     assert config.eps_rule.eps == 3e-4 and config.eps_rule.num == 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["darcy", "poisson_fixed"])
+def test_tiny_reference_configs_run_end_to_end(name, tmp_path):
+    import json
+
+    from posteriorjax.reference import pipeline
+
+    config = _load(f"reference.{name}").get_config("tiny")
+    config.progress = False
+    pipeline.run(config, tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["cases"]
+    for case in report["cases"]:
+        assert case["eps_a"]["accepted"] >= config.eps_rule.num, case["eps_a"]

@@ -5,7 +5,9 @@
 At 32 x 32 with the published observation (128 sensors, noise 1e-4): an
 augmented pool, the published eps-rule reference and the Bayesian importance
 reference, each compared with the closed-form posterior mean and std
-(`report.json` -> cases[i].agreement). The tiny variant runs in seconds.
+(`report.json` -> cases[i].agreement). The tiny variant (16 x 16, a 2,400-candidate pool)
+runs in seconds; its eps is 3e-3 because no candidate of that pool comes within 1e-3 of the
+observation (at 3e-3, 73 of 2,400 pass: acceptance 3.0%).
 
 Expected (measured with `scripts/reference_study.py poisson`, three cases): no
 candidate of a 524,288 pool reaches the published eps = 3e-4 (smallest MAE
@@ -29,7 +31,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.mcmc.enabled = False
     c.validation.two_ensemble = False
     if arg == "tiny":
-        c.eps_rule.eps = 1e-3
+        c.eps_rule.eps = 3e-3
     elif arg not in (None, ""):
         raise ValueError(f"config argument: expected '' or 'tiny', got {arg!r}")
     return c
