@@ -193,7 +193,7 @@ def test_geometry_experiment_runs_end_to_end_at_tiny_scale(tmp_path):
     config.learned.configurations = (("Flooding M2", "interface_transport", 2),)
     results = experiment.run(config, str(tmp_path))
     text = (tmp_path / "summary.md").read_text()
-    for heading in ("Table 1", "Table 2", "Table 3", "Table 4"):
+    for heading in ("Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Table 6", "fixed claim budgets"):
         assert heading in text
     assert set(results["reference"]) == {"Battery", "Melt-pool", "Flooding"}
     label = "Flooding M2"
@@ -202,3 +202,7 @@ def test_geometry_experiment_runs_end_to_end_at_tiny_scale(tmp_path):
     assert len(results["learned"][label]["mlp"]["ood"]["nrmse"]) == config.learned.num_seeds
     assert (tmp_path / "figures" / "learned_Flooding_M2_gru.png").exists()
     assert (tmp_path / "figures" / "spectra.png").exists()
+    assert (tmp_path / "figures" / "budgets_conformal.png").exists()
+    assert (
+        len(results["learned"]["conformal"][f"{label} / mlp"]["geometric_auroc"]) == config.learned.num_seeds
+    )

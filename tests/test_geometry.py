@@ -269,3 +269,32 @@ def test_muscl_adds_no_extrema_and_is_differentiable(x64):
         )
     with pytest.raises(ValueError, match="scheme"):
         ad.solve_transient(square, velocity, 1e-3, grid, t_final=0.3, num_steps=steps, scheme="weno")
+
+
+def test_conformal_tables_score_rankings_against_the_geometric_reference():
+    from types import SimpleNamespace
+
+    from posteriorjax.studies.geometry import study
+
+    m, r = 17, 12
+    retained = np.arange(m) < r
+    g = SimpleNamespace(retained=retained, num_retained=r, num_below=m - r)
+    hit = retained.copy()
+    oracle = geo.selection(retained.astype(float), retained, hit)  # retained ranked first
+    reverse = geo.selection(-retained.astype(float), retained, hit)  # below-threshold first
+    items = [("Flooding M12", "mlp", "id", None, None, oracle, g)] * 2
+    items += [
+        ("Flooding M12", "gru", "id", None, None, reverse, g),
+        ("Flooding M12", "gru", "ood", None, None, oracle, g),
+    ]
+    t5, t6, t7, out = study.conformal_tables(items, budgets=(10, 14, 16))
+    d_geo = r / (2 * m)
+    assert out["Flooding M12 / mlp"]["geometric_auroc"] == [1.0, 1.0]
+    np.testing.assert_allclose(out["Flooding M12 / mlp"]["excess_abstention"], [d_geo] * 2)
+    assert out["Flooding M12 / gru"]["geometric_auroc"] == [0.0]  # the OOD item is left out
+    np.testing.assert_allclose(out["Flooding M12 / gru"]["excess_abstention"], [-d_geo])
+    # oracle ranking: Z(j) = 1 while only retained directions are claimed, then (m - j) / (m - r)
+    z = out["Flooding M12 / mlp"]["budget_abstention"]
+    np.testing.assert_allclose([z["10"][0], z["14"][0], z["16"][0]], [1.0, 3 / 5, 1 / 5])
+    assert "| Flooding M12 | mlp | 12 / 5 | 12.0 | 0.353 ± 0.000 | 0.353 | 1.00 | 0.063 (0.18) |" in t6
+    assert "0.589" in t5 and "0.600 (0.176)" in t7

@@ -29,7 +29,11 @@ writes the reports (`summary.md`, `results.json`, `figures/`):
   coordinate std <= delta; conformal: half-width / std <= z delta (z the
   standard normal quantile of the level: the half-width of a Gaussian residual
   of NRMSE delta); geometric: the retained directions; none: all.
-  `figures/learned_*.png`: seed-mean Y and Z curves against the random reference.
+  `figures/learned_*.png`: seed-mean Y and Z curves against the random reference (Figs. 5, 6).
+* Tables 5 / 6 and the budget table (`conformal_tables`): the conformal-width rule per
+  configuration and family (ID): geometric AUROC and D, D against the geometric reference
+  R / (2m), and Z at the paper's budgets Q = 10/17 ... 16/17; `figures/budgets_conformal.png`
+  (Fig. 7).
 """
 
 from __future__ import annotations
@@ -57,6 +61,14 @@ PAPER_TABLE2 = {
     "Melt-pool": "ridge OOD 0.140; val 0, oracle 1.00; TSVD+oracle 0.875",
     "Flooding": "ridge OOD 0.054; val 0, oracle 1.00; TSVD+oracle 1.00",
 }
+# the paper's Table 5 (geometric AUROC of conformal-width rankings, ID) and Table 6 (conformal D and
+# D / D_geometric, ID); only the values its text states
+PAPER_TABLE5 = {"Battery M2": 0.909, "Battery M8": 0.769, "Melt-pool M12": 0.868, "Flooding M12": 0.589}
+PAPER_TABLE6 = {"Battery M0": "0.029 (1.00)", "Battery M8": "(0.54)", "Melt-pool M12": "(0.74)",
+                "Flooding M12": "0.063 (0.18)"}  # fmt: skip
+# the paper's Fig. 7 budgets: Z of conformal-width rankings at Q = 10/17 ... 16/17 (Flooding M12:
+# 0.067 at 14/17 against the random 3/17)
+BUDGETS = (10, 11, 12, 13, 14, 15, 16)
 RULES = ("validation", "spread", "conformal", "oracle", "none")
 SCRS = ("none", "validation", "oracle")
 SELECTION = ("crc_auc", "geometric_auroc", "excess_abstention")
@@ -242,8 +254,81 @@ def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray
     return np.ones(u.size, bool)
 
 
-def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
-    """Tables 3 and 4 (see module doc) and the per-seed results."""
+def conformal_tables(items: list, budgets=BUDGETS) -> tuple[str, str, str, dict]:
+    """Tables 5 and 6 and the budget table (Fig. 7) from the conformal rule's ID combinations.
+
+    `items`: `(configuration, family, split, claimed, scrs, Selection, Geometry)` per seed, as
+    `learned` collects them. Table 5: seed-mean geometric AUROC and D = (R/m)(AUROC - 1/2) per
+    configuration and family. Table 6: retained / below, seed-mean hits, D, the geometric reference
+    D_geo = R / (2m) and D / D_geo. Budget table: seed-mean below-threshold abstention Z(j) at claim
+    counts `budgets` (of m) against the random reference 1 - j/m. Undefined scores (no retained or
+    no below-threshold direction) are left out of the means and counted.
+    """
+    groups: dict[tuple, list] = {}
+    for label, family, split, _, _, sel, g in items:
+        if split == "id":
+            groups.setdefault((label, family), []).append((sel, g))
+    rows5, rows6, rows7, out = [], [], [], {}
+    for (label, family), runs in groups.items():
+        g = runs[0][1]
+        m, r = g.retained.size, g.num_retained
+        auc = [s.geometric_auroc.value for s, _ in runs if s.geometric_auroc.defined]
+        d = [s.excess_abstention.value for s, _ in runs if s.excess_abstention.defined]
+        d_geo = r / (2 * m)
+        mean = lambda v: _mean_std(v) if v else "undefined"  # noqa: E731
+        rows5.append(f"| {label} | {family} | {r} / {g.num_below} | {mean(auc)} | {mean(d)} | "
+                     f"{PAPER_TABLE5.get(label, '–')} |")  # fmt: skip
+        ratio = f"{np.mean(d) / d_geo:.2f}" if d and d_geo > 0 else "undefined"
+        rows6.append(
+            f"| {label} | {family} | {r} / {g.num_below} | {np.mean([s.num_hits for s, _ in runs]):.1f} | "
+            f"{mean(d)} | {d_geo:.3f} | {ratio} | {PAPER_TABLE6.get(label, '–')} |"
+        )
+        js = [j for j in budgets if j <= m]
+        z = {j: [float(s.abstention[j]) for s, _ in runs if s.abstention is not None] for j in js}
+        cells = [f"{np.mean(z[j]):.3f} ({1 - j / m:.3f})" if z[j] else "undefined" for j in js]
+        rows7.append(f"| {label} | {family} | " + " | ".join(cells) + " |")
+        out[f"{label} / {family}"] = {
+            "geometric_auroc": auc, "excess_abstention": d, "d_geometric": d_geo,
+            "hits": [s.num_hits for s, _ in runs], "budget_abstention": {str(j): z[j] for j in js},
+        }  # fmt: skip
+    t5 = _table(["configuration", "family", "retained / below", "geometric AUROC", "D", "paper AUROC"], rows5)
+    t6 = _table(
+        ["configuration", "family", "retained / below", "hits", "D (conformal)", "D_geometric",
+         "D / D_geometric", "paper D (D / D_geometric)"], rows6,
+    )  # fmt: skip
+    header7 = ["configuration", "family", *[f"Z({j}/m) (random)" for j in budgets]]
+    return t5, t6, _table(header7, rows7), out
+
+
+def _plot_budgets(path: Path, items: list) -> None:
+    """Fig. 7: seed-mean below-threshold abstention of conformal-width rankings against coverage."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups: dict[tuple, list] = {}
+    for label, family, split, _, _, sel, _ in items:
+        if split == "id" and sel.abstention is not None:
+            groups.setdefault((label, family), []).append(sel)
+    if not groups:
+        return
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for (label, family), sels in groups.items():
+        ax.plot(sels[0].coverage, np.mean([s.abstention for s in sels], axis=0), label=f"{label} {family}")
+    first = next(iter(groups.values()))[0]
+    ax.plot(first.coverage, first.abstention_random, "k--", label="random")
+    ax.set(
+        xlabel="claim coverage Q = j/m", ylabel="below-threshold abstention Z", title="conformal width, ID"
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, dict]:
+    """Tables 3-6 and the budget table (see module doc and `conformal_tables`), per-seed results."""
     cfg = config.learned
     train_config = est.train_config(
         num_steps=cfg.num_steps, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
@@ -333,6 +418,9 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
             + " | ".join(_mean_std(v) if v else "undefined" for v in (crc, auc, d, dr))
             + " |"
         )
+    t5, t6, t7, results["conformal"] = conformal_tables(combos["conformal"])
+    if path:
+        _plot_budgets(path / "figures" / "budgets_conformal.png", combos["conformal"])
     t3 = _table(
         ["configuration", "family", "retained / below", "ID field NRMSE", "ID coeff. NRMSE", "ID sCRS val.",
          "ID sCRS oracle", "OOD field NRMSE", "OOD coeff. NRMSE", "OOD sCRS val.", "OOD sCRS oracle"], rows3,
@@ -341,7 +429,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, dict]:
         ["rule", "passes", "combinations with below-threshold claims", "mean sCRS", "CRC-AUC",
          "geometric AUROC", "D", "D / D_geometric"], rows4,
     )  # fmt: skip
-    return t3, t4, results
+    return t3, t4, t5, t6, t7, results
 
 
 def run(config, workdir: str | None = None) -> dict:
@@ -363,12 +451,16 @@ def run(config, workdir: str | None = None) -> dict:
         f"OOD shift {config.controlled.ood_shift} std, scale x{config.controlled.ood_scale})\n\n{t2}\n"
     )
     if config.learned.configurations:
-        t3, t4, results["learned"] = learned(config, path)
+        t3, t4, t5, t6, t7, results["learned"] = learned(config, path)
         lc = config.learned
         text += (
             f"\n## Table 3: learned estimators, ID and OOD ({lc.num_seeds} seeds x {lc.num_members} members, "
             f"{lc.num_train}/{lc.num_calibration}/{lc.num_test}, {lc.num_steps} steps)\n\n{t3}\n\n"
-            f"## Table 4: direction-selection rules (all configurations x families x splits)\n\n{t4}\n"
+            f"## Table 4: direction-selection rules (all configurations x families x splits)\n\n{t4}\n\n"
+            f"## Table 5: geometric AUROC of conformal-width rankings (ID)\n\n{t5}\n\n"
+            "## Table 6: excess abstention D of conformal-width rankings against the geometric "
+            f"reference (ID)\n\n{t6}\n\n"
+            f"## Below-threshold abstention at fixed claim budgets (conformal width, ID; Fig. 7)\n\n{t7}\n"
         )
     print(text)
     if path:
