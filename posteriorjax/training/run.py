@@ -43,6 +43,7 @@ NOISE_OPTIONS = {
     "white": lambda d: {},
     "grf": lambda d: dict(alpha=d.noise_alpha, tau=d.noise_tau),
     "rbf": lambda d: dict(scale=d.get("rbf_scale", 0.05), nugget_std=d.get("rbf_nugget_std", 0.01)),
+    "matern": lambda d: dict(lengthscale=d.get("matern_lengthscale", 1e-3)),
 }
 
 
