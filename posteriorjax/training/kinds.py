@@ -22,8 +22,8 @@ Built-in kinds:
   ``inverse``    regressor (masked observations on the grid, mask) -> unknown, with dropout,
   ``flow``       flow-matching velocity over the normalized (unknown, state) stack (`samplers.eci.
                  FlowVelocity`, the published ECI model; data rescaled to `diffusion.data_scale`),
-  ``fundiff``    conditional flow-matching velocity (x_t, t | masked observations, mask) -> (C_x, H, W)
-                 (`samplers.fundiff.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs.
+  ``flow_fno``   conditional flow-matching velocity (x_t, t | masked observations, mask) -> (C_x, H, W)
+                 (`samplers.flow_fno.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs.
 
 A new kind is one `register(Kind(...))` (here, beside the built-in ones, so that importing
 `training` registers it); `configs/train/network.py`, the sweep's network specs and
@@ -43,7 +43,7 @@ import jax.random as jr
 
 from posteriorjax import diffusion, nn
 from posteriorjax.metrics import posterior
-from posteriorjax.samplers import eci, fundiff
+from posteriorjax.samplers import eci, flow_fno
 from posteriorjax.training import losses
 
 SCALES = ("tiny", "full")
@@ -179,7 +179,7 @@ def _inverse_example(task, x_norm, u_norm, key):
     return task.observation.to_grid(y, leading=(u.shape[0],)), x
 
 
-def _fundiff_example(task, x_norm, u_norm, key):
+def _flow_fno_example(task, x_norm, u_norm, key):
     k_prior, k_noise = jr.split(key)
     x = task.prior.sample(k_prior)
     y = task.simulate(k_noise, x)
@@ -268,10 +268,10 @@ register(
 )
 register(
     Kind(
-        "fundiff",
+        "flow_fno",
         channels=lambda task: (_x_channels(task) + _u_channels(task) + 1, _x_channels(task)),
-        example=_fundiff_example,
-        wrap=lambda net, x_norm, u_norm, cfg: fundiff.ConditionalFlow(
+        example=_flow_fno_example,
+        wrap=lambda net, x_norm, u_norm, cfg: flow_fno.ConditionalFlow(
             net, x_norm, u_norm, diffusion.GRFNoise() if cfg.noise is None else cfg.noise
         ),
         loss=_flow_loss,
@@ -282,7 +282,7 @@ register(
         },
         steps={"tiny": TINY_STEPS, "full": 100_000},
         generative=True,
-        samplers={"fundiff": "model"},
+        samplers={"flow_fno": "model"},
     )
 )
 

@@ -56,7 +56,7 @@ def build_model(
 ):
     """The model of `kind` with backbone `name` for `task` (channels from its unknown and state shapes).
 
-    `noise`: the base noise generator of a ``fundiff`` flow (default `diffusion.GRFNoise()`).
+    `noise`: the base noise generator of a ``flow_fno`` flow (default `diffusion.GRFNoise()`).
     """
     entry = kinds.get(kind)
     c_in, c_out = entry.channels(task)
