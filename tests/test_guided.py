@@ -537,8 +537,8 @@ def test_matern_noise_matches_its_kernel(x64):
     v = np.random.default_rng(0).normal(size=(1, h, w))
     got = np.asarray(noise.covariance_apply(jnp.asarray(v))).ravel()
     np.testing.assert_allclose(got, cov @ v.ravel(), atol=1e-12)
-    draws = jax.vmap(lambda k: noise.sample(k, (1, h, w)))(jr.split(jr.key(0), 20000)).reshape(20000, -1)
-    assert np.max(np.abs(np.cov(np.asarray(draws).T) - cov)) < 0.05
+    draws = jax.vmap(lambda k: noise.sample(k, (1, h, w)))(jr.split(jr.key(0), 5000)).reshape(5000, -1)
+    assert np.max(np.abs(np.cov(np.asarray(draws).T) - cov)) < 0.1  # about 5 Wishart std at 5000 draws
     near_white = diffusion.MaternNoise()  # published lengthscale 1e-3: neighbour correlation ~0 at 16^2
     np.testing.assert_allclose(near_white.dense_covariance(4, 4), np.eye(16), atol=1e-12)
     with pytest.raises(ValueError, match="lengthscale"):
