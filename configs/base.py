@@ -125,7 +125,10 @@ PUBLISHED_OPTIONS = {
     "ddis": {"profile": "published"},
     "esmda": {"profile": "published"},
     "diffusionpde": {"profile": "published", "noise": "white"},
+    "eci": {"profile": "published"},
 }
+# Published samplers whose networks are another kind than ours: ECI's is a flow-matching velocity.
+PUBLISHED_KINDS = {"eci": {"model": "flow"}}
 
 
 def published_training(name: str, tiny: bool) -> dict:
@@ -133,6 +136,8 @@ def published_training(name: str, tiny: bool) -> dict:
     if name == "diffusionpde":
         unet = {"name": "unet", "options": UNET["tiny" if tiny else "full"]}
         return {"diffusion": {"noise": "white", **_PUBLISHED_DATA}, "model": unet}
+    if name == "eci":  # Matern 1/2 base noise, lengthscale 1e-3; data std 0.5 (no EDM sigma_data)
+        return {"diffusion": {"noise": "matern", "data_scale": 0.5}}
     return {"diffusion": {"noise": "rbf", **_PUBLISHED_DATA}}
 
 
@@ -140,6 +145,7 @@ def _networks(name: str, tiny: bool, published: bool) -> dict | None:
     networks = NETWORKS.get(name)
     if not published or name not in PUBLISHED_OPTIONS or networks is None:
         return networks
+    networks = {**networks, **PUBLISHED_KINDS.get(name, {})}
     return {
         option: {"kind": kind, "training": published_training(name, tiny)} if option == "model" else kind
         for option, kind in networks.items()

@@ -76,7 +76,7 @@ def test_full_scale_matches_the_published_study():
     assert set(main.tasks) == {"darcy", "poisson", "ccs", "ltmi"}
     assert main.tasks.darcy.resolution == 128 and main.num_cases == 50 and main.num_samples == 100
     assert main.samplers.eci.tasks == ("darcy", "poisson")
-    published = {"fundps", "funddps", "ddis", "diffusionpde", "esmda"}
+    published = {"fundps", "funddps", "ddis", "diffusionpde", "esmda", "eci"}
     assert {k for k, v in main.samplers.items() if v.options.get("profile") == "published"} == published
     specs = {e.label: e.networks for e in sweep.settings(main).samplers}
     for name, noise in (("fundps", "rbf"), ("funddps", "rbf"), ("ddis", "rbf"), ("diffusionpde", "white")):
@@ -84,6 +84,9 @@ def test_full_scale_matches_the_published_study():
         assert training["diffusion.noise"] == noise and training["diffusion.data_scale"] == 0.5
         assert training["diffusion.sigma_data"] == 0.5
     assert specs["diffusionpde"]["model"].training["model.name"] == "unet"
+    eci = specs["eci"]["model"]
+    assert eci.kind == "flow" and eci.training["diffusion.noise"] == "matern"
+    assert eci.training["diffusion.data_scale"] == 0.5
     gc = _load("guidance_calibration")
     config = gc.get_config("")
     assert gc.thresholds(False) == (3e-4, 4e-4, 5e-4, 6e-4, 7e-4, 8e-4)

@@ -435,3 +435,111 @@ def test_esmda_published_barely_moves_the_prior_on_poisson(oracle_problem):
     assert (s.ensemble_size, s.alphas, float(s.defaults["obs_std_scale"])) == (512, (1.0,), 100.0)
     xs = s.sample(jr.key(8), y, 256, s.hparams())
     assert abs(float(pm.mean_error(xs, ref)) / prior_scores["mean_error"] - 1) < 0.1
+
+
+class LinearVelocity(eqx.Module):
+    """v(x, t) = W x + t b: a flow velocity linear in x with an explicit time dependence."""
+
+    w: jax.Array
+    b: jax.Array
+
+    def __call__(self, x, t, *, key=None):
+        return (self.w @ x.reshape(-1)).reshape(x.shape) + t * self.b
+
+
+class ZeroNoise(eqx.Module):
+    """eps = 0: makes a whole ECI trajectory deterministic (tests the published t grid)."""
+
+    def sample(self, key, shape):
+        return jnp.zeros(shape)
+
+
+def eci_published_numpy(x, t, t_next, noises, w, b, y_n, mask):
+    """One step of `ECIFlowModel.eci_sample` (`training_eci/flow.py`, `resample_step: 1`)."""
+    for mix, eps in enumerate(noises):
+        x1 = x + ((w @ x.reshape(-1)).reshape(x.shape) + t * b) * (1 - t)
+        x1[1][mask] = y_n[mask]  # SparseValueConstraint.adjust on the state channel
+        next_t = t if mix < len(noises) - 1 else t_next
+        x = x1 * next_t + eps * (1 - next_t)
+    return x
+
+
+@pytest.fixture(scope="module")
+def eci_problem(setup):
+    from posteriorjax.samplers import eci
+
+    task, y = setup[0], setup[1]
+    rng = np.random.default_rng(3)
+    w, b = rng.normal(size=(128, 128)) * 0.05, rng.normal(size=(2, 8, 8))
+    normalizer = nn.Normalizer((0.1, 0.003), (0.3, 0.02), 0.5)
+
+    def model(noise):
+        with jax.enable_x64(True):
+            net = LinearVelocity(jnp.asarray(w, jnp.float64), jnp.asarray(b, jnp.float64))
+        return eci.FlowVelocity(net, normalizer, noise, 1)
+
+    with jax.enable_x64(True):
+        y_grid = np.asarray(task.observation.to_grid(jnp.asarray(y), leading=(1,)))[0]
+    y_n = (y_grid - 0.003) * (0.5 / 0.02)
+    return task, y, w, b, model, y_n, np.asarray(task.observation.mask)
+
+
+@pytest.mark.parametrize("mixing", [1, 3])
+def test_eci_published_step_equals_the_transcription(eci_problem, mixing):
+    task, y, w, b, model, y_n, mask = eci_problem
+    rng = np.random.default_rng(mixing)
+    x, noises = rng.normal(size=(2, 8, 8)), rng.normal(size=(mixing, 2, 8, 8))
+    s = samplers.get("eci", task, model=model(diffusion.MaternNoise()), profile="published", mixing=mixing)
+    with jax.enable_x64(True):
+        got = s.published_step(jnp.asarray(x), 0.25, 0.5, jnp.asarray(noises), jnp.asarray(y))
+    want = eci_published_numpy(x.copy(), 0.25, 0.5, noises, w, b, y_n, mask)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-12)
+
+
+def test_eci_published_trajectory_runs_the_t_grid_from_zero(eci_problem):
+    """With eps = 0 the whole published trajectory is deterministic: t_n = n / N, n = 0 .. N - 1."""
+    from posteriorjax.samplers import eci
+
+    task, y, w, b, model, y_n, mask = eci_problem
+    n_step, n_mix = 4, 2
+    s = eci.ECISampler(task, {}, model(ZeroNoise()), n_step, n_mix, 0.0, "published")
+    with jax.enable_x64(True):
+        got = np.asarray(s.sample_joint(jr.key(0), jnp.asarray(y), 1))[0]
+    x = np.zeros((2, 8, 8))
+    for step in range(n_step):
+        t, zeros = step / n_step, np.zeros((n_mix, 2, 8, 8))
+        x = eci_published_numpy(x, t, t + 1 / n_step, zeros, w, b, y_n, mask)
+    np.testing.assert_allclose(got, x, rtol=1e-6, atol=1e-12)
+    assert s.evaluations_per_sample == n_step * n_mix
+
+
+def test_eci_published_profile_is_checked(eci_problem, setup):
+    task, _, _, _, model, _, _ = eci_problem
+    s = samplers.get("eci", task, model=model(diffusion.MaternNoise()), profile="published")
+    assert (s.num_steps, s.mixing, s.profile) == (200, 1, "published")  # Poisson: n_mix 1
+    with pytest.raises(ValueError, match="t_min: the published ECI t grid starts at 0"):
+        samplers.get("eci", task, model=model(diffusion.MaternNoise()), profile="published", t_min=1e-3)
+    with pytest.raises(ValueError, match="model: the published ECI needs a trained FlowVelocity"):
+        samplers.get("eci", task, model=None, profile="published")
+    with pytest.raises(ValueError, match="model: the published ECI velocity is trained with MaternNoise"):
+        samplers.get("eci", task, model=model(diffusion.GRFNoise()), profile="published")
+    with pytest.raises(ValueError, match="profile: eci has profiles"):
+        samplers.get("eci", task, model=model(diffusion.MaternNoise()), profile="paper")
+
+
+def test_matern_noise_matches_its_kernel(x64):
+    """The published ECI noise: exp(-d / l) on linspace(0, 1, n) per axis; covariance by FFT and by draws."""
+    noise = diffusion.MaternNoise(lengthscale=0.3)
+    h, w = 5, 6
+    yy, xx = np.meshgrid(np.linspace(0, 1, h), np.linspace(0, 1, w), indexing="ij")
+    pts = np.stack([yy.ravel(), xx.ravel()], axis=1)
+    cov = np.exp(-np.linalg.norm(pts[:, None] - pts[None], axis=-1) / 0.3)
+    v = np.random.default_rng(0).normal(size=(1, h, w))
+    got = np.asarray(noise.covariance_apply(jnp.asarray(v))).ravel()
+    np.testing.assert_allclose(got, cov @ v.ravel(), atol=1e-12)
+    draws = jax.vmap(lambda k: noise.sample(k, (1, h, w)))(jr.split(jr.key(0), 5000)).reshape(5000, -1)
+    assert np.max(np.abs(np.cov(np.asarray(draws).T) - cov)) < 0.1  # about 5 Wishart std at 5000 draws
+    near_white = diffusion.MaternNoise()  # published lengthscale 1e-3: neighbour correlation ~0 at 16^2
+    np.testing.assert_allclose(near_white.dense_covariance(4, 4), np.eye(16), atol=1e-12)
+    with pytest.raises(ValueError, match="lengthscale"):
+        diffusion.MaternNoise(lengthscale=0.0)

@@ -22,7 +22,7 @@ def _setup():
         "prior": build("prior", "fno", {**net, "embed_dim": 4}, key=jr.key(2)),
         "surrogate": build("surrogate", "fno", net, key=jr.key(3)),
         "inverse": build("inverse", "fno", {**net, "dropout": 0.2}, key=jr.key(4)),
-        "fundiff": build("fundiff", "fno", {**net, "embed_dim": 4}, key=jr.key(5)),
+        "flow_fno": build("flow_fno", "fno", {**net, "embed_dim": 4}, key=jr.key(5)),
     }
     return task, models
 
@@ -41,11 +41,11 @@ def _config(name):
         "diffusionpde": dict(model=m["joint"], num_steps=3),
         "eci": dict(model=m["joint"], num_steps=3, mixing=2),
         "mc_dropout": dict(model=m["inverse"]),
-        "fundiff": dict(model=m["fundiff"], num_steps=2),
+        "flow_fno": dict(model=m["flow_fno"], num_steps=2),
     }[name]
 
 
-NEEDS_MODEL = {"fundps", "funddps", "diffusionpde", "eci", "mc_dropout", "fundiff"}
+NEEDS_MODEL = {"fundps", "funddps", "diffusionpde", "eci", "mc_dropout", "flow_fno"}
 NAMES = samplers.names()
 
 
@@ -105,16 +105,16 @@ def test_oracle_and_model_errors():
     with pytest.raises(ValueError, match="config"):
         samplers.get("dps", task, prior="oracle", steps=3)
     with pytest.raises(ValueError, match="model"):
-        samplers.get("fundiff", task, model=m["inverse"])  # a regressor, not a conditional flow
+        samplers.get("flow_fno", task, model=m["inverse"])  # a regressor, not a conditional flow
     darcy = tasks.get("darcy", resolution=8, num_sensors=12)
     wrong = training.build_model(
-        "fundiff", "fno", dict(modes=3, width=4, layers=1, projection=4, embed_dim=4), darcy,
+        "flow_fno", "fno", dict(modes=3, width=4, layers=1, projection=4, embed_dim=4), darcy,
         nn.Normalizer((0.0, 0.0), (1.0, 1.0)), nn.Normalizer((0.0,), (1.0,)), jr.key(0),
     )  # fmt: skip
     with pytest.raises(ValueError, match="channels"):
-        samplers.get("fundiff", darcy, model=wrong)  # two unknown channels for a one-channel task
+        samplers.get("flow_fno", darcy, model=wrong)  # two unknown channels for a one-channel task
     with pytest.raises(ValueError, match="temperature"):
-        samplers.get("fundiff", task, model=m["fundiff"], temperature=-1.0)
+        samplers.get("flow_fno", task, model=m["flow_fno"], temperature=-1.0)
 
 
 def test_eci_reproduces_observed_entries_exactly():

@@ -1,7 +1,7 @@
 """Samplers with networks trained in the test, against the exact posterior of ``poisson_fixed``.
 
 Module-scoped fixtures train tiny FNOs at 16 x 16 with the library's own jitted training
-step (`training.make_step`, no checkpoints): the fundiff conditional flow (200 steps) and the
+step (`training.make_step`, no checkpoints): the flow_fno conditional flow (200 steps) and the
 MC-dropout inverse network (60 steps) in the default tier, the unknown-only EDM prior
 (400 steps) for the slow tier. The problem is linear-Gaussian, so
 `reference.exact` gives the true posterior; thresholds compare against the prior itself
@@ -53,9 +53,9 @@ def _trained(problem, kind, loss_fn, steps, seed, **options):
 
 
 @pytest.fixture(scope="module")
-def fundiff_model(problem):
+def flow_fno_model(problem):
     loss = training.FlowMatchingLoss(problem[0].observation.mask)
-    return _trained(problem, "fundiff", loss, 200, 2, embed_dim=32)
+    return _trained(problem, "flow_fno", loss, 200, 2, embed_dim=32)
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +88,12 @@ def test_learned_prior_and_score_sampler(problem, prior_model):
     assert _rmse(guided.mean(0), mean) < 0.7 * _rmse(prior.mean(0), mean)
 
 
-def test_fundiff_lands_closer_than_the_prior(problem, fundiff_model):
+def test_flow_fno_lands_closer_than_the_prior(problem, flow_fno_model):
     task, _, _, y, mean, std, prior = problem
-    s = samplers.get("fundiff", task, model=fundiff_model)
+    s = samplers.get("flow_fno", task, model=flow_fno_model)
     xs = np.asarray(s.sample(jr.key(1), y, 64, s.hparams()))
     assert np.all(np.isfinite(xs))
-    print("fundiff err", _rmse(xs.mean(0), mean), _rmse(prior.mean(0), mean), xs.std(0).mean(), std.mean())
+    print("flow_fno err", _rmse(xs.mean(0), mean), _rmse(prior.mean(0), mean), xs.std(0).mean(), std.mean())
     assert _rmse(xs.mean(0), mean) < 0.7 * _rmse(prior.mean(0), mean)
     assert abs(xs.std(0).mean() / std.mean() - 1) < abs(prior.std(0).mean() / std.mean() - 1)
 

@@ -136,7 +136,7 @@ def test_bad_configs(tmp_path):
 
 # kinds whose full run (`run`, one step, checkpoint) is in the slow tier (the contract test below covers
 # every kind; the surrogate runs in the resume and fine-tuning tests)
-SLOW_RUNS = {"fundiff", "prior", "joint", "surrogate"}
+SLOW_RUNS = {"flow_fno", "flow", "prior", "joint", "surrogate"}
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ The argument is parsed like big_vision's `parse_arg`: comma-separated `key=value
 `key` setting a flag to True. Keys: ``task`` (a registered task, default ``darcy``), ``kind``
 (a registered network kind, `posteriorjax.training.kinds`, default ``joint``), ``tiny`` (16 x 16,
 300 steps, about a minute on one CPU; without it the full 128 x 128 model for a GPU). The config
-is `posteriorjax.training.config(task, kind, scale)`; a trained ``fundiff`` flow samples with
-``samplers.get("fundiff", task, model=ema_model)``, an ``inverse`` network with ``mc_dropout``.
+is `posteriorjax.training.config(task, kind, scale)`; a trained ``flow_fno`` flow samples with
+``samplers.get("flow_fno", task, model=ema_model)``, an ``inverse`` network with ``mc_dropout``.
 """
 
 from __future__ import annotations

@@ -94,20 +94,37 @@ class GRFNoise(eqx.Module):
 def _embedding_spectrum(h: int, w: int, scale: float) -> np.ndarray:
     """Eigenvalues `(2h, 2w)` of the circulant embedding of k(d) = exp(-d / (2 scale^2)).
 
-    Grid points sit at (i / h, j / w), i < h, j < w (the published `get_fixed_coords`); the
-    (h w)^2 covariance matrix is the top-left block of the block-circulant matrix on the
-    (2h, 2w) torus whose first row holds k at the wrapped distances (Dietrich & Newsam 1997).
+    Grid points sit at (i / h, j / w), i < h, j < w (the published `get_fixed_coords`).
     """
-    dy = np.minimum(np.arange(2 * h), 2 * h - np.arange(2 * h)) / h
-    dx = np.minimum(np.arange(2 * w), 2 * w - np.arange(2 * w)) / w
-    row = np.exp(-np.hypot(dy[:, None], dx[None, :]) / (2.0 * scale**2))
+    return _exponential_spectrum(h, w, 2.0 * scale**2, 1.0 / h, 1.0 / w, "scale", scale)
+
+
+def _exponential_spectrum(h, w, length, step_y, step_x, name, value) -> np.ndarray:
+    """Eigenvalues `(2h, 2w)` of the circulant embedding of k(d) = exp(-d / length).
+
+    The grid has spacings (step_y, step_x); the (h w)^2 covariance matrix is the top-left block
+    of the block-circulant matrix on the (2h, 2w) torus whose first row holds k at the wrapped
+    distances (Dietrich & Newsam 1997). `name`, `value`: the option named in the error.
+    """
+    dy = np.minimum(np.arange(2 * h), 2 * h - np.arange(2 * h)) * step_y
+    dx = np.minimum(np.arange(2 * w), 2 * w - np.arange(2 * w)) * step_x
+    row = np.exp(-np.hypot(dy[:, None], dx[None, :]) / length)
     lam = np.fft.fft2(row).real
     if lam.min() < -1e-10 * lam.max():
         raise ValueError(
-            f"scale: the circulant embedding of the kernel with scale {scale} on a {h} x {w} grid is "
-            f"not positive semi-definite (min eigenvalue {lam.min():.3g}); use a smaller scale"
+            f"{name}: the circulant embedding of the kernel with {name} {value} on a {h} x {w} grid is "
+            f"not positive semi-definite (min eigenvalue {lam.min():.3g}); use a smaller {name}"
         )
     return np.maximum(lam, 0.0)
+
+
+def _embedding_sample(key, shape, lam: np.ndarray) -> jax.Array:
+    """A draw `(C, H, W)` with the covariance whose circulant-embedding spectrum is `lam (2H, 2W)`."""
+    c, h, w = shape
+    root = jnp.sqrt(jnp.asarray(lam, jnp.result_type(float)) / (4 * h * w))
+    k_re, k_im = jr.split(key)
+    xi = jax.lax.complex(jr.normal(k_re, (c, 2 * h, 2 * w)), jr.normal(k_im, (c, 2 * h, 2 * w)))
+    return jnp.fft.fft2(root * xi).real[:, :h, :w]
 
 
 class RBFNoise(eqx.Module):
@@ -137,12 +154,8 @@ class RBFNoise(eqx.Module):
         if len(shape) != 3 or min(shape[1:]) < 1:
             raise ValueError(f"shape: expected a field shape (C, H, W), got {shape}")
         c, h, w = shape
-        root = jnp.sqrt(
-            jnp.asarray(_embedding_spectrum(h, w, self.scale), jnp.result_type(float)) / (4 * h * w)
-        )
-        k_re, k_im, k_nug = jr.split(key, 3)
-        xi = jax.lax.complex(jr.normal(k_re, (c, 2 * h, 2 * w)), jr.normal(k_im, (c, 2 * h, 2 * w)))
-        field = jnp.fft.fft2(root * xi).real[:, :h, :w]
+        k_field, k_nug = jr.split(key)
+        field = _embedding_sample(k_field, shape, _embedding_spectrum(h, w, self.scale))
         return field + self.nugget_std * jr.normal(k_nug, (c, h, w))
 
     def covariance_apply(self, v: jax.Array) -> jax.Array:
@@ -161,11 +174,53 @@ class RBFNoise(eqx.Module):
         return np.exp(-d / (2.0 * self.scale**2)) + self.nugget_std**2 * np.eye(h * w)
 
 
-NOISES = {"white": WhiteNoise, "grf": GRFNoise, "rbf": RBFNoise}
+class MaternNoise(eqx.Module):
+    """The published ECI base noise: a GP with the Matern nu = 1/2 kernel k(d) = exp(-d / lengthscale).
+
+    The published code (`training_eci/flow.py`, `GPPrior`) draws it with gpytorch's
+    `MaternKernel(nu=0.5)` (output scale 1) on the grid `linspace(0, 1, n)` per axis (spacing
+    1 / (n - 1), both ends included), lengthscale 1e-3: neighbour correlation
+    exp(-1 / ((n - 1) lengthscale)), 4e-4 at 128 x 128, so the noise is white in effect. Drawn
+    here exactly by circulant embedding; unit pointwise variance.
+
+    Attributes:
+      lengthscale: the kernel length on the unit square (> 0); published 1e-3.
+    """
+
+    lengthscale: float = eqx.field(static=True, default=1e-3)
+
+    def __check_init__(self):
+        checks.positive("lengthscale", self.lengthscale)
+
+    def _spectrum(self, h: int, w: int) -> np.ndarray:
+        steps = (1.0 / max(h - 1, 1), 1.0 / max(w - 1, 1))
+        return _exponential_spectrum(h, w, self.lengthscale, *steps, "lengthscale", self.lengthscale)
+
+    def sample(self, key, shape) -> jax.Array:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != 3 or min(shape[1:]) < 1:
+            raise ValueError(f"shape: expected a field shape (C, H, W), got {shape}")
+        return _embedding_sample(key, shape, self._spectrum(*shape[1:]))
+
+    def covariance_apply(self, v: jax.Array) -> jax.Array:
+        """C_n v for `v (..., H, W)` by the embedding's FFT."""
+        h, w = v.shape[-2:]
+        lam = jnp.asarray(self._spectrum(h, w), v.dtype)
+        pad = [(0, 0)] * (v.ndim - 2) + [(0, h), (0, w)]
+        return jnp.fft.ifft2(lam * jnp.fft.fft2(jnp.pad(v, pad))).real[..., :h, :w].astype(v.dtype)
+
+    def dense_covariance(self, h: int, w: int) -> np.ndarray:
+        """The `(h w, h w)` covariance matrix, row-major grid order (small grids; tests)."""
+        yy, xx = np.meshgrid(np.linspace(0, 1, h), np.linspace(0, 1, w), indexing="ij")
+        pts = np.stack([yy.ravel(), xx.ravel()], axis=1)
+        return np.exp(-np.sqrt(np.sum((pts[:, None] - pts[None]) ** 2, axis=-1)) / self.lengthscale)
+
+
+NOISES = {"white": WhiteNoise, "grf": GRFNoise, "rbf": RBFNoise, "matern": MaternNoise}
 
 
 def get(name: str, **options):
-    """Noise generator by name: ``"white"``, ``"grf"`` (options: alpha, tau, basis) or ``"rbf"``
-    (options: scale, nugget_std)."""
+    """Noise generator by name: ``"white"``, ``"grf"`` (options: alpha, tau, basis), ``"rbf"``
+    (options: scale, nugget_std) or ``"matern"`` (option: lengthscale)."""
     checks.in_choices("noise", name, sorted(NOISES))
     return NOISES[name](**options)

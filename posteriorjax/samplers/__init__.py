@@ -55,8 +55,8 @@ def _register_builtin() -> None:
         eci,
         esmda,
         exact,
+        flow_fno,
         funddps,
-        fundiff,
         fundps,
         mc_dropout,
         pcn,
@@ -70,7 +70,7 @@ def _register_builtin() -> None:
     register("dps", dps.build)
     register("fundps", fundps.build)
     register("funddps", funddps.build)
-    register("fundiff", fundiff.build)
+    register("flow_fno", flow_fno.build)
     register("ddis", ddis.build)
     register("diffusionpde", diffusionpde.build)
     register("eci", eci.build)

@@ -1,8 +1,10 @@
 """ECI sampling (Cheng et al. 2024): gradient-free flow matching with hard replacement of observed entries.
 
-Flow matching interpolates x_t = t x_1 + (1 - t) eps (t: 0 noise -> 1 data, eps from the noise
-generator) and learns the velocity v(x, t) = (E[x_1 | x_t] - x_t) / (1 - t). An EDM denoiser
-gives it in closed form: x_t / t = x_1 + ((1 - t) / t) eps, so
+Two profiles share the mixing loop below and differ in the velocity, the noise and the t grid.
+
+``profile="ours"`` (default). Flow matching interpolates x_t = t x_1 + (1 - t) eps (t: 0 noise
+-> 1 data, eps from the noise generator) and learns the velocity v(x, t) = (E[x_1 | x_t] - x_t)
+/ (1 - t). An EDM denoiser gives it in closed form: x_t / t = x_1 + ((1 - t) / t) eps, so
 
     E[x_1 | x_t] = D(x_t / t, sigma = (1 - t) / t),
 
@@ -18,8 +20,20 @@ and the final x_1 (observed entries replaced) is returned. No gradients and no l
 the observations are enforced exactly (in normalized state units), whatever the noise level.
 Needs point observations of the state (`MaskObservation`) and a learned joint prior (the
 oracle prior diffuses the unknown only, which carries no observed entries).
-Published profile: 200 steps, mixing 5 (Darcy) / 1 (Poisson). No numeric hyperparameters.
 Cost per sample: (steps - 1) x mixing + 1 network evaluations.
+
+``profile="published"`` — `posteriorbench/methods/eci.py`, `training_eci/flow.py` (`eci_sample`),
+`configs/evaluations/eci_<dataset>.yaml`: the velocity is a flow-matching network `FlowVelocity`
+trained on v = x_1 - eps (kind ``flow``; published an FNO, 32 modes, 128 hidden, 6 layers, on
+data of std 0.5), the base noise is the Matern nu = 1/2 GP with lengthscale 1e-3
+(`diffusion.MaternNoise`, white in effect), and the t grid is t_n = n / N, n = 0 .. N - 1,
+starting at 0. Each of the N steps mixes `mixing` times
+
+        x_1 = x + (1 - t_n) v(x, t_n);  x_1[state, observed] = y;  x = t' x_1 + (1 - t') eps'
+
+with t' = t_n on the inner mixes and t_{n+1} on the last (`resample_step: 1`: fresh eps' every
+mix); x at t_N = 1 is the last x_1 and is returned. 200 steps, mixing 5 (Darcy) / 1 (Poisson).
+Cost per sample: N x mixing network evaluations.
 """
 
 from __future__ import annotations
@@ -29,25 +43,76 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks
+from posteriorjax import checks, diffusion, nn
 from posteriorjax.observations import MaskObservation
-from posteriorjax.samplers import guidance
+from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
 MIXING = {"darcy": 5, "poisson": 1}  # published, per PosteriorBench dataset
+PUBLISHED_STEPS = 200
+
+
+class FlowVelocity(eqx.Module):
+    """Flow-matching velocity `v(x_t (C, H, W), t) -> (C, H, W)` over the normalized joint stack.
+
+    Trained (`flow_matching_loss`) on x_t = t x_1 + (1 - t) eps, target x_1 - eps, t ~ U(0, 1),
+    x_1 the normalized (unknown, state) stack, eps from `noise`.
+
+    Attributes:
+      net: a network `(C, H, W), t -> (C, H, W)` taking the flow time as its noise input.
+      normalizer: normalizer of the (unknown, state) stack (published scale 0.5).
+      noise: the base noise generator (published `diffusion.MaternNoise()`).
+      unknown_channels: C_x, the leading channels that are the unknown.
+    """
+
+    net: eqx.Module
+    normalizer: nn.Normalizer
+    noise: eqx.Module
+    unknown_channels: int = eqx.field(static=True)
+
+    @property
+    def channels(self) -> int:
+        return self.normalizer.channels
+
+    def __call__(self, x_t: jax.Array, t, *, key=None) -> jax.Array:
+        return self.net(x_t, jnp.asarray(t, x_t.dtype), key=key)
+
+    def unknown(self, x_n: jax.Array) -> jax.Array:
+        """Physical unknown `(C_x, H, W)` of a normalized stack."""
+        return self.normalizer.denormalize(x_n)[: self.unknown_channels]
+
+
+def flow_matching_loss(model: FlowVelocity, key, x_n: jax.Array) -> jax.Array:
+    """Flow-matching loss of one normalized joint example `x_n (C, H, W)` (the published `get_loss`)."""
+    k_t, k_eps = jr.split(key)
+    t = jr.uniform(k_t, (), x_n.dtype)
+    eps = model.noise.sample(k_eps, x_n.shape).astype(x_n.dtype)
+    v = model(t * x_n + (1 - t) * eps, t)
+    return jnp.mean((v - (x_n - eps)) ** 2)
+
+
+class FlowMatchingLoss(eqx.Module):
+    """`flow_matching_loss` averaged over a batch `(B, C, H, W)` (the training loss of kind ``flow``)."""
+
+    def __call__(self, model, key, batch):
+        keys = jr.split(key, batch.shape[0])
+        return jnp.mean(jax.vmap(lambda x, k: flow_matching_loss(model, k, x))(batch, keys))
 
 
 class ECISampler(AbstractSampler):
     """Flow matching with hard replacement (see module doc)."""
 
-    prior: DiffusionPrior
+    prior: DiffusionPrior | FlowVelocity  # FlowVelocity for the published profile
     num_steps: int = eqx.field(static=True)
     mixing: int = eqx.field(static=True)
     t_min: float = eqx.field(static=True)
+    profile: str = eqx.field(static=True, default="ours")
 
     @property
     def evaluations_per_sample(self) -> int:
+        if self.profile == "published":
+            return self.num_steps * self.mixing
         return (self.num_steps - 1) * self.mixing + 1
 
     def replace(self, x1: jax.Array, y_obs: jax.Array) -> jax.Array:
@@ -59,8 +124,40 @@ class ECISampler(AbstractSampler):
         y_n = (obs.to_grid(y_obs.astype(x1.dtype), leading=(cu,)) - mean) * (norm.scale / std)
         return x1.at[cx:].set(jnp.where(obs.mask, y_n, x1[cx:]))
 
+    def published_step(self, x, t, t_next, noises, y_obs) -> jax.Array:
+        """One published step t -> t_next of a normalized joint state `x (C, H, W)`; `noises`
+        `(mixing, C, H, W)` the fresh base noise of each mix (module doc)."""
+
+        def mix(x, inp):
+            j, eps = inp
+            t_to = jnp.where(j == self.mixing - 1, t_next, t)
+            x1 = self.replace(x + (1 - t) * self.prior(x, t), y_obs)
+            return (t_to * x1 + (1 - t_to) * eps).astype(x.dtype), None
+
+        return jax.lax.scan(mix, x, (jnp.arange(self.mixing), noises))[0]
+
+    def _sample_published(self, key, y_obs, num_samples: int) -> jax.Array:
+        shape = (self.prior.channels, *self.task.unknown_shape[1:])
+        dtype = jnp.result_type(float)
+        ts = jnp.arange(self.num_steps + 1, dtype=dtype) / self.num_steps
+
+        def one(k):
+            k0, ks = jr.split(k)
+
+            def step(x, inputs):
+                t, t_next, kk = inputs
+                noises = jax.vmap(lambda km: self.prior.noise.sample(km, shape))(jr.split(kk, self.mixing))
+                return self.published_step(x, t, t_next, noises.astype(x.dtype), y_obs), None
+
+            x0 = self.prior.noise.sample(k0, shape).astype(dtype)
+            return jax.lax.scan(step, x0, (ts[:-1], ts[1:], jr.split(ks, self.num_steps)))[0]
+
+        return jax.vmap(one)(jr.split(key, num_samples))
+
     def sample_joint(self, key, y_obs, num_samples: int) -> jax.Array:
         """Joint normalized states `(num_samples, C_x + C_u, H, W)` (observed entries exact)."""
+        if self.profile == "published":
+            return self._sample_published(key, y_obs, num_samples)
         shape = (self.prior.channels, *self.task.unknown_shape[1:])
         ts = jnp.linspace(self.t_min, 1.0, self.num_steps + 1)
         noise = self.prior.noise
@@ -96,17 +193,18 @@ class ECISampler(AbstractSampler):
 
 
 def build(
-    task, prior: str = "learned", model=None, num_steps: int = 200, mixing: int | None = None,
-    t_min: float = 1e-3, noise: str = "grf",
+    task, prior: str = "learned", model=None, num_steps: int = PUBLISHED_STEPS, mixing: int | None = None,
+    t_min: float | None = None, noise: str | None = None, profile: str = "ours",
 ) -> ECISampler:  # fmt: skip
-    """`model`: a joint (unknown, state) `EDMDenoiser`; `task.observation` must be point values."""
+    """`task.observation` must be point values. `model`: a joint (unknown, state) `EDMDenoiser`
+    (``profile="ours"``, with `t_min` default 1e-3 and base `noise` default ``"grf"``) or a `FlowVelocity`
+    (``profile="published"``: its own noise, t grid from 0; `t_min` and `noise` do not apply)."""
+    guided.check_profile(profile, "eci")
     num_steps = checks.positive_int("num_steps", num_steps)
     if num_steps < 2:
         raise ValueError(f"num_steps: expected at least 2 steps, got {num_steps}")
     mixing = guidance.published(task, MIXING, "ECI", "mixing") if mixing is None else mixing
     mixing = checks.positive_int("mixing", mixing)
-    if not 0 < t_min < 1:
-        raise ValueError(f"t_min: expected a value in (0, 1), got {t_min!r}")
     if not isinstance(task.observation, MaskObservation):
         raise ValueError(
             f"task: ECI replaces observed entries, which needs point observations (MaskObservation); "
@@ -116,5 +214,37 @@ def build(
         raise ValueError(
             "prior: ECI needs a learned joint (unknown, state) model; 'oracle' diffuses the unknown only"
         )
-    p = build_prior(task, prior, model, joint=True, noise=noise)
+    if profile == "published":
+        return _build_published(task, prior, model, num_steps, mixing, t_min, noise)
+    t_min = 1e-3 if t_min is None else t_min
+    if not 0 < t_min < 1:
+        raise ValueError(f"t_min: expected a value in (0, 1), got {t_min!r}")
+    p = build_prior(task, prior, model, joint=True, noise="grf" if noise is None else noise)
     return ECISampler(task, {}, p, num_steps, mixing, float(t_min))
+
+
+def _build_published(task, prior, model, num_steps, mixing, t_min, noise) -> ECISampler:
+    if t_min is not None:
+        raise ValueError(f"t_min: the published ECI t grid starts at 0 (leave t_min unset), got {t_min!r}")
+    if noise is not None:
+        raise ValueError(
+            f"noise: the published ECI uses the FlowVelocity's noise (leave unset), got {noise!r}"
+        )
+    if prior != "learned":
+        raise ValueError(f"prior: the published ECI needs prior='learned' and a FlowVelocity, got {prior!r}")
+    if not isinstance(model, FlowVelocity):
+        raise ValueError(
+            f"model: the published ECI needs a trained FlowVelocity (kind 'flow'), got {type(model).__name__}"
+        )
+    channels = task.unknown_shape[0] + task.state_shape[0]
+    if model.channels != channels or model.unknown_channels != task.unknown_shape[0]:
+        raise ValueError(
+            f"model: expected a joint (unknown, state) velocity of {channels} channels with "
+            f"{task.unknown_shape[0]} unknown, got {model.channels} with {model.unknown_channels}"
+        )
+    if not isinstance(model.noise, diffusion.MaternNoise | diffusion.WhiteNoise):
+        raise ValueError(
+            "model: the published ECI velocity is trained with MaternNoise (or white), got "
+            f"{type(model.noise).__name__}"
+        )
+    return ECISampler(task, {}, model, num_steps, mixing, 0.0, "published")

@@ -20,8 +20,10 @@ Built-in kinds:
   ``joint``      EDM denoiser over the normalized (unknown, state) stack,
   ``surrogate``  FNO-type regressor unknown -> state,
   ``inverse``    regressor (masked observations on the grid, mask) -> unknown, with dropout,
-  ``fundiff``    conditional flow-matching velocity (x_t, t | masked observations, mask) -> (C_x, H, W)
-                 (`samplers.fundiff.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs.
+  ``flow``       flow-matching velocity over the normalized (unknown, state) stack (`samplers.eci.
+                 FlowVelocity`, the published ECI model; data rescaled to `diffusion.data_scale`),
+  ``flow_fno``   conditional flow-matching velocity (x_t, t | masked observations, mask) -> (C_x, H, W)
+                 (`samplers.flow_fno.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs.
 
 A new kind is one `register(Kind(...))` (here, beside the built-in ones, so that importing
 `training` registers it); `configs/train/network.py`, the sweep's network specs and
@@ -41,7 +43,7 @@ import jax.random as jr
 
 from posteriorjax import diffusion, nn
 from posteriorjax.metrics import posterior
-from posteriorjax.samplers import fundiff
+from posteriorjax.samplers import eci, flow_fno
 from posteriorjax.training import losses
 
 SCALES = ("tiny", "full")
@@ -177,7 +179,7 @@ def _inverse_example(task, x_norm, u_norm, key):
     return task.observation.to_grid(y, leading=(u.shape[0],)), x
 
 
-def _fundiff_example(task, x_norm, u_norm, key):
+def _flow_fno_example(task, x_norm, u_norm, key):
     k_prior, k_noise = jr.split(key)
     x = task.prior.sample(k_prior)
     y = task.simulate(k_noise, x)
@@ -266,10 +268,10 @@ register(
 )
 register(
     Kind(
-        "fundiff",
+        "flow_fno",
         channels=lambda task: (_x_channels(task) + _u_channels(task) + 1, _x_channels(task)),
-        example=_fundiff_example,
-        wrap=lambda net, x_norm, u_norm, cfg: fundiff.ConditionalFlow(
+        example=_flow_fno_example,
+        wrap=lambda net, x_norm, u_norm, cfg: flow_fno.ConditionalFlow(
             net, x_norm, u_norm, diffusion.GRFNoise() if cfg.noise is None else cfg.noise
         ),
         loss=_flow_loss,
@@ -280,6 +282,34 @@ register(
         },
         steps={"tiny": TINY_STEPS, "full": 100_000},
         generative=True,
-        samplers={"fundiff": "model"},
+        samplers={"flow_fno": "model"},
+    )
+)
+
+# The published ECI velocity (`training_eci/flow.py`, `configs/training/*_eci_*.yml`): an FNO with
+# 32 modes, 128 hidden channels, 6 layers, domain padding 0.1, trained for 58594 steps on data of
+# std 0.5 with Matern 1/2 base noise (set `diffusion.noise = "matern"`, `data_scale = 0.5`). Ours
+# conditions the FNO on t through its noise embedding (the published concatenates a 32-channel
+# sinusoidal embedding of t to the input).
+register(
+    Kind(
+        "flow",
+        channels=lambda task: (_x_channels(task) + _u_channels(task),) * 2,
+        example=_joint_example,
+        wrap=lambda net, x_norm, u_norm, cfg: eci.FlowVelocity(
+            net,
+            x_norm.concat(u_norm),
+            diffusion.MaternNoise() if cfg.noise is None else cfg.noise,
+            x_norm.channels,
+        ),
+        loss=lambda task, noise, d: eci.FlowMatchingLoss(),
+        evaluate=_loss_evaluation("eval_flow_matching_loss"),
+        models={
+            "tiny": _TINY_DENOISER,
+            "full": ("fno", dict(modes=32, width=128, layers=6, padding=0.1, embed_dim=32)),
+        },
+        steps={"tiny": TINY_STEPS, "full": 58_594},
+        generative=True,
+        edm=True,  # rescaled to `data_scale` like the EDM kinds (published 0.5)
     )
 )

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import diffusion
-from posteriorjax.samplers import fundiff
+from posteriorjax.samplers import flow_fno
 
 
 class DiffusionLoss(eqx.Module):
@@ -44,12 +44,12 @@ class InverseLoss(eqx.Module):
 
 
 class FlowMatchingLoss(eqx.Module):
-    """Conditional flow-matching loss (`samplers.fundiff.flow_matching_loss`) averaged over a batch."""
+    """Conditional flow-matching loss (`samplers.flow_fno.flow_matching_loss`) averaged over a batch."""
 
     mask: jax.Array
 
     def __call__(self, model, key, batch):
         x_n, y_grid = batch
         keys = jr.split(key, x_n.shape[0])
-        per = jax.vmap(lambda x, y, k: fundiff.flow_matching_loss(model, k, x, y, self.mask))
+        per = jax.vmap(lambda x, y, k: flow_fno.flow_matching_loss(model, k, x, y, self.mask))
         return jnp.mean(per(x_n, y_grid, keys))

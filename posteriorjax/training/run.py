@@ -43,6 +43,7 @@ NOISE_OPTIONS = {
     "white": lambda d: {},
     "grf": lambda d: dict(alpha=d.noise_alpha, tau=d.noise_tau),
     "rbf": lambda d: dict(scale=d.get("rbf_scale", 0.05), nugget_std=d.get("rbf_nugget_std", 0.01)),
+    "matern": lambda d: dict(lengthscale=d.get("matern_lengthscale", 1e-3)),
 }
 
 
@@ -55,7 +56,7 @@ def build_model(
 ):
     """The model of `kind` with backbone `name` for `task` (channels from its unknown and state shapes).
 
-    `noise`: the base noise generator of a ``fundiff`` flow (default `diffusion.GRFNoise()`).
+    `noise`: the base noise generator of a ``flow_fno`` flow (default `diffusion.GRFNoise()`).
     """
     entry = kinds.get(kind)
     c_in, c_out = entry.channels(task)

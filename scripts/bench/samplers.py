@@ -30,7 +30,7 @@ def _setup(n: int):
         "prior": build("prior", embed_dim=32),
         "surrogate": build("surrogate"),
         "inverse": build("inverse", dropout=0.1),
-        "fundiff": build("fundiff", embed_dim=32),
+        "flow_fno": build("flow_fno", embed_dim=32),
     }
     steps = 4
     configs = {
@@ -44,7 +44,7 @@ def _setup(n: int):
         "diffusionpde": dict(model=m["joint"], num_steps=steps),
         "eci": dict(model=m["joint"], num_steps=steps),
         "mc_dropout": dict(model=m["inverse"]),
-        "fundiff": dict(model=m["fundiff"], num_steps=steps),
+        "flow_fno": dict(model=m["flow_fno"], num_steps=steps),
     }
     published = {
         k: {kk: v for kk, v in c.items() if kk in ("model", "surrogate")} for k, c in configs.items()

@@ -3,7 +3,7 @@
 * ``spectral_conv``: forward + VJP (gradient of sum(y^2) w.r.t. the layer and its input)
   of one `nn.SpectralConv` on a vmapped batch, `path="auto"` (`nn.layers.spectral_path`)
   against `path="fft"` (rfft2 / irfft2), at the tiny training config (6 modes, width 16)
-  on 16^2 to 128^2 and at the full-size shapes (FNO fundiff / surrogate / inverse on the
+  on 16^2 to 128^2 and at the full-size shapes (FNO flow_fno / surrogate / inverse on the
   12.5 %-padded 144^2 grid, the UNO levels at 128^2). The chosen path is in the record.
 * ``spectral_grf``: cosine-basis GRF sampling, C^(1/2) xi = T^-1 (s . T xi) on a batch of
   white fields: the automatic transform (`random_fields.forward_transform`, DCT-II matrices)
@@ -26,7 +26,7 @@ from posteriorjax.nn.layers import SpectralConv, spectral_path
 # (label, n_in, n_out, modes, c_in, c_out)
 TINY = [(f"tiny {n}", n, n, 6, 16, 16) for n in (16, 32, 64, 128)]
 FULL = [
-    ("fno fundiff 144", 144, 144, 32, 64, 64),
+    ("fno flow_fno 144", 144, 144, 32, 64, 64),
     ("fno surrogate 144", 144, 144, 16, 48, 48),
     ("fno inverse 144", 144, 144, 32, 128, 128),
     ("uno down0 128->64", 128, 64, 16, 64, 128),

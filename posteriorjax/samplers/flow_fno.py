@@ -1,4 +1,7 @@
-"""Amortized conditional flow matching in field space (after FunDiff, Wang et al. 2025).
+"""``flow_fno``: amortized conditional flow matching in field space with an FNO velocity (our baseline).
+
+Not FunDiff: registered as ``flow_fno`` so that no result labelled FunDiff is this method (the
+published FunDiff, Wang et al. 2025, is not implemented; see "Difference" below).
 
 A conditional generator of p(x | y) trained once on (x, y) pairs and sampled with no likelihood
 and no task physics at sampling time. Flow matching interpolates, in normalized unknown units,
@@ -17,13 +20,13 @@ A sample integrates dx/dt = v_theta(x, t, c(y_obs)) from x_0 = temperature * eps
 t = 1 with `diffrax` (Heun, `num_steps` fixed steps on a uniform grid: 2 network evaluations a
 step), then denormalizes.
 
-Difference from the published FunDiff: FunDiff first trains a function autoencoder (an encoder
-to a latent token set, a coordinate-query decoder) and learns a conditional rectified flow with a
-DiT over that latent; sampling decodes the latent at any query points. Here the flow lives
-directly in field space on the grid, with an FNO velocity (resolution transfer comes from the
-spectral layers instead of the decoder) and GRF (function-space) base noise. Both condition on
-the sparse observation grid and use no guidance weight; the published profile takes 20 flow
-steps.
+Difference from the published FunDiff (whose conditioning on the sparse grid this follows):
+FunDiff first trains a function autoencoder (an encoder to a latent token set, a coordinate-query
+decoder) and learns a conditional rectified flow with a DiT over that latent; sampling decodes the
+latent at any query points. Here the flow lives directly in field space on the grid, with an FNO
+velocity (resolution transfer comes from the spectral layers instead of the decoder) and GRF
+(function-space) base noise. Both condition on the sparse observation grid and use no guidance
+weight; the published profile takes 20 flow steps.
 
 Hyperparameter: ``temperature`` >= 0, the scale of the initial noise (1 samples the learned
 conditional distribution; < 1 trades spread for fidelity, 0 gives one deterministic
@@ -95,7 +98,7 @@ def flow_matching_loss(model: ConditionalFlow, key, x_n: jax.Array, y_grid: jax.
     return jnp.mean((v - (x_n - eps)) ** 2)
 
 
-class FunDiffSampler(AbstractSampler):
+class FlowFNOSampler(AbstractSampler):
     """Integrates the learned conditional flow from base noise (see module doc)."""
 
     model: ConditionalFlow
@@ -126,13 +129,13 @@ class FunDiffSampler(AbstractSampler):
         return jax.vmap(self.model.x_norm.denormalize)(sol.ys[0])
 
 
-def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0) -> FunDiffSampler:
-    """`model`: a trained `ConditionalFlow` (`configs/train/network.py:task=<task>,kind=fundiff`)."""
+def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0) -> FlowFNOSampler:
+    """`model`: a trained `ConditionalFlow` (`configs/train/network.py:task=<task>,kind=flow_fno`)."""
     num_steps = checks.positive_int("num_steps", num_steps)
     if model is None:
-        raise ValueError(f"model: fundiff needs a trained ConditionalFlow for {task.name!r}, got None")
+        raise ValueError(f"model: flow_fno needs a trained ConditionalFlow for {task.name!r}, got None")
     if not isinstance(model, ConditionalFlow):
-        raise ValueError(f"model: expected a fundiff.ConditionalFlow, got {type(model).__name__}")
+        raise ValueError(f"model: expected a flow_fno.ConditionalFlow, got {type(model).__name__}")
     cx, cu = task.unknown_shape[0], task.state_shape[0]
     if model.unknown_channels != cx or model.state_channels != cu:
         raise ValueError(
@@ -143,4 +146,4 @@ def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0
         raise ValueError(f"model: noise must be a GRFNoise or WhiteNoise, got {type(model.noise).__name__}")
     if not temperature >= 0:
         raise ValueError(f"temperature: expected a value >= 0, got {temperature!r}")
-    return FunDiffSampler(task, {"temperature": float(temperature)}, model, num_steps)
+    return FlowFNOSampler(task, {"temperature": float(temperature)}, model, num_steps)
