@@ -222,10 +222,12 @@ def export(config, workdir, *, progress: bool = False) -> dict[str, Path]:
     plan = Plan.build(s)
     workdir = Path(workdir)
     record_store.prepare_workdir(workdir, config)
-    out = {}
+    out, path = {}, workdir / "references.json"
+    reports = json.loads(path.read_text()) if path.exists() else {}
     for name in s.tasks:
-        ref_samples, ref_weights, _ = plan.reference(name, workdir, lead=True, progress=progress)
+        ref_samples, ref_weights, reports[name] = plan.reference(name, workdir, lead=True, progress=progress)
         directory = workdir / "exchange" / name
         write(directory, plan.tasks[name], plan.case_ids(name), plan.cases(name), ref_samples, ref_weights)
         out[name] = directory
+    artifact_store.atomic_write_json(path, reports)  # the tables' reference column, as the sweep's
     return out
