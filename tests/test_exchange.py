@@ -113,6 +113,7 @@ def test_every_format_reads_the_same_samples(study, tmp_path):
     with h5py.File(tmp_path / "keyed.h5", "w") as f:
         for i, s in zip(ids, x, strict=True):
             f.create_dataset(i, data=s[:, 0])  # (N, H, W): one channel
+        f.attrs.update({"task": TASK, "method": "mine"})  # metadata, not cases
     _write_generated(tmp_path / "pb", dict(zip(ids, x, strict=True)))
     for name in ("keyed.npz", "stacked.npz", "keyed.h5", "pb"):  # by case id, in any order
         got = readers.read_samples(tmp_path / name, ids[::-1], (1, RES, RES), task=TASK)
@@ -197,6 +198,25 @@ def test_posteriorbench_rows_convert_to_our_conventions(study, tmp_path):
     np.testing.assert_allclose(kept.cases.u_true, -g.cases.u_true, rtol=1e-6)
     with pytest.raises(ValueError, match="poisson and darcy"):
         posteriorbench.dataset_of(sweep.plan._task("ltmi", {}, "t"))
+
+
+def test_interop_forward_and_vjp_on_numpy_arrays(study):
+    task, rng = study["task"], np.random.default_rng(0)
+    f = exchange.Forward(task)
+    x, v = rng.normal(size=(2, *task.unknown_shape)), rng.normal(size=(2, task.num_observations))
+    y = f(x)
+    assert isinstance(y, np.ndarray) and y.shape == (2, task.num_observations)
+    np.testing.assert_allclose(f(x[0]), task.forward(jnp.asarray(x[0], jnp.float32)), rtol=1e-5, atol=1e-8)
+    y1, jtv = f.vjp(x, v)
+    # the forward map is linear: <J x, v> = <x, J^T v> (the adjoint identity)
+    np.testing.assert_allclose(np.sum(y1 * v, axis=1), np.sum(x * jtv, axis=(1, 2, 3)), rtol=1e-4)
+    y_obs = y[0] + 1e-4
+    loss, grad = f.misfit_grad(x[0], y_obs)
+    r = (y[0] - y_obs) / 1e-4**2
+    np.testing.assert_allclose(grad, f.vjp(x[0], r)[1], rtol=1e-4, atol=1e-3 * np.abs(grad).max())
+    np.testing.assert_allclose(loss, 0.5 * np.sum(((y[0] - y_obs) / 1e-4) ** 2), rtol=1e-3)
+    with pytest.raises(ValueError, match="expected"):
+        f(np.zeros((RES, RES)))
 
 
 @pytest.fixture(scope="module")

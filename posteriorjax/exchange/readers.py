@@ -128,7 +128,8 @@ def _stacked(samples, case_ids, ids, path) -> dict:
 def _keyed(arrays: dict, path, ids, task) -> dict:
     if "task" in arrays and task is not None and str(arrays["task"]) != task:
         raise ValueError(f"{path}: holds samples of task {str(arrays['task'])!r}, not {task!r}")
-    arrays = {k: v for k, v in arrays.items() if k != "task"}
+    # scalars (an .h5 file's attributes, a stored label) are metadata, not a case's samples
+    arrays = {k: v for k, v in arrays.items() if k != "task" and np.ndim(v) > 0}
     if "samples" in arrays:
         if "case_ids" not in arrays:
             raise ValueError(f"{path}: samples given without case_ids (K,) naming their cases")
