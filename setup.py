@@ -31,6 +31,10 @@ setup(
     extras_require={
         # posteriorjax.nn.flax_adapter (from_linen, from_nnx)
         "flax": ["flax>=0.10.6,<0.13"],
+        # posteriorjax.exchange: .h5 export and sample files
+        "exchange": ["h5py>=3.16.0,<4"],
+        # posteriorjax.exchange.posteriorbench: PosteriorBench's DatasetDict rows (pulls pyarrow)
+        "posteriorbench": ["datasets>=5.2.0,<6"],
         "test": [
             "pytest>=9.2,<10",
             "pytest-xdist>=3.8,<4",
@@ -41,6 +45,7 @@ setup(
             "deprecation>=2.1,<3",  # imported by tarp without being declared
             "arviz>=0.23.4,<0.24",  # R-hat / ESS cross-check
             "packaging>=26.4,<27",  # tests/test_packaging.py
+            "h5py>=3.16.0,<4",  # tests/test_exchange.py (.h5 files)
         ],
     },
 )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
 import jax
 from absl import logging as absl_logging
 
@@ -45,6 +46,7 @@ class Plan:
     grids: dict[tuple[str, str], program.ConfigGrid] = dataclasses.field(default_factory=dict)
     trained: dict[str, Any] = dataclasses.field(default_factory=dict)  # networks by spec
     _cases: dict[str, Cases] = dataclasses.field(default_factory=dict)
+    given: dict[str, Any] = dataclasses.field(default_factory=dict)  # `exchange.cases.GivenCases` by task
 
     @classmethod
     def build(cls, s: Settings) -> Plan:
@@ -52,6 +54,9 @@ class Plan:
         plan = cls(
             s, {name: _task(name, options, f"config.tasks.{name}") for name, options in s.tasks.items()}
         )
+        for name, value in s.cases_files.items():
+            plan.given[name] = _given(name, value, plan.tasks[name], s.num_cases)
+            plan.tasks[name] = plan.given[name].task  # observing the file's sensors
         for name, task in plan.tasks.items():
             if "alpha" in s.diagnostics:
                 try:
@@ -61,7 +66,8 @@ class Plan:
         for task_name, entry in s.pairs():
             plan.sampler_task(task_name, entry)
         for name, task in plan.tasks.items():
-            registry.check_task(task, s.references[name], s.reference_where(name))
+            if name not in plan.given:  # a given reference needs no method
+                registry.check_task(task, s.references[name], s.reference_where(name))
         return plan
 
     def sampler_task(self, task_name: str, entry: SamplerEntry) -> Task:
@@ -73,6 +79,8 @@ class Plan:
         if key not in self.variants:
             where = f"config.samplers.{entry.label}.task_options"
             variant, true = _task(task_name, options, where), self.tasks[task_name]
+            if task_name in self.given:
+                variant = eqx.tree_at(lambda t: t.observation, variant, true.observation)
             if (variant.unknown_shape, variant.num_observations) != (
                 true.unknown_shape,
                 true.num_observations,
@@ -87,9 +95,17 @@ class Plan:
 
     def cases(self, task_name: str) -> Cases:
         """The benchmark cases of a task (`Task.cases(seed, num_cases)`), drawn once."""
+        if task_name in self.given:
+            return self.given[task_name].cases
         if task_name not in self._cases:
             self._cases[task_name] = self.tasks[task_name].cases(self.settings.seed, self.settings.num_cases)
         return self._cases[task_name]
+
+    def case_ids(self, task_name: str) -> tuple[str, ...]:
+        """The ids of a task's cases: the file's, or `<task>_<i>` for case i drawn from the seed."""
+        if task_name in self.given:
+            return self.given[task_name].ids
+        return tuple(f"{task_name}_{i}" for i in range(self.settings.num_cases))
 
     def prepare(self) -> Plan:
         """Build every sampler that needs no trained network, and its grid (errors name the entry)."""
@@ -118,6 +134,9 @@ class Plan:
     def reference(self, task_name: str, workdir: Path, *, lead: bool, progress: bool):
         """(samples, weights, report) of a task's reference (`registry.load_or_build`, cached in
         `workdir/references/<task>/`): process 0 builds it, the others then load it."""
+        if task_name in self.given:
+            g = self.given[task_name]
+            return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source}
         s, task = self.settings, self.tasks[task_name]
         rc, cases = s.references[task_name], self.cases(task_name)
         identity = json.dumps(
@@ -165,6 +184,16 @@ def _task(name: str, options: Mapping, where: str) -> Task:
         return tasks.get(name, **options)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: cannot build task {name!r} with options {dict(options)}: {e}") from e
+
+
+def _given(name: str, value, task: Task, num_cases: int):
+    from posteriorjax.exchange import cases
+
+    path, options = cases.entry(value)
+    try:
+        return cases.load(path, task, **options).head(num_cases, "config.num_cases")
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"config.cases_files.{name}: {e}") from e
 
 
 def validate(config) -> None:

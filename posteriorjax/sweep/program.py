@@ -123,17 +123,42 @@ def case_program(
     `seed`). Metrics: `suite.compute`'s, `observation_values`,
     `calibration_statistics` (with `calibration_options`) and the requested `diagnostic_values`.
     """
-    options = dict(metric_options or {})
-    calib = CalibrationSettings.parse(calibration_options)
+    score = score_program(
+        task, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
+        calibration_options=calibration_options, state_model=_state_model(sampler),
+    )  # fmt: skip
     keys = statistics.stream_keys(seed)
-    state_model = _state_model(sampler)
 
     def one(data, config):
         case = config["case"]
         key = config_key(keys["sampler"], case, config["seed"])
+        samples = sampler.sample_traced(key, data["y_obs"][case], num_samples, config["hparams"])
+        return score(data, case, samples)
+
+    return one
+
+
+def score_program(
+    task: Task,
+    *,
+    seed: int,
+    metric_options: Mapping | None = None,
+    diagnostics: Sequence[str] = (),
+    calibration_options: Mapping | CalibrationSettings | None = None,
+    state_model=None,
+) -> Callable:
+    """`score(data, case, samples (N, C, H, W)) -> metrics`: what `case_program` records of its samples.
+
+    Shared by the sweep and the file-in evaluator (`posteriorjax.exchange`), so samples scored
+    from a file get the very record a sampler run inside the sweep gets.
+    """
+    options = dict(metric_options or {})
+    calib = CalibrationSettings.parse(calibration_options)
+    keys = statistics.stream_keys(seed)
+
+    def score(data, case, samples):
         y_obs, truth = data["y_obs"][case], data["x_true"][case]
         ref_samples, ref_weights = data["ref_samples"][case], data["ref_weights"][case]
-        samples = sampler.sample_traced(key, y_obs, num_samples, config["hparams"])
         out = suite.compute(
             samples, ref_samples, ref_weights, truth, evaluation_field=task.evaluation_field,
             field_stats=task.field_stats, **options,
@@ -158,7 +183,7 @@ def case_program(
             out.update(statistics.diagnostic_values(task, samples, truth, diagnostics, state_model))
         return out
 
-    return one
+    return score
 
 
 def sample_program(sampler: AbstractSampler, num_samples: int, *, seed: int) -> Callable:

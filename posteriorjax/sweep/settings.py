@@ -22,7 +22,11 @@ Schema (defaults in brackets):
   diagnostics [()]: subset of ("pde_residual", "alpha");
   save_samples [2]: store samples of configurations with case < save_samples;
   figures [True]: render figures at the end;
-  calibration [{}]: over-case calibration options (`CalibrationSettings`).
+  calibration [{}]: over-case calibration options (`CalibrationSettings`);
+  cases_files [{}]: {task_name: path | {path, **options}}, the task's cases and reference
+             posterior read from a file (`exchange.cases.load`: an exported cases file or a
+             PosteriorBench DatasetDict directory) in place of `Task.cases(seed, num_cases)`
+             and `reference`; the first `num_cases` cases of the file are used.
 A network is trained for the sampler's task (the sweep task's options updated by
 the sampler's `task_options`), updated by the spec's `task_options`.
 """
@@ -226,6 +230,7 @@ class Settings:
     save_samples: int = 2
     figures: bool = True
     calibration: CalibrationSettings = CalibrationSettings()
+    cases_files: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def training_scale(self) -> str:
@@ -265,6 +270,12 @@ class Settings:
         entries = tuple(SamplerEntry.parse(k, v, task_map, training.scale) for k, v in sampler_map.items())
         reference, references = _references(values["reference"], values["references"], task_map)
         overridden = tuple(n for n in task_map if n in as_dict(values["references"]))
+        cases_files = as_dict(values["cases_files"])
+        unknown = sorted(set(cases_files) - set(task_map))
+        if unknown:
+            raise ValueError(
+                f"config.cases_files: unknown task(s) {unknown}; the config has {sorted(task_map)}"
+            )
         return cls(
             seed=int(values["seed"]), seeds=seeds, num_cases=int(values["num_cases"]),
             num_samples=int(values["num_samples"]), chunk_size=int(values["chunk_size"]),
@@ -273,6 +284,7 @@ class Settings:
             training=training,
             diagnostics=diag, save_samples=integer_at_least("config.save_samples", values["save_samples"], 0),
             figures=bool(values["figures"]), calibration=CalibrationSettings.parse(values["calibration"]),
+            cases_files=cases_files,
         )  # fmt: skip
 
     def reference_where(self, task_name: str) -> str:

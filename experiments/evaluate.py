@@ -1,0 +1,43 @@
+"""Score samples from a file: `python -m experiments.evaluate --workdir=DIR --task=T --samples=PATH`.
+
+DIR is a sweep or export workdir (its config.json names the study). PATH: `.npz`, `.npy`, `.h5`,
+`.pt` (with torch installed) or a PosteriorBench `<dir>/<case_id>/generated.h5` tree
+(`posteriorjax.exchange.readers`). Appends one record per case to DIR/results.jsonl under
+`--name` (the sweep's records, metrics and calibration statistics), rewrites the tables and,
+with `--figures`, the figures; `python -m experiments.report --workdir=DIR` redraws everything.
+`--cases_file` scores on given cases (an exported cases file or a PosteriorBench DatasetDict).
+"""
+
+from pathlib import Path
+
+from absl import app, flags
+
+from posteriorjax import console, plugins
+from posteriorjax.exchange import evaluate
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Sweep or export workdir (holds config.json).")
+_TASK = flags.DEFINE_string("task", None, "Task name of the study.")
+_SAMPLES = flags.DEFINE_string("samples", None, "Samples file or PosteriorBench predictions directory.")
+_NAME = flags.DEFINE_string("name", "file", "Sampler label of the records.")
+_CASES = flags.DEFINE_string("cases_file", None, "Score on the cases of this file instead of the study's.")
+_WALL = flags.DEFINE_float("wall_time_s", 0.0, "The sampler's time per case, as measured (0 = unknown).")
+_FIGURES = flags.DEFINE_bool("figures", True, "Render the figures after scoring.")
+_PLUGINS = plugins.define_flag()
+
+
+def main(argv):
+    del argv
+    console.setup_logging()
+    plugins.load(_PLUGINS.value)
+    records = evaluate(
+        _WORKDIR.value, _TASK.value, _SAMPLES.value, name=_NAME.value, cases_file=_CASES.value,
+        wall_time_s=_WALL.value, figures=_FIGURES.value,
+    )  # fmt: skip
+    results = Path(_WORKDIR.value) / "results.jsonl"
+    print(f"{len(records)} record(s) of {_NAME.value!r} on {_TASK.value!r} appended to {results}")
+    print((Path(_WORKDIR.value) / "summary.md").read_text())
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["workdir", "task", "samples"])
+    app.run(main)

@@ -1,0 +1,31 @@
+"""Export a study: `python -m experiments.export --config=configs/<name>.py --workdir=DIR`.
+
+Writes DIR/exchange/<task>/{cases,truth,reference}.{npz,h5} and README.json per task
+(`posteriorjax.exchange.export`), building or reusing the sweep's reference cache in
+DIR/references/ and DIR/config.json (the same config resumes, another is refused). Score a
+sampler's samples with `python -m experiments.evaluate --workdir=DIR --task=T --samples=PATH`.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from posteriorjax import console, parallel, plugins
+from posteriorjax.exchange import export
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (shared with the sweep and evaluate).")
+_PLUGINS = plugins.define_flag()
+
+
+def main(argv):
+    del argv
+    console.setup_logging()
+    plugins.load(_PLUGINS.value)
+    for task, directory in export(_CONFIG.value, _WORKDIR.value, progress=True).items():
+        print(f"{task}: {directory}")
+
+
+if __name__ == "__main__":
+    parallel.enable_compilation_cache()
+    flags.mark_flags_as_required(["config", "workdir"])
+    app.run(main)
