@@ -20,5 +20,6 @@ def get_config(arg: str | None = None):
         c["sec5_1"].update(num_conditions=200, num_samples=200)
         c["e4"].update(num_conditions=200, num_samples=300)
         c["e3_4"].update(num_conditions=(200,), repeats=2)
+        c["e3_4"]["lc2st"].update(repeats=1, observations=4, num_null=10, steps=100)
         c["e2_2"].update(dims=(2,), shifts=(0.0, 1.0), num_conditions=100, num_samples=100)
     return ml_collections.ConfigDict(c)

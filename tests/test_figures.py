@@ -333,6 +333,40 @@ def test_field_layouts_of_every_registered_kind():
     np.testing.assert_allclose(np.diff(edges), 2 * task.grid.spacing)
 
 
+def test_mira_figure_draws_the_calibration_tables_bootstrap_band(tmp_path, monkeypatch):
+    """The grey box is the table's calibrated mean -+ 2 bootstrap se (not the wider single-region
+    band, drawn dashed beside it), and the filled markers are the table's daggers."""
+    rng = np.random.default_rng(3)
+    recs = [
+        record("t", s, c, {}, {"mira_statistic": float(rng.normal(mu, 0.03))}, num_samples=20)
+        for s, mu in (("calibrated", 0.651), ("overconfident", 0.60)) for c in range(40)
+    ]  # fmt: skip
+    drawn, save = {}, figures.style.save
+    keep = lambda fig, path: drawn.setdefault("f", fig) and save(fig, path)  # noqa: E731
+    monkeypatch.setattr(figures.style, "save", keep)
+    figures.mira_figure(tmp_path / "mira.png", recs)
+    ax = drawn["f"].axes[0]
+    rows = sorted(tables.calibration_rows(recs), key=lambda r: r["sampler"])
+    boxes = [c for c in ax.collections if c.get_gid() == "mira_band"]
+    single = [ln for ln in ax.lines if ln.get_gid() == "mira_single_region"]
+    markers = [ln for ln in ax.lines if ln.get_gid() == "mira_score"]
+    assert len(boxes) == len(markers) == 2 and len(single) == 4
+    for i, r in enumerate(rows):
+        y = boxes[i].get_paths()[0].vertices[:, 1]
+        lo, hi = r["mira_expected"] - 2 * r["mira_se_boot"], r["mira_expected"] + 2 * r["mira_se_boot"]
+        np.testing.assert_allclose([y.min(), y.max()], [lo, hi], rtol=1e-12)
+        half = 2 * r["mira_se"]  # single-region: wider than the bootstrap's
+        assert half > 2 * r["mira_se_boot"]
+        np.testing.assert_allclose(sorted(ln.get_ydata()[0] for ln in single[2 * i : 2 * i + 2]),
+                                   [r["mira_expected"] - half, r["mira_expected"] + half])  # fmt: skip
+        filled = markers[i].get_markerfacecolor() != "white"
+        assert filled == (not lo <= r["mira"] <= hi)
+    assert [r["sampler"] for r in rows] == ["calibrated", "overconfident"]
+    filled = [m.get_markerfacecolor() != "white" for m in markers]
+    assert filled == [False, True]
+    assert "† " in tables.calibration_table(rows).split("overconfident")[1].split("\n")[0]
+
+
 def test_tarp_figure_only_with_enough_conditions(tmp_path):
     rng = np.random.default_rng(3)
     metrics = lambda: {"tarp_credibility": float(rng.uniform()), "mira_statistic": 0.6}  # noqa: E731

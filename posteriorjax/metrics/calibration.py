@@ -260,6 +260,26 @@ def histogram_ratio(samples, truth, *, bins=20, value_range=None):
     return edges, jnp.where(pt > 0, dx / jnp.where(pt > 0, dt, 1.0), jnp.nan)
 
 
+def histogram_ratio_error(samples, truth, *, bins=20):
+    """Scalar summary of `histogram_ratio`: sum_b p_b |r_b - 1| (lower is better, 0 to 2).
+
+    On `bins` equal-width bins over the pooled truth's range [min t, max t]
+    (`histogram_ratio`'s default edges), p_b is the fraction of true values in
+    bin b, q_b the fraction of predicted values (of all L N x elements, so mass
+    outside the range counts as missing) and r_b = q_b / p_b the ratio the
+    spectrum-fidelity panel draws. The truth-weighted mean deviation of the
+    ratio from 1 is sum over bins with p_b > 0 of |q_b - p_b|: 0 exactly when
+    the binned marginals agree, 1 when no predicted value falls in a populated
+    bin, towards 2 when all predicted mass sits in one bin of small truth mass.
+    A summary we chose: the pointwise-metrics paper shows the ratio as a curve.
+    """
+    x, t = _pool(samples, truth)
+    edges = jnp.linspace(jnp.min(t), jnp.max(t), bins + 1)
+    q = jnp.histogram(x.ravel(), bins=edges)[0] / x.size
+    p = jnp.histogram(t.ravel(), bins=edges)[0] / t.size
+    return checks.nan_if_nonfinite(jnp.sum(jnp.where(p > 0, jnp.abs(q - p), 0.0)), x)
+
+
 def variance_decomposition(samples, truth):
     """Law-of-total-variance decomposition of the pooled predicted marginal (scalars).
 

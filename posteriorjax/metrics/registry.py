@@ -214,6 +214,12 @@ METRICS_LIST: tuple[Metric, ...] = (
         better="target",
         target=1.0,
     ),
+    Metric(
+        "histogram_ratio_error",
+        lambda c: calibration.histogram_ratio_error(*_pooled(c)),
+        "Hist. ratio err",
+        _TRUTH,
+    ),
     Metric("conformal_inside", _conformal_inside, "Conformal inside", _TRUTH, min_samples=2, better=None),
     Metric("conformal_widths", _conformal_widths, "Conformal width", _TRUTH, min_samples=2, better=None),
     Metric(

@@ -16,7 +16,6 @@ from posteriorjax.report.figures.style import (
 from posteriorjax.report.records import (
     TARP_BINS,
     coverage_curves,
-    mira_scores,
     tarp_curves,
 )
 
@@ -73,37 +72,62 @@ def tarp_figure(path, records: Sequence[dict], num_alpha_bins: int = TARP_BINS, 
 
 
 def mira_figure(path, records: Sequence[dict], *, title=""):
-    """MIRA score per (sampler, hparams) row with its calibrated band (`mira_scores`).
+    """MIRA score per (task, sampler, hparams) row with the calibration table's band.
 
-    The grey box spans expected -+ 2 std / sqrt(L), the tick is the calibrated
-    mean; rows without finite statistics are left out. With fewer conditions than
-    `tables.mira_conditions_needed` (the calibration table's "too few cases" note), a
-    red note on the panel says so. Size:
-    clip(1.5 + 0.5 rows, 5, 24) x 4.0 inches.
+    The band is the one `tables.calibration_table` prints, from the same
+    function (`tables.calibration_rows`, same bootstrap draws): the grey box
+    spans the calibrated mean -+ 2 bootstrap standard errors of the row's score
+    (`mira_se_boot`, the MIRA paper's uncertainty), the solid tick is the
+    calibrated mean, and the dashed ticks mark -+ 2 single-region standard
+    errors sqrt(Var / L) (`mira_se`, wider: drawn for comparison, labelled as
+    such). A score outside the grey box is drawn as a filled marker with a
+    dagger, as in the table; rows without finite statistics are left out. With
+    fewer conditions than `tables.mira_conditions_needed` (the table's "too few
+    cases" note), a red note on the panel says so. Size: clip(1.5 + 0.5 rows,
+    5, 24) x 4.0 inches.
     """
-    scores = mira_scores(records)
-    if not scores:
+    sizes: dict[tuple, set] = {}
+    for r in records:
+        if r["metrics"].get("mira_statistic") is not None:
+            sizes.setdefault((r["task"], r["sampler"]), set()).add(int(r["num_samples"]))
+    for (_, sampler), n_set in sizes.items():
+        if len(n_set) > 1:
+            raise ValueError(f"records: one row of {sampler} mixes ensemble sizes {sorted(n_set)}")
+    rows = [r for r in tables.calibration_rows(records) if np.isfinite(r["mira"])]
+    if not rows:
         raise ValueError("records: no (sampler, hparams) row has finite mira_statistic values")
-    keys = sorted(scores)
-    fig = style.new(min(max(1.5 + 0.5 * len(keys), 5.0), 24.0), 4.0)
+    rows.sort(key=lambda r: (r["task"], r["sampler"], tables.hparam_label(r["hparams"])))
+    fig = style.new(min(max(1.5 + 0.5 * len(rows), 5.0), 24.0), 4.0)
     ax = style.panels(fig, 1, 1, left=0.7, bottom=1.4, top=0.35)[0, 0]
-    samplers = sorted({k[0] for k in keys})
-    for i, k in enumerate(keys):
-        s = scores[k]
-        ax.fill_between([i - 0.35, i + 0.35], s["low"], s["high"], color="0.85", lw=0)
-        ax.plot([i - 0.35, i + 0.35], [s["expected"]] * 2, color="0.4", lw=0.8)
-        ax.plot(i, s["score"], "o", color=f"C{samplers.index(k[0]) % 10}", ms=6)
-    ax.set_xticks(
-        range(len(keys)),
-        [f"{k[0]}\n{tables.hparam_label(dict(k[1]))}" for k in keys],
-        rotation=60,
-        fontsize=6,
-    )
-    ax.set_xlim(-0.6, len(keys) - 0.4)
+    samplers = sorted({r["sampler"] for r in rows})
+    several_tasks = len({r["task"] for r in rows}) > 1
+    for i, r in enumerate(rows):
+        mean, boot, single = r["mira_expected"], 2 * r["mira_se_boot"], 2 * r["mira_se"]
+        first = i == 0
+        ax.fill_between([i - 0.35, i + 0.35], mean - boot, mean + boot, color="0.85", lw=0, gid="mira_band",
+                        label="calibrated mean ± 2 bootstrap se" if first else None)  # fmt: skip
+        ax.plot([i - 0.35, i + 0.35], [mean] * 2, color="0.4", lw=0.8)
+        for sign in (-1, 1):
+            label = "± 2 single-region se" if first and sign < 0 else None
+            ax.plot([i - 0.35, i + 0.35], [mean + sign * single] * 2, "--", color="0.55", lw=0.7,
+                    gid="mira_single_region", label=label)  # fmt: skip
+        outside = np.isfinite(boot) and not (mean - boot <= r["mira"] <= mean + boot)  # the table's dagger
+        color = f"C{samplers.index(r['sampler']) % 10}"
+        ax.plot(i, r["mira"], "o", color=color, ms=6, mfc=color if outside else "white", gid="mira_score")
+        if outside:
+            ax.annotate("†", (i, r["mira"]), xytext=(5, 0), textcoords="offset points", fontsize=8,
+                        va="center")  # fmt: skip
+    labels = [
+        (f"{r['task']}\n" if several_tasks else "") + f"{r['sampler']}\n{tables.hparam_label(r['hparams'])}"
+        for r in rows
+    ]
+    ax.set_xticks(range(len(rows)), labels, rotation=60, fontsize=6)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel("MIRA score", fontsize=8)
-    ax.set_title(title or "MIRA (grey: calibrated mean +- 2 std / sqrt(L))", fontsize=9)
-    little_l = min(s["count"] for s in scores.values())
-    n = min(int(r["num_samples"]) for r in records if r["metrics"].get("mira_statistic") is not None)
+    ax.set_title(title or "MIRA against a calibrated sampler's band", fontsize=9)
+    ax.legend(fontsize=6, loc="best")
+    little_l = min(r["num_conditions"] for r in rows)
+    n = min(r["num_samples"] for r in rows)
     needed = tables.mira_conditions_needed(n)
     if little_l < needed:  # the band cannot resolve the table's shift: say so on the figure
         note = (f"too few conditions: L = {little_l} < {needed}, the L a shift of "
