@@ -7,18 +7,53 @@ DIR/figures/, and prints the table and the figure paths. Nothing is recomputed.
 (one workdir per level) to the optimal-hyperparameter-vs-1/sigma^2 figures.
 `--plugins=mod1,mod2` loads the modules registering the workdir's out-of-tree samplers/tasks
 (`posteriorjax.plugins`; the sweep's provenance.json names the ones it was run with).
+A workdir whose records, references or stored samples fail verification
+(`sweep.store.verify_workdir`: torn or edited lines, checksum mismatches) is refused with
+the list of what failed; `--repair` sets those aside and reruns the sweep of its
+config.json, which recomputes exactly what failed, then reports.
 """
+
+import json
+from pathlib import Path
 
 from absl import app, flags
 
 from posteriorjax import console, plugins
 from posteriorjax.report import figures
+from posteriorjax.sweep import store
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.jsonl.")
 _PLUGINS = plugins.define_flag()
 _NOISE_WORKDIRS = flags.DEFINE_list(
     "noise_workdirs", [], "Workdirs of the same study at other noise levels (comma-separated)."
 )
+_REPAIR = flags.DEFINE_bool(
+    "repair", False, "Set aside what fails verification and recompute it (reruns the workdir's sweep)."
+)
+
+
+def check_workdir(workdir, repair: bool = False) -> None:
+    """Raise ValueError listing what in `workdir` fails verification; with `repair`, rebuild it first.
+
+    Repair reruns the sweep of `workdir/config.json`: the sweep's own readers set aside
+    every bad line and file and recompute only those configurations, references and samples.
+    """
+    problems = store.verify_workdir(workdir)
+    if problems and repair:
+        import ml_collections
+
+        from posteriorjax import sweep
+
+        config = ml_collections.ConfigDict(json.loads((Path(workdir) / "config.json").read_text()))
+        config.overwrite = False
+        sweep.run(config, workdir, progress=False)
+        problems = store.verify_workdir(workdir)
+    if problems:
+        raise ValueError(
+            f"workdir: {workdir} fails verification ({len(problems)} problem(s)):\n  "
+            + "\n  ".join(problems)
+            + "\nrerun with --repair to set these aside and recompute them"
+        )
 
 
 def main(argv):
@@ -27,6 +62,11 @@ def main(argv):
     plugins.load(_PLUGINS.value)
     for workdir in (_WORKDIR.value, *_NOISE_WORKDIRS.value):
         plugins.check_workdir(workdir)  # names the plugins a workdir needs
+    for workdir in (_WORKDIR.value, *_NOISE_WORKDIRS.value):
+        try:
+            check_workdir(workdir, repair=_REPAIR.value)
+        except ValueError as e:
+            raise app.UsageError(str(e)) from e
     table, paths = figures.report(_WORKDIR.value, noise_workdirs=_NOISE_WORKDIRS.value)
     print(table)
     print(f"{len(paths)} figure(s):")

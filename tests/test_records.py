@@ -141,13 +141,14 @@ def test_load_records_skips_blank_lines_drops_a_torn_last_line_and_names_a_corru
     path.write_text(json.dumps(recs[0]) + "\n" + json.dumps(recs[1])[:20])
     assert records.load_records(path) == recs[:1]
     assert path.read_text().endswith(json.dumps(recs[1])[:20])
-    # a torn line with records after it is corruption, not a crash: an error naming file and line
+    # a torn line with records after it is corruption, not a crash: skipped with a warning naming
+    # file and line, the records after it kept; the sweep's resume sets the file aside
     path.write_text(json.dumps(recs[0]) + "\n" + json.dumps(recs[1])[:20] + "\n" + json.dumps(recs[2]) + "\n")
-    with pytest.raises(ValueError, match=r"results.jsonl: line 2 is not a JSON record"):
-        records.load_records(path)
-    # the sweep's resume reads through the same reader
-    with pytest.raises(ValueError, match="line 2"):
-        sweep.ResultsFile(path)
+    with pytest.warns(UserWarning, match=r"results.jsonl: line 2: not JSON"):
+        assert records.load_records(path) == [recs[0], recs[2]]
+    with pytest.warns(UserWarning, match=r"line 2: not JSON.*copied aside as results.jsonl.corrupt-0"):
+        assert sweep.ResultsFile(path).records == [recs[0], recs[2]]
+    assert (tmp_path / "results.jsonl.corrupt-0").read_text().count("\n") == 3
 
 
 def test_record_round_trip_and_schema_errors():

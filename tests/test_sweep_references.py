@@ -201,7 +201,12 @@ def test_a_reference_in_the_old_single_file_form_is_moved_not_rebuilt(problem, t
         rc, task, cases, KEY, directory, workdir=tmp_path, settings=identity, legacy=legacy
     )
     np.testing.assert_array_equal(again, samples)
-    # a corrupted set is refused by its checksum
+    # a corrupted set fails its checksum: set aside with a warning and rebuilt
     (directory / "references.npz").write_bytes(b"corrupt")
-    with pytest.raises(ValueError, match="checksum mismatch"):
-        registry.load_or_build(rc, task, cases, KEY, directory, workdir=tmp_path, settings=identity)
+    monkeypatch.undo()
+    with pytest.warns(UserWarning, match=r"references.npz: checksum mismatch.*poisson_fixed.corrupt-0"):
+        rebuilt, _, _ = registry.load_or_build(
+            rc, task, cases, KEY, directory, workdir=tmp_path, settings=identity
+        )
+    np.testing.assert_array_equal(rebuilt, samples)
+    assert (directory.parent / "poisson_fixed.corrupt-0" / "references.npz").read_bytes() == b"corrupt"

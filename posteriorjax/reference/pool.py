@@ -241,7 +241,9 @@ def build(
     Resumes from `directory` when it already holds a pool of the same task,
     seed, chunk size, augmentation and storage; `num_chunks` may grow between
     runs (the first chunks are unchanged). `max_new_chunks` stops after that
-    many newly computed chunks (time-boxed builds). ValueError on a mismatch.
+    many newly computed chunks (time-boxed builds). ValueError on a mismatch. Every finished
+    chunk is verified against its sidecar checksum first; a corrupt one is set aside
+    (`store.quarantine`) and recomputed.
     """
     num_chunks = checks.positive_int("num_chunks", num_chunks)
     chunk_size = checks.positive_int("chunk_size", chunk_size)
@@ -273,6 +275,15 @@ def build(
         check_equivariance(task, jr.split(jr.key(seed))[0])
     store.atomic_write_json(directory / store.MANIFEST, {**spec, "num_chunks": num_chunks})
     pool = Pool.open(directory, task)
+    for index in pool.done_chunks():  # a chunk failing its checksum is set aside and recomputed
+        name = _chunk_name(index)
+        try:
+            meta = json.loads((directory / f"{name}.json").read_text())
+            store.read_arrays(directory / f"{name}.npz", meta["sha256"])
+        except (store.CorruptFile, OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+            store.quarantine(directory / f"{name}.json", f"chunk {index}: {e}")
+            if (directory / f"{name}.npz").exists():
+                store.quarantine(directory / f"{name}.npz", f"chunk {index}: {e}")
 
     mesh = parallel.data_mesh() if mesh is None else mesh
     sharding = parallel.batch_sharding(mesh)

@@ -318,8 +318,7 @@ def check_task(task: Task, rc: Mapping, where: str) -> None:
 
 def _legacy(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     """(manifest, arrays) of a sweep reference written before `store.save_references` (one `.npz`)."""
-    with np.load(path) as z:
-        stored = {k: z[k] for k in z.files}
+    stored = store.read_arrays(path)
     manifest = {k: str(stored.pop(k)) for k in ("task_hash", "method", "settings")}
     manifest["info"] = json.loads(str(stored.pop("info")))
     return manifest, stored
@@ -337,14 +336,19 @@ def load_or_build(
     method, settings or observations is an error unless `overwrite` (then it is rebuilt).
     `legacy`: a sweep `.npz` of the old single-file format; when `directory` has no set yet it
     is checked the same way, moved into `directory` (logged) and removed. Returns
-    (samples, weights, `report`).
+    (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
+    is set aside (`store.quarantine`) and rebuilt.
     """
     directory, y_obs = Path(directory), np.asarray(cases.y_obs)
     found = None
-    if (directory / store.MANIFEST).exists():
-        found = store.load_references(directory)
-    elif legacy is not None and Path(legacy).exists():
-        found = _legacy(Path(legacy))
+    try:
+        if (directory / store.MANIFEST).exists():
+            found = store.load_references(directory)
+        elif legacy is not None and Path(legacy).exists():
+            found = _legacy(Path(legacy))
+    except store.CorruptFile as e:
+        bad = directory if (directory / store.MANIFEST).exists() else Path(legacy)
+        store.quarantine(bad, f"{e.path.name}: {e.reason}")
     if found is not None:
         manifest, arrays = found
         checks = (

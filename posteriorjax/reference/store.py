@@ -6,7 +6,9 @@ method, seed and sizes, and a SHA-256 checksum per data file. Every file is
 written atomically (to a temporary name in the same directory, flushed, then
 `os.replace`d), so a process killed at any point leaves either the old file or
 the new one, never a torn one: that is what makes pool builds resumable.
-Loading an artifact under a different task configuration is a `ValueError`.
+Loading an artifact under a different task configuration is a `ValueError`; a file that
+fails verification (checksum, truncation) is a `CorruptFile`, which a rerun answers by
+`quarantine`-ing the file (renamed aside with a warning) and rebuilding it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,28 @@ def atomic_write_bytes(path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+class CorruptFile(ValueError):
+    """A stored file failed verification: `path` and `reason` (what failed)."""
+
+    def __init__(self, path, reason: str):
+        self.path, self.reason = Path(path), reason
+        super().__init__(f"path: {reason} for {path} (file corrupted or replaced)")
+
+
+def quarantine(path, reason: str) -> Path:
+    """Rename `path` (file or directory) aside to `<name>.corrupt-<n>` (first free n), with a warning.
+
+    The file is kept for inspection, never deleted; the caller then rebuilds it. Returns the new path.
+    """
+    path = Path(path)
+    n = 0
+    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
+        n += 1
+    os.replace(path, aside)
+    warnings.warn(f"{path}: {reason}; set aside as {aside.name} and rebuilt", stacklevel=2)
+    return aside
 
 
 def atomic_write_json(path, obj) -> None:
@@ -70,9 +95,12 @@ def read_arrays(path, checksum: str | None = None) -> dict[str, np.ndarray]:
     """Read a `.npz` written by `write_arrays`, verifying its SHA-256 when given."""
     data = Path(path).read_bytes()
     if checksum is not None and sha256(data) != checksum:
-        raise ValueError(f"path: checksum mismatch for {path} (file corrupted or replaced)")
-    with np.load(io.BytesIO(data)) as z:
-        return {k: z[k] for k in z.files}
+        raise CorruptFile(path, "checksum mismatch")
+    try:
+        with np.load(io.BytesIO(data)) as z:
+            return {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:  # truncated or not an .npz
+        raise CorruptFile(path, f"unreadable .npz ({type(e).__name__}: {e})") from e
 
 
 def array_checksum(array) -> str:
@@ -86,18 +114,20 @@ def read_fields(path, checksums: dict[str, str]) -> dict[str, np.ndarray]:
     The other members are never read: a rejection scan needs the observations, not the fields.
     """
     out = {}
-    with np.load(path) as z:
+    try:
+        z = np.load(path)
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+        raise CorruptFile(path, f"unreadable .npz ({type(e).__name__}: {e})") from e
+    with z:
         for name, checksum in checksums.items():
             if name not in z.files:
                 raise ValueError(f"fields: {path} has no array {name!r}; it has {z.files}")
             try:
                 array = z[name]
             except zipfile.BadZipFile as e:  # the member's CRC-32 already failed
-                raise ValueError(f"path: checksum mismatch for {name!r} in {path} ({e})") from e
+                raise CorruptFile(path, f"checksum mismatch for {name!r} ({e})") from e
             if array_checksum(array) != checksum:
-                raise ValueError(
-                    f"path: checksum mismatch for {name!r} in {path} (file corrupted or replaced)"
-                )
+                raise CorruptFile(path, f"checksum mismatch for {name!r}")
             out[name] = array
     return out
 
@@ -106,7 +136,13 @@ def read_manifest(directory) -> dict:
     path = Path(directory) / MANIFEST
     if not path.exists():
         raise ValueError(f"directory: no {MANIFEST} in {directory}")
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptFile(path, f"unreadable manifest ({e})") from e
+    if not isinstance(manifest, dict):
+        raise CorruptFile(path, "manifest is not a JSON object")
+    return manifest
 
 
 def check_task(manifest: dict, task, what: str = "artifact") -> None:

@@ -223,3 +223,56 @@ def local_rows(metrics: dict) -> tuple[list[int], dict[str, np.ndarray]]:
         rows = [s + j for s in starts for j in range(len(parts[s]))]
         positions = rows if positions is None else positions
     return positions, values
+
+
+# ----------------------------------------------------------------------------
+# Memory: XLA's estimate of a compiled program against the device
+
+
+MEMORY_LIMIT_ENV = "POSTERIORJAX_MEMORY_LIMIT_BYTES"
+
+
+def peak_bytes(compiled) -> int | None:
+    """Peak device memory (bytes) of a compiled program from `compiled.memory_analysis()`, or None
+    when the backend gives no analysis: its peak, or arguments + outputs + temporaries - aliased."""
+    compiled = getattr(compiled, "compiled", compiled)  # an `eqx.filter_jit` program wraps jax's
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return None
+    total = (
+        stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+        - stats.alias_size_in_bytes
+    )  # fmt: skip
+    return int(max(total, getattr(stats, "peak_memory_in_bytes", 0) or 0))
+
+
+def device_memory(limit: int | None = None) -> tuple[int, str]:
+    """(bytes one device may use, where that number comes from): `limit` when given, else
+    $POSTERIORJAX_MEMORY_LIMIT_BYTES, else the accelerator's `memory_stats()["bytes_limit"]`,
+    else (CPU) the machine's physical memory."""
+    import os
+
+    if limit is not None:
+        return int(limit), "memory_limit_bytes"
+    if os.environ.get(MEMORY_LIMIT_ENV):
+        return int(os.environ[MEMORY_LIMIT_ENV]), f"${MEMORY_LIMIT_ENV}"
+    stats = jax.local_devices()[0].memory_stats() or {}
+    if "bytes_limit" in stats:
+        return int(stats["bytes_limit"]), f"{jax.local_devices()[0].device_kind} bytes_limit"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "physical memory"
+
+
+def check_memory(compiled, what: str, *, batch_size: int, num_samples: int, limit: int | None = None) -> None:
+    """MemoryError, before anything runs, when XLA's estimate of `compiled` exceeds the device memory.
+
+    The message gives the estimate, the available bytes and the settings that shrink the
+    program: `batch_size` (configurations evaluated at once per device) and `num_samples`.
+    """
+    need = peak_bytes(compiled)
+    have, source = device_memory(limit)
+    if need is not None and need > have:
+        raise MemoryError(
+            f"memory: {what} needs about {need:.3g} bytes per device (XLA's estimate of the compiled "
+            f"program), more than the {have:.3g} bytes available ({source}); lower batch_size "
+            f"(now {batch_size}) or num_samples (now {num_samples})"
+        )

@@ -43,6 +43,7 @@ def run_pair(
     results: record_store.ResultsFile | None = None, skip: set[str] | None = None,
     labels: Mapping[str, str] | None = None, mesh=None, metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (), progress: Callable | None = None, calibration_options=None,
+    memory_limit_bytes: int | None = None,
 ) -> list[record_store.Record]:  # fmt: skip
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
@@ -51,7 +52,9 @@ def run_pair(
     configurations (rounded up to a multiple of the device count) are compiled once and their
     records appended to `results` (this process's file) as they finish; `skip`: ids not to
     compute (default: those in `results`); `labels`: the recorded `{"task", "sampler"}` names;
-    `progress(done, todo, compile_s, run_s)` after each chunk. Returns this call's records.
+    `progress(done, todo, compile_s, run_s)` after each chunk. The compiled chunk program's
+    memory estimate is checked against the device (`program.check_memory`, `memory_limit_bytes`)
+    before it runs. Returns this call's records.
     """
     mesh = parallel.data_mesh() if mesh is None else mesh
     labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
@@ -76,6 +79,10 @@ def run_pair(
         if compiled is None:
             compiled = fn.lower(data, configs).compile()
             compile_s = time.perf_counter() - t0
+            program.check_memory(
+                compiled, f"{labels['task']} / {labels['sampler']}", batch_size=batch_size,
+                num_samples=num_samples, limit=memory_limit_bytes,
+            )  # fmt: skip
         t1 = time.perf_counter()
         metrics = jax.block_until_ready(compiled(data, configs))
         run_s = time.perf_counter() - t1
@@ -105,12 +112,17 @@ def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) 
 
 
 def run(
-    config, workdir: str | os.PathLike, *, progress: bool = True, plugins: Sequence[str] = ()
-) -> list[record_store.Record]:
+    config, workdir: str | os.PathLike, *, progress: bool = True, plugins: Sequence[str] = (),
+    memory_limit_bytes: int | None = None,
+) -> list[record_store.Record]:  # fmt: skip
     """Run every (task, sampler) pair of `config`; write results, tables, samples, provenance to `workdir`.
 
     `plugins`: modules registering out-of-tree samplers/tasks (`posteriorjax.plugins.load`, a
     no-op for loaded ones), recorded in `provenance.json` so a report or a resume can name them.
+    Before any reference is built, every pair whose sampler needs no trained network is compiled
+    on abstract inputs and its memory estimate checked against the device (`estimate_memory`;
+    `memory_limit_bytes`, default $POSTERIORJAX_MEMORY_LIMIT_BYTES or the accelerator's memory;
+    on CPU without a cap only the compile of each pair is checked, before it runs).
     Returns the records of `results.jsonl` (process 0; other processes return []).
     """
     from posteriorjax import plugins as plugin_modules
@@ -122,17 +134,21 @@ def run(
     plugin_modules.check_names(*needed, plugins or plugin_modules.recorded(workdir))
     s = settings(config)
     plan = Plan.build(s).prepare()
+    estimate_memory(plan, memory_limit_bytes)
     workdir, lead, multi = Path(workdir), jax.process_index() == 0, jax.process_count() > 1
     store = record_store.prepare_workdir(workdir, config) if lead else None
     own = store
     if multi:
-        own = record_store.ResultsFile(record_store.process_results_path(workdir, jax.process_index()))
+        config_hash = record_store.config_hash(json.loads(config.to_json_best_effort(sort_keys=True)))
+        own = record_store.ResultsFile(
+            record_store.process_results_path(workdir, jax.process_index()), config_hash
+        )
     sync("sweep-prepare")
     if lead:
         prov = provenance.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
         prov["plugins"] = plugins
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
-    study = _Study(plan, workdir, store, own, parallel.data_mesh(), progress)
+    study = _Study(plan, workdir, store, own, parallel.data_mesh(), progress, memory_limit_bytes)
     reports = {}
     for task_name in s.tasks:
         *reference, reports[task_name] = plan.reference(task_name, workdir, lead=lead, progress=progress)
@@ -159,6 +175,7 @@ class _Study:
     own: record_store.ResultsFile | None  # this process's records
     mesh: Any
     progress: bool
+    memory_limit_bytes: int | None = None
 
     def __post_init__(self):
         lead = self.store is not None
@@ -177,7 +194,7 @@ class _Study:
             num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
             results=self.own, skip=skip, labels={"task": task_name, "sampler": entry.label}, mesh=self.mesh,
             diagnostics=s.diagnostics, progress=lambda done, _, c, r: self.bar.chunk(done, c, r),
-            calibration_options=s.calibration,
+            calibration_options=s.calibration, memory_limit_bytes=self.memory_limit_bytes,
         )  # fmt: skip
         sync(f"sweep-pair-{task_name}-{entry.label}")
         if self.store is None:
@@ -190,6 +207,45 @@ class _Study:
                 plan.cases(task_name), grid, num_samples=s.num_samples, seed=s.seed,
                 max_case=s.save_samples, batch_size=s.batch_size,
             )  # fmt: skip
+
+
+def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
+    """Compile each built pair's chunk program on abstract inputs (the reference as a
+    `ShapeDtypeStruct` of its configured `num_samples`) and `program.check_memory` it: a
+    program that cannot fit stops the sweep before any reference or sample is computed. On CPU
+    without a cap (`limit`, $POSTERIORJAX_MEMORY_LIMIT_BYTES) this compile is skipped."""
+    if limit is None and not os.environ.get(program.MEMORY_LIMIT_ENV) and jax.default_backend() == "cpu":
+        return  # no cap on CPU: each pair is still checked when it compiles (`run_pair`), not twice
+    s, mesh = plan.settings, parallel.data_mesh() if mesh is None else mesh
+    for (task_name, label), sampler in plan.samplers.items():
+        task, size = plan.tasks[task_name], s.references[task_name].get("num_samples")
+        if size is None:
+            continue  # checked when the pair compiles (`run_pair`)
+        cases, grid = plan.cases(task_name), plan.grids[task_name, label]
+        k, shape = s.num_cases, tuple(task.unknown_shape)
+        placeholder = (np.zeros((k, 1, *shape), np.float32), np.ones((k, 1), np.float32))
+        data = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+            statistics.program_data(task, cases, placeholder, seed=s.seed),
+        )
+        data["ref_samples"] = jax.ShapeDtypeStruct((k, int(size), *shape), np.float32)
+        data["ref_weights"] = jax.ShapeDtypeStruct((k, int(size)), np.float32)
+        chunk = parallel.padded_size(max(1, min(s.chunk_size, grid.size)), mesh)
+        configs = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), grid.take(np.zeros(chunk, int))
+        )
+        one = program.case_program(
+            task, sampler, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
+            calibration_options=s.calibration,
+        )  # fmt: skip
+        compiled = jax.jit(program.chunk_program(one, mesh, s.batch_size)).lower(data, configs).compile()
+        program.check_memory(
+            compiled,
+            f"{task_name} / {label}",
+            batch_size=s.batch_size,
+            num_samples=s.num_samples,
+            limit=limit,
+        )
 
 
 def _render_figures(workdir: Path, progress: bool) -> list:

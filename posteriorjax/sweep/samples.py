@@ -32,7 +32,9 @@ def save_samples(
     Arrays: `samples (S, N, C, H, W)`, `case (S,)`, `seed (S,)`, `config_id (S,)`
     and `hparam_<name> (S,)` per hyperparameter, in grid order. Samples are
     recomputed with the keys of `case_program`; configurations already in the
-    file are kept, not recomputed. Written atomically. Returns S.
+    file are kept, not recomputed. Written atomically, its SHA-256 in `samples_checksum_path`;
+    a file failing that checksum (or unreadable) is set aside (`store.quarantine`) and
+    recomputed. Returns S.
     """
     ids = grid.ids()
     wanted = [i for i in range(grid.size) if grid.case[i] < max_case]
@@ -40,8 +42,11 @@ def save_samples(
         return 0
     have: dict[str, np.ndarray] = {}
     if path.exists():
-        with np.load(path) as z:
+        try:
+            z = read_samples(path)
             have = {migrate_config_id(str(c)): z["samples"][j] for j, c in enumerate(z["config_id"])}
+        except artifact_store.CorruptFile as e:
+            artifact_store.quarantine(path, e.reason)
     missing = [i for i in wanted if ids[i] not in have]
     if missing:
         one = sample_program(sampler, num_samples, seed=seed)
@@ -56,5 +61,21 @@ def save_samples(
         "config_id": np.asarray([ids[i] for i in wanted]),
     }
     arrays.update({f"hparam_{k}": v[wanted] for k, v in grid.hparams.items()})
-    artifact_store.write_arrays(path, arrays)
+    checksum = artifact_store.write_arrays(path, arrays)
+    artifact_store.atomic_write_bytes(samples_checksum_path(path), checksum.encode())
     return len(wanted)
+
+
+def samples_checksum_path(path: Path) -> Path:
+    """The file holding the SHA-256 (hex) of a stored samples `.npz`: `<label>.npz.sha256`."""
+    return Path(path).with_name(Path(path).name + ".sha256")
+
+
+def read_samples(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a stored samples file, verified (`CorruptFile` on a bad checksum or a torn file).
+
+    Files written before the checksum existed are only checked to be readable.
+    """
+    sidecar = samples_checksum_path(path)
+    checksum = sidecar.read_text().strip() if sidecar.exists() else None
+    return artifact_store.read_arrays(path, checksum)

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -174,56 +175,154 @@ def _annotation(field) -> type:
 # Reading and writing
 
 
-def read_records(path) -> list[Record]:
-    """The records of a JSON-lines file (blank lines skipped; the file is not modified).
+DIGEST, CONFIG_HASH = "digest", "config_hash"  # the keys a stored line adds to its record
 
-    A torn last line (a kill mid-write) is dropped; any other line that is not a record is
-    a ValueError naming the file and the line.
+
+def config_hash(config_values: Mapping) -> str:
+    """SHA-256 (16 hex digits) of a sweep config as stored in `config.json` (sorted keys, no `overwrite`)."""
+    values = {k: v for k, v in config_values.items() if k != "overwrite"}
+    return artifact_store.sha256(json.dumps(values, sort_keys=True).encode())[:16]
+
+
+def record_digest(values: Mapping) -> str:
+    """SHA-256 of a stored line's content: every key but `digest`, as sorted JSON."""
+    content = {k: v for k, v in values.items() if k != DIGEST}
+    return artifact_store.sha256(json.dumps(content, sort_keys=True).encode())
+
+
+def record_line(record: Record, config: str = "") -> str:
+    """The `results.jsonl` line of a record: its fields, the config hash, the digest of both."""
+    values = {**record.to_dict(), CONFIG_HASH: config}
+    return json.dumps({**values, DIGEST: record_digest(values)})
+
+
+@dataclasses.dataclass(frozen=True)
+class BadLine:
+    """A line of a JSON-lines file that is not a verified record: 1-based `number`, `reason`, `text`."""
+
+    number: int
+    reason: str
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Scan:
+    """What `scan_records` found: the records, the config hash of each (None: a line written
+    before digests), the bad lines, and how many records carry no digest."""
+
+    records: list[Record]
+    hashes: list[str | None]
+    bad: list[BadLine]
+
+    @property
+    def undigested(self) -> int:
+        return sum(h is None for h in self.hashes)
+
+
+def _parse_line(line: str) -> tuple[Record, str | None]:
+    """(record, its config hash or None when the line has no digest); ValueError saying what failed."""
+    try:
+        values = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not JSON ({err.msg})") from err
+    if not isinstance(values, dict):
+        raise ValueError(f"not a record (a JSON {type(values).__name__})")
+    if DIGEST in values and values[DIGEST] != record_digest(values):
+        raise ValueError("digest mismatch (the line was edited after it was written)")
+    digested = DIGEST in values
+    stored_hash = values.pop(CONFIG_HASH, "")
+    values.pop(DIGEST, None)
+    return Record.from_dict(values), (str(stored_hash) if digested else None)
+
+
+def scan_records(path) -> Scan:
+    """Every line of a JSON-lines file checked: records (digest verified when present) and bad lines.
+
+    Blank lines are skipped. A bad line (torn by a kill, not JSON, not a record, or failing
+    its digest) is reported and skipped; the records after it are kept.
     """
     path = Path(path)
+    records, hashes, bad = [], [], []
     if not path.exists():
-        return []
-    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines()) if line.strip()]
-    out = []
-    for j, (i, line) in enumerate(lines):
+        return Scan(records, hashes, bad)
+    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
+        if not line.strip():
+            continue
         try:
-            out.append(Record.from_json(line))
-        except json.JSONDecodeError as err:
-            if j == len(lines) - 1:
-                break  # torn by a crash: resumed by recomputing it
-            raise ValueError(
-                f"{path}: line {i + 1} is not a JSON record ({err.msg}); only a torn last line is dropped"
-            ) from err
-        except ValueError as err:
-            raise ValueError(f"{path}: line {i + 1}: {err}") from err
-    return out
+            record, stored_hash = _parse_line(line)
+        except (ValueError, TypeError, KeyError) as err:
+            bad.append(BadLine(i + 1, str(err), line))
+            continue
+        records.append(record)
+        hashes.append(stored_hash)
+    return Scan(records, hashes, bad)
+
+
+def describe_bad_lines(path, bad: list[BadLine]) -> str:
+    return "; ".join(f"{path}: line {b.number}: {b.reason}" for b in bad)
+
+
+def read_records(path) -> list[Record]:
+    """The verified records of a JSON-lines file (`scan_records`; the file is not modified).
+
+    Bad lines (a torn last line from a kill mid-write, a garbled or edited line) are skipped
+    with a warning naming the file and the lines; the records after them are kept.
+    """
+    scan = scan_records(path)
+    if scan.bad:
+        warnings.warn(
+            f"skipped {len(scan.bad)} bad line(s): {describe_bad_lines(path, scan.bad)}", stacklevel=2
+        )
+    return scan.records
 
 
 class ResultsFile:
     """Append-only JSON-lines records with crash-safe resume.
 
-    Each chunk's records are appended in one write and fsync-ed. On open, a torn last line
-    is dropped and the file rewritten atomically, so every stored line is a complete
-    record; ids written in an older form (`migrate_config_id`) are rewritten the same way.
+    Each chunk's records are appended in one write and fsync-ed, each line carrying the
+    config hash and the digest (`record_line`). On open, bad lines (`scan_records`: torn,
+    garbled, edited) are dropped: the file is copied aside (`<name>.corrupt-<n>`, with a
+    warning) and rewritten atomically with the good records, so their configurations are
+    recomputed; lines of an older form (no digest, ids in an older form, `migrate_config_id`)
+    are rewritten the same way, with a digest (an explicit migration).
     """
 
-    def __init__(self, path):
-        self.path = Path(path)
-        self.records: list[Record] = read_records(self.path)
-        if self.path.exists() and self.path.read_text().splitlines() != [r.to_json() for r in self.records]:
-            artifact_store.atomic_write_bytes(
-                self.path, "".join(r.to_json() + "\n" for r in self.records).encode()
-            )
+    def __init__(self, path, config: str = ""):
+        self.path, self.config = Path(path), config
+        scan = scan_records(self.path)
+        self.records: list[Record] = scan.records
+        if not self.path.exists():
+            return
+        lines = [
+            record_line(r, self.config if h is None else h)
+            for r, h in zip(scan.records, scan.hashes, strict=True)
+        ]
+        if self.path.read_text(errors="replace").splitlines() != lines:
+            if scan.bad:
+                _copy_aside(self.path, describe_bad_lines(self.path, scan.bad))
+            artifact_store.atomic_write_bytes(self.path, "".join(line + "\n" for line in lines).encode())
 
     def done(self, pair: tuple[str, str]) -> set[str]:
         return {r.config_id for r in self.records if (r.task, r.sampler) == pair}
 
     def append(self, records: list[Record]) -> None:
         with open(self.path, "a") as f:
-            f.write("".join(r.to_json() + "\n" for r in records))
+            f.write("".join(record_line(r, self.config) + "\n" for r in records))
             f.flush()
             os.fsync(f.fileno())
         self.records.extend(records)
+
+
+def _copy_aside(path: Path, reason: str) -> Path:
+    """Copy `path` to `<name>.corrupt-<n>` (first free n) with a warning; the original stays."""
+    n = 0
+    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
+        n += 1
+    shutil.copyfile(path, aside)
+    warnings.warn(
+        f"{reason}; dropped (recomputed on resume), the file copied aside as {aside.name}", stacklevel=3
+    )
+    return aside
 
 
 def process_results_path(workdir, process: int) -> Path:
@@ -285,7 +384,7 @@ def prepare_workdir(workdir, config) -> ResultsFile:
                 path.unlink()
             shutil.rmtree(workdir / "samples", ignore_errors=True)
     artifact_store.atomic_write_bytes(config_path, json.dumps(current, indent=2, sort_keys=True).encode())
-    return ResultsFile(workdir / "results.jsonl")
+    return ResultsFile(workdir / "results.jsonl", config_hash(current))
 
 
 def reference_paths(workdir, task_name: str) -> tuple[Path, Path]:
@@ -307,3 +406,42 @@ def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
         with np.load(legacy) as z:
             return {k: z[k] for k in ("ref_samples", "ref_weights", "x_true", "y_obs") if k in z.files}
     return None
+
+
+def verify_workdir(workdir) -> list[str]:
+    """What in a sweep workdir fails verification, one message per problem (empty: all verified).
+
+    Checks every line of `results.jsonl` (`scan_records`: torn, garbled, edited, or written
+    under another config than `config.json`'s), every stored reference set (its manifest's
+    checksum) and every stored samples file (`samples.read_samples`). Nothing is modified.
+    """
+    from posteriorjax.sweep.samples import read_samples
+
+    workdir, problems = Path(workdir), []
+    config_path, results = workdir / "config.json", workdir / "results.jsonl"
+    scan = scan_records(results)
+    problems += [f"{results}: line {b.number}: {b.reason}" for b in scan.bad]
+    if config_path.exists():
+        want = config_hash(json.loads(config_path.read_text()))
+        wrong = [r.config_id for r, h in zip(scan.records, scan.hashes, strict=True) if h not in (None, want)]
+        if wrong:
+            problems.append(
+                f"{results}: {len(wrong)} record(s) were written under another config than {config_path} "
+                f"(hash {want}), e.g. {wrong[0]}"
+            )
+    for directory in sorted((workdir / "references").glob("*")):
+        if ".corrupt-" in directory.name:  # set aside by a rerun, kept for inspection only
+            continue
+        try:
+            if (directory / artifact_store.MANIFEST).exists():
+                artifact_store.load_references(directory)
+            elif directory.suffix == ".npz":
+                artifact_store.read_arrays(directory)
+        except artifact_store.CorruptFile as e:
+            problems.append(f"reference {directory}: {e}")
+    for path in sorted((workdir / "samples").glob("*/*.npz")):
+        try:
+            read_samples(path)
+        except artifact_store.CorruptFile as e:
+            problems.append(f"samples {path}: {e}")
+    return problems

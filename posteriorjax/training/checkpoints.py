@@ -3,8 +3,8 @@
 Checkpoints (orbax `CheckpointManager`) hold parameters, EMA, optimizer state, step and PRNG
 key, plus a JSON fingerprint of the model (name, configuration, parameter shapes). A run always
 resumes from the latest checkpoint of its workdir; a fingerprint mismatch is an error (another
-model's directory), and an unreadable latest checkpoint falls back to the previous one with a
-warning.
+model's directory), and an unreadable latest checkpoint is set aside (`<step>.corrupt-<n>`, with a
+warning) and the run falls back to the previous one, so the step is saved afresh when reached.
 """
 
 from __future__ import annotations
@@ -86,6 +86,37 @@ def initialized(model, init):
     return eqx.combine(values, static)
 
 
+def read_log(path, step: int | None = None) -> list[dict]:
+    """The records of a training `metrics.jsonl` (up to `step` when given); a torn or garbled
+    line (a kill mid-write) is skipped with a warning naming the file and line."""
+    path, out = Path(path), []
+    if not path.exists():
+        return out
+    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            keep = isinstance(record, dict) and isinstance(record["step"], int)
+        except (json.JSONDecodeError, KeyError) as err:
+            keep, record = False, err
+        if not keep:
+            warnings.warn(f"{path}: line {i + 1} is not a metrics record; skipped", stacklevel=2)
+            continue
+        if step is None or record["step"] <= step:
+            out.append(record)
+    return out
+
+
+def truncate_log(path, step: int) -> None:
+    """Rewrite `metrics.jsonl` atomically with its records up to `step` (bad lines dropped, `read_log`)."""
+    from posteriorjax.reference.store import atomic_write_bytes
+
+    path = Path(path)
+    if path.exists():
+        atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in read_log(path, step)).encode())
+
+
 def fingerprint(model, description: dict) -> dict:
     """JSON fingerprint of a model: its description and a hash of its parameter shapes and dtypes."""
     shapes = [
@@ -110,6 +141,8 @@ class Checkpoints:
 
     def save(self, state: TrainState) -> None:
         step = int(state.step)
+        if step in self.manager.all_steps():  # never saved twice by a run; only a leftover can be here
+            self.manager.delete(step)
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(_leaves(state)), meta=ocp.args.JsonSave(self.fingerprint)
         )
@@ -131,10 +164,7 @@ class Checkpoints:
                     "meta"
                 ]
             except Exception as err:  # any unreadable checkpoint falls back
-                warnings.warn(
-                    f"checkpoint {step} is unreadable ({type(err).__name__}); trying an older one",
-                    stacklevel=2,
-                )
+                self._set_aside(step, f"unreadable ({type(err).__name__}); trying an older one")
                 continue
             if meta != self.fingerprint:
                 raise ValueError(
@@ -147,11 +177,19 @@ class Checkpoints:
                 )
                 return _from_leaves(template, dict(restored["state"]))
             except Exception as err:
-                warnings.warn(
-                    f"checkpoint {step} is corrupt or partial ({type(err).__name__}: {err}); falling back",
-                    stacklevel=2,
-                )
+                self._set_aside(step, f"corrupt or partial ({type(err).__name__}: {err}); falling back")
         return None
+
+    def _set_aside(self, step: int, reason: str) -> None:
+        """Rename a bad step's directory to `<step>.corrupt-<n>` (kept for inspection), with a warning."""
+        path = Path(self.manager.directory) / str(step)
+        n = 0
+        while (aside := path.with_name(f"{step}.corrupt-{n}")).exists():
+            n += 1
+        if path.exists():
+            path.rename(aside)
+        self.manager.reload()
+        warnings.warn(f"checkpoint {step} ({path}) is {reason}; set aside as {aside.name}", stacklevel=3)
 
     def close(self) -> None:
         self.manager.close()

@@ -34,7 +34,7 @@ import numpy as np
 import optax
 
 from posteriorjax import console, parallel
-from posteriorjax.training.checkpoints import Checkpoints, TrainState, fingerprint, init_state
+from posteriorjax.training.checkpoints import Checkpoints, TrainState, fingerprint, init_state, truncate_log
 from posteriorjax.training.settings import TrainConfig, make_optimizer, schedule
 
 
@@ -106,12 +106,7 @@ def scan_ensemble(models, loss_fn, optimizer, xs, *member, opt_state=None, share
 
 
 def _truncate_log(path: Path, step: int) -> None:
-    if not path.exists():
-        return
-    lines = [
-        line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step
-    ]
-    path.write_text("".join(line + "\n" for line in lines))
+    truncate_log(path, step)  # torn lines skipped (checkpoints.read_log)
 
 
 def _resume(model, optimizer, cfg: TrainConfig, workdir: Path, description: dict):
