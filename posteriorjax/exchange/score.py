@@ -21,8 +21,8 @@ import ml_collections
 import numpy as np
 
 from posteriorjax.exchange import readers
-from posteriorjax.reference import store as artifact_store
 from posteriorjax.sweep import program, statistics
+from posteriorjax.sweep import samples as samples_store
 from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.plan import Plan
 from posteriorjax.sweep.settings import settings
@@ -107,7 +107,7 @@ def evaluate(
     results.append(records)
     if s.save_samples:
         keep = [i for i in range(grid.size) if grid.case[i] < s.save_samples]
-        artifact_store.write_arrays(
+        samples_store.write_samples(
             workdir / "samples" / task / f"{name}.npz",
             {"samples": x[grid.case[keep]], "case": grid.case[keep], "seed": grid.seed[keep],
              "config_id": np.asarray([config_ids[i] for i in keep])},

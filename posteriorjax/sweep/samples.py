@@ -61,9 +61,14 @@ def save_samples(
         "config_id": np.asarray([ids[i] for i in wanted]),
     }
     arrays.update({f"hparam_{k}": v[wanted] for k, v in grid.hparams.items()})
+    write_samples(path, arrays)
+    return len(wanted)
+
+
+def write_samples(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write a samples `.npz` atomically with its SHA-256 beside it (`samples_checksum_path`)."""
     checksum = artifact_store.write_arrays(path, arrays)
     artifact_store.atomic_write_bytes(samples_checksum_path(path), checksum.encode())
-    return len(wanted)
 
 
 def samples_checksum_path(path: Path) -> Path:
