@@ -8,7 +8,9 @@ With `--distributed` (multi-host: one process per host, a workdir shared by all)
 each process writes results.p<k>.jsonl and process 0 assembles results.jsonl.
 `--plugins=mod1,mod2` imports modules registering out-of-tree samplers/tasks
 (`posteriorjax.plugins`); every process loads them first, before anything is built,
-and provenance.json records the list.
+and provenance.json records the list. `--memory_limit_bytes` caps the memory the
+compiled programs may need (`sweep.run`); a sweep over it stops before compute, naming
+`batch_size` and `num_samples`.
 """
 
 import jax
@@ -21,6 +23,12 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
 _PLUGINS = plugins.define_flag()
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
+_MEMORY = flags.DEFINE_integer(
+    "memory_limit_bytes", None,
+    "Device memory the compiled programs must fit in (default: $POSTERIORJAX_MEMORY_LIMIT_BYTES, the "
+    "accelerator's memory, or the machine's RAM); checked before anything expensive is built.",
+    lower_bound=1,
+)  # fmt: skip
 
 
 def main(argv):
@@ -29,7 +37,7 @@ def main(argv):
     plugins.load(_PLUGINS.value)  # on every process, before anything is built
     if _DISTRIBUTED.value:
         jax.distributed.initialize()
-    sweep.run(_CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value)
+    sweep.run(_CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value, memory_limit_bytes=_MEMORY.value)
 
 
 if __name__ == "__main__":
