@@ -99,6 +99,83 @@ def in_choices(name: str, value, choices: Collection):
     return value
 
 
+def open_unit(name: str, value) -> float:
+    """`value` as a float: a static finite number strictly inside (0, 1) (a probability level)."""
+    v = positive(name, value)
+    if not v < 1:
+        raise ValueError(f"{name}: expected a number in (0, 1), got {value!r}")
+    return v
+
+
+def optional_positive_int(name: str, value) -> int | None:
+    """None, or `positive_int(name, value)`."""
+    return None if value is None else positive_int(name, value)
+
+
+def ordered(names: str, low, high, *, positive_values: bool = False) -> tuple[float, float]:
+    """`(low, high)` as floats: finite with low < high (and low > 0 with `positive_values`).
+
+    `names` is how the error names the pair, e.g. ``"low, high"``.
+    """
+    lo, hi = (positive(names, v, allow_zero=True) if positive_values else _finite_float(names, v)
+              for v in (low, high))  # fmt: skip
+    if not lo < hi or (positive_values and lo <= 0):
+        what = "0 < low < high" if positive_values else "low < high"
+        raise ValueError(f"{names}: expected {what}, got {low!r}, {high!r}")
+    return lo, hi
+
+
+def _finite_float(name: str, value) -> float:
+    try:
+        v = math.nan if isinstance(value, bool | str) else float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not math.isfinite(v):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    return v
+
+
+def real_scalar(name: str, value):
+    """Raise TypeError unless `value` is one real number: a Python/NumPy real or a 0-d real array.
+
+    Traced scalars pass (their values are checked elsewhere); strings, bools, lists,
+    tuples, vectors and complex or non-numeric arrays do not. Returns `value`.
+    """
+    if isinstance(value, bool | str | bytes | list | tuple | dict | set) or value is None:
+        raise TypeError(f"{name}: expected a real scalar, got {type(value).__name__} {value!r}")
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None:
+        if not isinstance(value, int | float | np.integer | np.floating):
+            raise TypeError(f"{name}: expected a real scalar, got {type(value).__name__} {value!r}")
+        return value
+    if tuple(shape) != ():
+        raise TypeError(
+            f"{name}: expected a real scalar (vmap for a sweep), got an array of shape {tuple(shape)}"
+        )
+    if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)) or dtype == np.bool_:
+        raise TypeError(f"{name}: expected a real scalar, got an array of dtype {dtype}")
+    return value
+
+
+def path_component(name: str, value) -> str:
+    """`value`, checked to be a safe single file-name component.
+
+    Non-empty, no path separators (``/``, ``\\``), not ``.``/``..``, not absolute,
+    no NUL or control characters: labels and task names become file names under
+    a workdir, so none may point outside it.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name}: expected a non-empty string usable as a file name, got {value!r}")
+    bad = ("/" in value or "\\" in value or value in (".", "..") or value.startswith("~")
+           or any(ord(c) < 32 for c in value) or ":" in value)  # fmt: skip
+    if bad:
+        raise ValueError(
+            f"{name}: expected a plain file-name component (no path separators, '..', '~', ':' or "
+            f"control characters), got {value!r}"
+        )
+    return value
+
+
 # ----------------------------------------------------------------------------
 # Ensembles and weights (the metrics)
 

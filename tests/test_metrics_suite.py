@@ -86,7 +86,8 @@ def test_point_estimate_and_bad_inputs(key):
     ref = _binary(key, 8)
     w = jnp.full(8, 1 / 8)
     rec = suite.evaluate(ref[:1], ref, w, truth=ref[1])
-    assert "std_error" not in rec and "crps_fair" not in rec
+    assert np.isnan(rec["std_error"]) and np.isnan(rec["crps_fair"])  # N = 1: NaN with the reason
+    assert "std_error: needs N >= 2" in rec["undefined"]
     assert rec["crps"] == pytest.approx(float(jnp.mean(jnp.abs(ref[0] - ref[1]))), rel=1e-5)  # CRPS = MAE
     with pytest.raises(ValueError, match="ref_samples.*members of shape"):
         suite.evaluate(ref, ref[:, :, :8])

@@ -56,6 +56,18 @@ def weighted_quantiles(samples, probs, weights=None):
     return q.T.reshape((probs.shape[0],) + x.shape[1:])
 
 
+def check_levels(levels, name: str = "levels") -> tuple[float, ...]:
+    """`levels` as a non-empty tuple of floats, each strictly inside (0, 1) (ValueError otherwise)."""
+    if isinstance(levels, str):
+        raise ValueError(f"{name}: expected numbers in (0, 1), got {levels!r}")
+    if checks.is_traced(levels):
+        raise TypeError(f"{name}: expected static numbers, got a traced value")
+    values = np.ravel(np.asarray(levels, dtype=object))
+    if values.size == 0:
+        raise ValueError(f"{name}: expected at least one level in (0, 1), got {levels!r}")
+    return tuple(checks.open_unit(name, v) for v in values)
+
+
 def central_intervals(samples, levels=DEFAULT_LEVELS, weights=None):
     """Per-element central credible intervals: `(lo, hi)`, each `(K, ...)`.
 
@@ -91,7 +103,7 @@ def coverage(samples, truth, levels=DEFAULT_LEVELS, weights=None, *, method="aut
         raise ValueError(f"truth: expected shape {x.shape[1:]}, got {t.shape}")
     checks.finite(x, "samples")
     w = None if weights is None else checks.weights(weights, x.shape[0], "weights", x.dtype)
-    levels = tuple(float(v) for v in np.ravel(levels))
+    levels = check_levels(levels)
     if w is None and (method == "count" or (method == "auto" and COVERAGE_BY_COUNTING)):
         return _coverage_counted(x, t, levels)
     return _coverage(x, t, levels, w)
@@ -184,7 +196,7 @@ def conformal_quantile(scores, level):
     """
     s = jnp.sort(jnp.ravel(scores))
     n = s.shape[0]
-    k = math.ceil((n + 1) * float(level))
+    k = math.ceil((n + 1) * checks.open_unit("level", level))
     if k > n:
         return jnp.asarray(jnp.inf, s.dtype)
     return s[k - 1]
@@ -199,6 +211,7 @@ def conformal_scale(samples, truth, level, *, per_element=False):
     `per_element=True` gives one threshold per element `(...)` from the n
     cases, with the exact guarantee at every element.
     """
+    level = checks.open_unit("level", level)
     x = checks.ensemble(samples, "samples", min_ndim=2)
     t = jnp.asarray(truth, x.dtype)
     if t.shape != (x.shape[0],) + x.shape[2:]:
@@ -316,6 +329,8 @@ def _check_conditional(samples, truth, min_size=1):
         raise ValueError(f"samples: expected (L, N, d) or (L, N, ...), got shape {x.shape}")
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(jnp.result_type(float))
+    if x.shape[0] < 1:
+        raise ValueError(f"samples: expected at least one condition (L >= 1), got shape {x.shape}")
     x = x.reshape(x.shape[0], x.shape[1], -1)
     t = jnp.asarray(truth, x.dtype)
     if t.shape[0] != x.shape[0] or math.prod(t.shape[1:]) != x.shape[2]:
@@ -406,8 +421,23 @@ def tarp(
     """
     x, t = _check_conditional(samples, truth)
     _validate_options(normalize, metric)
-    refs = None if references is None else jnp.asarray(references, t.dtype)
-    return _tarp(key, x, t, refs, normalize, metric, num_alpha_bins or max(t.shape[0] // 10, 1))
+    refs = _references(references, t)
+    k = checks.optional_positive_int("num_alpha_bins", num_alpha_bins) or max(t.shape[0] // 10, 1)
+    return _tarp(key, x, t, refs, normalize, metric, k)
+
+
+def _references(references, t):
+    """`references` as `(L, d)` like the truths `t`, finite (None stays None)."""
+    if references is None:
+        return None
+    refs = jnp.asarray(references, t.dtype)
+    if refs.size != t.size or refs.shape[0] != t.shape[0]:
+        raise ValueError(
+            f"references: expected one point per condition, shape {t.shape} (or ({t.shape[0]}, ...) with "
+            f"{t.shape[1]} elements each), got {refs.shape}"
+        )
+    checks.finite(refs, "references")
+    return refs.reshape(t.shape)
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5, 6))
@@ -442,9 +472,10 @@ def tarp_bootstrap(
     draws) and replaces one condition at a time, cumulatively, in place.
     """
     x, t = _check_conditional(samples, truth)
-    k = num_alpha_bins or max(t.shape[0] // 10, 1)
+    k = checks.optional_positive_int("num_alpha_bins", num_alpha_bins) or max(t.shape[0] // 10, 1)
+    num_bootstrap = checks.positive_int("num_bootstrap", num_bootstrap)
     _validate_options(normalize, metric)
-    refs = None if references is None else jnp.asarray(references, t.dtype).reshape(t.shape)
+    refs = _references(references, t)
     return _tarp_bootstrap(key, x, t, refs, normalize, metric, k, num_bootstrap)
 
 

@@ -302,6 +302,9 @@ def mira(
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(jnp.result_type(float))
     num_conditions, n = x.shape[:2]
+    checks.positive_ints(num_regions=num_regions, num_bootstrap=num_bootstrap, batch_size=batch_size)
+    if num_conditions < 1:
+        raise ValueError(f"samples: expected at least one condition (L >= 1), got shape {x.shape}")
     if n < 2:
         raise ValueError(
             f"samples: MIRA needs N >= 2 candidates per condition (one is the reference), got {n}"

@@ -117,7 +117,13 @@ def mmd(samples, ref_samples, ref_weights=None, *, weights=None, bandwidth=None,
     (for closed-form checks). The value lies in [0, sqrt(2)].
     """
     x, y, wx, wy = _prepare(samples, ref_samples, ref_weights, weights)
-    bandwidth = None if bandwidth is None else jnp.asarray(bandwidth, x.dtype)
+    if bandwidth is not None:
+        checks.real_scalar("bandwidth", bandwidth)
+        bandwidth = checks.positive_scalar("bandwidth", bandwidth, x.dtype)
+    if len(scales) == 0:
+        raise ValueError(f"scales: expected a non-empty sequence of numbers > 0, got {scales!r}")
+    for s in scales:
+        checks.positive("scales", s)
     return _mmd(x, y, wx, wy, bandwidth, tuple(float(v) for v in scales))
 
 
@@ -154,6 +160,10 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     gap, times the gap length. Same value as `scipy.stats.wasserstein_distance`.
     Weights default to uniform and are assumed normalized.
     """
+    u, v = jnp.asarray(u), jnp.asarray(v)
+    for name, a in (("u", u), ("v", v)):
+        if a.ndim != 1 or a.shape[0] == 0:
+            raise ValueError(f"{name}: expected a non-empty 1-D sample (n,), got shape {a.shape}")
     a = jnp.full(u.shape, 1.0 / u.shape[0], u.dtype) if u_weights is None else u_weights
     b = jnp.full(v.shape, 1.0 / v.shape[0], v.dtype) if v_weights is None else v_weights
     values = jnp.concatenate([u, v])
@@ -387,7 +397,8 @@ def relative_l2(samples, truth, *, eps: float = 1e-12):
     `samples (N, ...)`; `truth` one field `(...)` that every member is compared
     with (the true field: t_i = t) or one field per member `(N, ...)` (a batch
     of predictions against its targets). Norms run over all of a member's
-    axes (every channel jointly). The one relative L2 of the package: losses
+    axes (every channel jointly). A concrete all-zero truth is a ValueError (the
+    ratio is undefined); traced, `eps` bounds the denominator. The one relative L2 of the package: losses
     and evaluations of predicted fields use it too.
     """
     x = checks.ensemble(samples, "samples")
@@ -400,6 +411,13 @@ def relative_l2(samples, truth, *, eps: float = 1e-12):
     checks.finite(x, "samples")
     checks.finite(t, "truth")
     n = x.shape[0]
+    if not checks.is_traced(t):
+        norms = np.linalg.norm(np.asarray(t, np.float64).reshape(n if t.shape == x.shape else 1, -1), axis=1)
+        if np.any(norms == 0):
+            raise ValueError(
+                f"truth: expected a field with nonzero norm (the relative L2 error is undefined for a zero "
+                f"truth), got {int(np.count_nonzero(norms == 0))} all-zero field(s) of shape {t.shape}"
+            )
     diff = jnp.linalg.norm((x - t).reshape(n, -1), axis=1)
     if t.shape == x.shape:
         return diff / jnp.maximum(jnp.linalg.norm(t.reshape(n, -1), axis=1), eps)

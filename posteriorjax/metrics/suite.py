@@ -119,6 +119,43 @@ def evaluation_name(task) -> str:
     return str(getattr(task, "evaluation_name", "task.evaluation_field"))
 
 
+def _too_small(x, y, w, truth, kwargs: dict, present: set) -> dict:
+    """NaN entries, and their reason under ``"undefined"``, for the metrics the ensemble sizes exclude.
+
+    A metric whose needs the case meets (truth, observation, rank) but whose minimum
+    ensemble sizes (`Metric.min_samples`, `min_reference`) it does not, e.g.
+    `std_error` or `coverage` of a point estimate N = 1, is recorded as NaN (a
+    curve as NaN of its length) instead of being left out, and ``"undefined"``
+    says why. Empty when every applicable metric was computed.
+    """
+    t = None if truth is None else jnp.asarray(truth, x.dtype)
+    given = {k: kwargs.get(k) for k in ("forward", "y_obs", "noise_std", "valid")}
+    inputs = registry.Inputs(x, x, y, w, t, **given)
+    small = [
+        m for m in registry.METRICS_LIST
+        if m.name not in present and m.needs <= inputs.available()
+        and (m.ndims is None or x.ndim in m.ndims)
+        and (x.shape[0] < m.min_samples or y.shape[0] < m.min_reference)
+    ]  # fmt: skip
+    if not small:
+        return {}
+    n, m_ref = max(x.shape[0], 2), max(y.shape[0], 2)  # every minimum in the registry is <= 2
+    shapes = jax.eval_shape(
+        lambda a, b, c, d: _compute(a, b, c, d, **kwargs),
+        jax.ShapeDtypeStruct((n, *x.shape[1:]), x.dtype),
+        jax.ShapeDtypeStruct((m_ref, *y.shape[1:]), y.dtype),
+        jax.ShapeDtypeStruct((m_ref,), y.dtype),
+        None if t is None else jax.ShapeDtypeStruct(t.shape, t.dtype),
+    )
+    out = {m.name: np.full(shapes[m.name].shape, np.nan).tolist() for m in small}
+    out["undefined"] = "; ".join(
+        f"{m.name}: needs N >= {m.min_samples} samples and M >= {m.min_reference} reference members, "
+        f"got N = {x.shape[0]}, M = {y.shape[0]}"
+        for m in small
+    )
+    return out
+
+
 def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y_obs=None, **options):
     """Run the whole suite on one case (eager) -> dict of Python floats, lists and strings.
 
@@ -134,11 +171,16 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     member. `options` go to `compute` and override the task's. String
     entries: `evaluation` (the transform applied, e.g. ``"binarized@7.5"``),
     `swd_normalization` (``"task"``, ``"given"`` or ``"reference"``),
-    `spectral_dc` (the policy).
+    `spectral_dc` (the policy), and, when the ensemble is too small for some
+    metric (N = 1: `std_error`, `crps_fair`, the coverage curve ...), that metric
+    as NaN with the reason in `undefined` (never a silently dropped key).
+    Non-finite or misshapen `y_obs` is a ValueError.
     """
     x = checks.ensemble(samples, "samples")
     y = checks.ensemble(ref_samples, "ref_samples")
     checks.same_event_shape(x, y, "samples", "ref_samples")
+    if y_obs is not None:
+        checks.finite(y_obs, "y_obs")
     checks.finite(y, "ref_samples")
     w = checks.weights(ref_weights, y.shape[0], "ref_weights", y.dtype)
     if truth is not None:
@@ -153,6 +195,8 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
         if getattr(task, "field_stats", None) is not None:
             kwargs["field_stats"] = tuple(np.asarray(s, np.float64).tolist() for s in task.field_stats)
         kwargs["valid"] = getattr(task, "valid", None) or diagnostics.finite_member
+        if y_obs is not None and getattr(task, "check_observation", None) is not None:
+            task.check_observation(y_obs)
         if y_obs is not None and getattr(task, "forward", None) is not None:
             kwargs.update(forward=task.forward, y_obs=jnp.asarray(y_obs), noise_std=task.noise_std)
     if "field_stats" in options:
@@ -168,6 +212,7 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     out = compute(x, y, w, truth, **kwargs)
     record = {k: (np.asarray(v).tolist()) for k, v in jax.device_get(out).items()}
     record.update(unsolved or {})
+    record.update(_too_small(x, y, w, truth, kwargs, set(record)))
     record["evaluation"] = evaluation_name(task) if "evaluation_field" not in options else "given"
     record["swd_normalization"] = swd_norm
     record["spectral_dc"] = str(kwargs.get("spectral_dc", registry.DEFAULT_SPECTRAL_DC))

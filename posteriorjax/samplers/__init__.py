@@ -10,6 +10,7 @@ import inspect
 from collections.abc import Callable
 
 from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.tasks.base import Task
 
 _BUILDERS: dict[str, Callable[..., AbstractSampler]] = {}
 
@@ -40,6 +41,10 @@ def options(name: str) -> list[str]:
 def get(name: str, task, **config) -> AbstractSampler:
     """Build sampler `name` for `task` with its structural `config`."""
     allowed = options(name)
+    if not isinstance(task, Task):
+        raise TypeError(
+            f"task: expected a Task (e.g. tasks.get('poisson_fixed')), got {type(task).__name__} {task!r:.80}"
+        )
     builder = _BUILDERS[name]
     unknown = sorted(set(config) - set(allowed))
     if unknown:

@@ -42,6 +42,8 @@ class AbstractSampler(eqx.Module):
             raise ValueError(
                 f"hparams: {self.name} has no hyperparameter(s) {unknown}; it has {sorted(self.defaults)}"
             )
+        for k, v in overrides.items():
+            checks.real_scalar(f"hparams: {k}", v)
         values = {**self.defaults, **overrides}
         return {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
 
@@ -60,6 +62,10 @@ class AbstractSampler(eqx.Module):
     def sample(self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array]) -> jax.Array:
         """Posterior samples `(num_samples, *task.unknown_shape)` given observations `y_obs (M,)`.
 
+        Eager checks (ValueError/TypeError naming the argument): `num_samples` a positive
+        integer, `y_obs` of the task's shape and finite, every hyperparameter one real
+        scalar (vmap the call for a sweep over values); domains are `check_domain`'s.
+
         Compiled once per sampler structure and `num_samples` (`eqx.filter_jit`): repeated
         calls with new keys, observations or hyperparameter values reuse the program.
         """
@@ -67,6 +73,8 @@ class AbstractSampler(eqx.Module):
         self.task.check_observation(y_obs)
         if set(hparams) != set(self.defaults):
             self.check_hparams(hparams)  # raises the naming error
+        for k, v in hparams.items():
+            checks.real_scalar(f"hparams: {k}", v)
         hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hparams.items()}  # as `hparams()`: traced
         return _compiled_sample(self, key, jnp.asarray(y_obs), num_samples, hparams)
 

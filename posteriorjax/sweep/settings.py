@@ -37,7 +37,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from posteriorjax.checks import as_dict, integer_at_least, positive_int
+from posteriorjax.checks import as_dict, integer_at_least, path_component, positive_int
 from posteriorjax.metrics import mira
 from posteriorjax.reference import registry
 from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, parse_spec
@@ -255,6 +255,8 @@ class Settings:
         sampler_map = as_dict(values["samplers"])
         if not sampler_map:
             raise ValueError("config.samplers: expected at least one sampler")
+        _path_names("config.tasks", task_map)
+        _path_names("config.samplers", sampler_map)
         for field in ("num_cases", "num_samples", "chunk_size", "batch_size"):
             positive_int(f"config.{field}", values[field])
         seeds = tuple(int(s) for s in values["seeds"])
@@ -294,6 +296,24 @@ class Settings:
     def pairs(self) -> list[tuple[str, SamplerEntry]]:
         """Every (task name, sampler entry) the study runs, tasks in config order."""
         return [(t, e) for t in self.tasks for e in self.samplers if t in e.tasks]
+
+
+def _path_names(where: str, section: Mapping) -> None:
+    """Check the keys of `section` (task names, sampler labels) as file names under the workdir.
+
+    They name files and folders (`samples/<task>/<label>.npz`, ...): each must be a
+    plain file-name component (`checks.path_component`), and no two may differ only
+    in case (they would overwrite each other on a case-insensitive file system).
+    """
+    seen: dict[str, str] = {}
+    for name in section:
+        path_component(f"{where}: key", name)
+        if name.lower() in seen:
+            raise ValueError(
+                f"{where}: keys {seen[name.lower()]!r} and {name!r} differ only in case; their files would "
+                f"overwrite each other on a case-insensitive file system"
+            )
+        seen[name.lower()] = name
 
 
 def _references(default, overrides, task_map) -> tuple[dict, dict[str, dict]]:

@@ -70,6 +70,23 @@ class AbstractPhysics(eqx.Module):
 OBSERVATION_KINDS = ("sensors", "pooled")
 
 
+def check_options(*, resolution=None, noise_std=None, num_sensors=None, **positives) -> None:
+    """The checks every builder shares, raised under the option's own name.
+
+    `resolution`: an integer >= 2 (points per axis); `noise_std`: a finite number > 0;
+    `num_sensors`: a positive integer; every other keyword: a finite number > 0 (a
+    physical magnitude such as a length scale or a rate). None skips a check.
+    """
+    if resolution is not None:
+        checks.integer_at_least("resolution", resolution, 2)
+    if noise_std is not None:
+        checks.positive("noise_std", noise_std)
+    if num_sensors is not None:
+        checks.positive_int("num_sensors", num_sensors)
+    for name, value in positives.items():
+        checks.positive(name, value)
+
+
 def sensors_or_pooled(grid: Grid, kind: str, *, num_sensors: int, sensor_seed: int, pooled_size: int = 16):
     """The observation of the posterior-matching tasks.
 
@@ -155,12 +172,19 @@ class Task(eqx.Module):
             )
 
     def check_observation(self, y_obs, name: str = "y_obs") -> None:
-        """Raise unless `y_obs` is one observation vector `(num_observations,)`."""
+        """Raise unless `y_obs` is one observation vector `(num_observations,)` of finite values.
+
+        The shape is always checked. The values are checked when `y_obs` is concrete
+        (every eager entry point: `sample`, `suite.evaluate`, `reference.exact`, an
+        eager `log_likelihood`); inside jit/vmap they are data and cannot raise, so
+        a NaN observation there propagates to NaN results (`checks.finite`).
+        """
         expected = (self.num_observations,)
         if tuple(jnp.shape(y_obs)) != expected:
             raise ValueError(
                 f"{name}: expected shape {expected} for task {self.name!r}, got {jnp.shape(y_obs)}"
             )
+        checks.finite(y_obs, name)
 
     # -- the model ------------------------------------------------------------
     def solve(self, x: jax.Array) -> jax.Array:
@@ -170,6 +194,7 @@ class Task(eqx.Module):
 
     def forward(self, x: jax.Array) -> jax.Array:
         """Noise-free observations `(M,)` of the unknown `x (C, H, W)`."""
+        checks.finite(x, "x")  # eager only: under jit `valid` / the solver's own checks apply
         return self.observation(self.solve(x))
 
     def valid(self, x: jax.Array) -> jax.Array:

@@ -22,11 +22,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from posteriorjax import random_fields
+from posteriorjax import checks, random_fields
 from posteriorjax.observations import ColumnObservation, GaussianNoise
 from posteriorjax.physics import co2, linear
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Channel, Task
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, check_options
 
 
 class CCSPhysics(AbstractPhysics):
@@ -86,6 +86,8 @@ def build(
     fft_shape: tuple[int, int] = (128, 2048),
     transport: str = "impes",
 ) -> Task:
+    checks.positive_ints(nz=nz, nr=nr, pressure_steps=pressure_steps)
+    check_options(noise_std=noise_std, years=years, rate=rate)
     grid = co2.RadialGrid(nz, nr)
     config = co2.CO2Config(rate=rate, years=years, pressure_steps=pressure_steps, transport=transport)
     if not (0 < porosity <= 1):

@@ -16,12 +16,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from posteriorjax import random_fields
+from posteriorjax import checks, random_fields
 from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import darcy
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, sensors_or_pooled
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, check_options, sensors_or_pooled
 
 
 class DarcyPhysics(AbstractPhysics):
@@ -54,6 +54,10 @@ def build(
     low: float = 3.0,
     source: float = 1.0,
 ) -> Task:
+    check_options(resolution=resolution, noise_std=noise_std, num_sensors=num_sensors, alpha=alpha, tau=tau)
+    # the evaluation transform projects onto {low, high} at their midpoint: swapped values would invert it
+    low, high = checks.ordered("low, high", low, high, positive_values=True)
+    checks.positive("source", source)
     grid = Grid(resolution, 1.0, "dirichlet")
     prior = random_fields.ThresholdedGRF(random_fields.GaussianRandomField(resolution, alpha, tau), high, low)
     mean, std = 0.5 * (high + low), 0.5 * abs(high - low)  # the latent GRF is symmetric: P(high) = 1/2

@@ -49,7 +49,7 @@ from posteriorjax.physics import burgers, darcy, heat, helmholtz, poisson, spect
 from posteriorjax.physics import navier_stokes as ns
 from posteriorjax.physics import reaction_diffusion as rd
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Cases, Channel, Task
+from posteriorjax.tasks.base import AbstractPhysics, Cases, Channel, Task, check_options
 
 REGIMES = ("low", "medium", "high")
 PATTERN_SEED = 20260804
@@ -240,6 +240,7 @@ def build(
     """A field task; `pattern_params` is `((key, value), ...)` for non-preset patterns."""
     checks.in_choices("name", name, sorted(PARAMETERS))
     i = _regime_index(regime)
+    check_options(resolution=resolution, noise_std=noise_std)
     params = {k: v[i] for k, v in PARAMETERS[name].items()}
     forecast = name in FINAL_TIME
     grid = Grid(resolution, 1.0, "periodic" if forecast else "dirichlet")

@@ -65,7 +65,7 @@ from posteriorjax.observations import AbstractObservation, GaussianNoise, MaskOb
 from posteriorjax.physics import advection_diffusion as ad
 from posteriorjax.physics import darcy
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Channel, Task
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, check_options
 
 NUM_MODES = 8
 NUM_COEFFICIENTS = 2 * NUM_MODES + 1
@@ -383,6 +383,10 @@ def build(
     prior's mean, so shifted tasks share the observation model.
     """
     checks.in_choices("regime", regime, REGIMES)
+    check_options(resolution=resolution, noise_std=noise_std, width=width)
+    checks.positive("noise_floor", noise_floor, allow_zero=True)
+    if num_sensors is not None:
+        checks.positive_int("num_sensors", num_sensors)
     if not isinstance(frames, int) or frames < 0:
         raise ValueError(f"frames: expected a non-negative integer, got {frames!r}")
     if auxiliary is None:

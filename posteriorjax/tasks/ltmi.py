@@ -30,7 +30,7 @@ from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import radiative
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Channel, Task
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, check_options
 
 CHANNELS = {"reflectance": (0,), "transmittance": (1,), "both": (0, 1)}
 EVALUATIONS = ("mean", "layers")
@@ -193,6 +193,14 @@ def build(
 ) -> Task:
     checks.in_choices("observe", observe, tuple(CHANNELS))
     checks.in_choices("evaluation", evaluation, EVALUATIONS)
+    check_options(resolution=resolution, noise_std=noise_std, num_sensors=num_sensors, spread=spread,
+                  thickness=thickness)  # fmt: skip
+    checks.positive_int("pooled_size", pooled_size)
+    if not 0 <= albedo <= 1 or not -1 < asymmetry < 1:
+        raise ValueError(
+            "albedo, asymmetry: expected albedo in [0, 1] and asymmetry in (-1, 1), "
+            f"got {albedo!r}, {asymmetry!r}"
+        )
     grid = Grid(resolution, 1.0, "neumann")
     low, high = radiative.EXTINCTION_RANGE
     prior = LayeredMorphology(resolution, low, high, cloud_prob=cloud_prob)

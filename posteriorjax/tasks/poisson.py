@@ -22,12 +22,12 @@ import math
 import equinox as eqx
 import jax
 
-from posteriorjax import random_fields
+from posteriorjax import checks, random_fields
 from posteriorjax.grids import Grid
 from posteriorjax.observations import GaussianNoise
 from posteriorjax.physics import poisson
 from posteriorjax.tasks import register
-from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, sensors_or_pooled
+from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, check_options, sensors_or_pooled
 
 
 class PoissonPhysics(AbstractPhysics):
@@ -42,6 +42,18 @@ class PoissonPhysics(AbstractPhysics):
         return poisson.residual(x[0], u[0], self.grid)[None]
 
 
+def _range(name: str, value) -> tuple[float, float]:
+    """`(lo, hi)` of positive hyperparameters, lo <= hi (equal ends: a fixed value)."""
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a pair (lo, hi), got {value!r}") from None
+    lo, hi = checks.positive(name, lo), checks.positive(name, hi)
+    if lo > hi:
+        raise ValueError(f"{name}: expected lo <= hi, got {value!r}")
+    return lo, hi
+
+
 def build(
     name: str = "poisson",
     resolution: int = 128,
@@ -53,8 +65,9 @@ def build(
     tau_range: tuple[float, float] = (2.0, 4.0),
 ) -> Task:
     """Poisson task; `alpha_range`/`tau_range` with equal ends give a fixed-hyperparameter GRF."""
+    check_options(resolution=resolution, noise_std=noise_std, num_sensors=num_sensors)
+    alpha_range, tau_range = _range("alpha_range", alpha_range), _range("tau_range", tau_range)
     grid = Grid(resolution, 1.0, "dirichlet")
-    alpha_range, tau_range = tuple(map(float, alpha_range)), tuple(map(float, tau_range))
     if alpha_range[0] == alpha_range[1] and tau_range[0] == tau_range[1]:
         prior = random_fields.GaussianRandomField(resolution, alpha_range[0], tau_range[0], "cosine")
     else:
@@ -87,6 +100,8 @@ def build_fixed(
     tau: float = 3.0,
 ) -> Task:
     """Poisson task with a fixed-hyperparameter GRF source: linear-Gaussian, exact posterior."""
+    checks.positive("alpha", alpha)
+    checks.positive("tau", tau)
     return build(
         name, resolution, num_sensors, sensor_seed, noise_std, observation, (alpha, alpha), (tau, tau)
     )

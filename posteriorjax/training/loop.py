@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from pathlib import Path
 
 import equinox as eqx
@@ -139,13 +138,26 @@ class _Logger:
             record = {"step": step, "loss": loss, "learning_rate": float(self.schedule(step - 1))}
             record["steps_per_second"] = (step - self.tick_step) / max(now - self.tick, 1e-9)
             self.tick, self.tick_step = now, step
-            if not np.isfinite(loss):
-                warnings.warn(f"non-finite training loss {loss} at step {step}", stacklevel=3)
         if self.eval_fn is not None and (step % cfg.eval_every == 0 or step == cfg.num_steps):
             record = record or {"step": step}
             ema = eqx.combine(state.ema, self.static)
             record.update({k: float(v) for k, v in self.eval_fn(ema).items()})
         return record
+
+
+class DivergedError(FloatingPointError):
+    """A training run whose loss became non-finite; no checkpoint of the diverged state is saved."""
+
+
+def _check_loss(loss, step: int, cfg: TrainConfig) -> None:
+    """Raise `DivergedError` if the loss of `step` is NaN or inf (checked on log and checkpoint steps)."""
+    value = float(loss)
+    if not np.isfinite(value):
+        raise DivergedError(
+            f"loss: expected a finite training loss, got {value} at step {step} (the run diverged; "
+            f"lower learning_rate={cfg.learning_rate:g} or clip_norm={cfg.clip_norm:g}); "
+            f"the last checkpoint saved is the one before it"
+        )
 
 
 def fit(model, loss_fn, source, cfg: TrainConfig, workdir, *, description: dict | None = None,
@@ -161,6 +173,9 @@ def fit(model, loss_fn, source, cfg: TrainConfig, workdir, *, description: dict 
 
     Returns:
       (model, ema_model, state).
+
+    Raises `DivergedError` at the first log or checkpoint step whose loss is non-finite,
+    before a checkpoint of that state is written (the metrics line of the step is kept).
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -185,7 +200,10 @@ def fit(model, loss_fn, source, cfg: TrainConfig, workdir, *, description: dict 
             if record is not None:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
-            if step % cfg.checkpoint_every == 0 or step == end:
+            save = step % cfg.checkpoint_every == 0 or step == end
+            if save or (record is not None and "loss" in record):
+                _check_loss(record["loss"] if record and "loss" in record else loss, step, cfg)
+            if save:
                 checkpoints.save(state)
             bar.update(1, **({"loss": f"{record['loss']:.4g}"} if record and "loss" in record else {}))
     checkpoints.close()

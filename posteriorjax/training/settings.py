@@ -58,11 +58,15 @@ class TrainConfig:
             "keep_checkpoints",
         ):
             checks.positive_int(name, getattr(self, name))
-        if not 0.0 <= self.ema_decay < 1.0:
+        checks.positive("learning_rate", self.learning_rate)
+        checks.integer_at_least("warmup_steps", self.warmup_steps, 0)
+        checks.integer_at_least("seed", self.seed, 0)
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"progress: expected True or False, got {self.progress!r}")
+        if not 0.0 <= checks.positive("ema_decay", self.ema_decay, allow_zero=True) < 1.0:
             raise ValueError(f"ema_decay: expected a number in [0, 1), got {self.ema_decay!r}")
-        for name in ("warmup_steps", "end_learning_rate_factor", "weight_decay", "clip_norm"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name}: expected a non-negative number, got {getattr(self, name)!r}")
+        for name in ("end_learning_rate_factor", "weight_decay", "clip_norm"):
+            checks.positive(name, getattr(self, name), allow_zero=True)
 
 
 def schedule(cfg: TrainConfig) -> optax.Schedule:
