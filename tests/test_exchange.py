@@ -247,6 +247,9 @@ def test_bad_input_never_loses_earlier_records(study, scored, tmp_path):
         exchange.evaluate(study["wd"], TASK, study["wd"] / "nan.npz", name="nan")
     with pytest.raises(ValueError, match="has tasks"):
         exchange.evaluate(study["wd"], "darcy", study["wd"] / "nan.npz")
+    for label in ("../outside", "/tmp/abs", "a/b"):  # the label names a file under samples/<task>/
+        with pytest.raises(ValueError, match="name: expected a plain file-name component"):
+            exchange.evaluate(study["wd"], TASK, study["wd"] / "nan.npz", name=label)
     assert results.read_text() == before
     assert [r.sampler for r in store.read_records(results)] == ["nan"] * K
 

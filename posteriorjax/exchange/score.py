@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.exchange import readers
 from posteriorjax.sweep import program, statistics
 from posteriorjax.sweep import samples as samples_store
@@ -64,6 +65,7 @@ def evaluate(
     0 = unknown). Writes the tables (`results.csv`, `summary.md`) and, with `figures`, the
     figures. Returns the new records.
     """
+    name = checks.path_component("name", name)  # a file name under workdir/samples/<task>/
     workdir = Path(workdir)
     config = study_config(workdir)
     if task not in config.tasks:
