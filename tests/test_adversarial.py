@@ -271,7 +271,25 @@ def test_evaluate_point_estimate_records_nan_with_a_reason():
         assert f"{name}: needs N >= 2" in rec["undefined"]
     assert len(rec["coverage"]) == len(calibration.DEFAULT_LEVELS)
     assert np.isfinite(rec["mean_error"]) and np.isfinite(rec["crps"])
-    assert suite._too_small(ref[:2], ref, None, ref[1], {}, set()) == {}  # N = 2: nothing is undefined
+    assert suite.too_small(ref[:2], ref, None, ref[1], {}, set()) == {}  # N = 2: nothing is undefined
+
+
+def test_sweep_scoring_of_a_point_estimate_records_nan_not_a_missing_key():
+    """The sweep's `score_program` (jitted) keeps every key at N = 1: NaN where N >= 2 is needed."""
+    import jax
+
+    from posteriorjax.sweep import program, statistics
+
+    task = tasks.get("poisson_fixed", resolution=8, num_sensors=16)
+    cases = task.cases(0, 1)
+    ref = jax.vmap(task.prior.sample)(jr.split(jr.key(0), 4))
+    data = statistics.program_data(task, cases, (np.asarray(ref)[None], np.full((1, 4), 0.25)), seed=0)
+    score = program.score_program(task, seed=0)
+    point, pair = (jax.jit(lambda d, x: score(d, 0, x))(data, ref[:n]) for n in (1, 2))
+    assert set(point) == set(pair)
+    for name in ("std_error", "crps_fair", "coverage"):
+        assert np.all(np.isnan(np.asarray(point[name]))) and np.all(np.isfinite(np.asarray(pair[name]))), name
+    assert np.isfinite(point["mean_error"]) and np.isfinite(point["crps"])
 
 
 # ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 from jax.sharding import PartitionSpec
@@ -159,10 +160,12 @@ def score_program(
     def score(data, case, samples):
         y_obs, truth = data["y_obs"][case], data["x_true"][case]
         ref_samples, ref_weights = data["ref_samples"][case], data["ref_weights"][case]
-        out = suite.compute(
-            samples, ref_samples, ref_weights, truth, evaluation_field=task.evaluation_field,
-            field_stats=task.field_stats, **options,
-        )  # fmt: skip
+        kwargs = dict(evaluation_field=task.evaluation_field, field_stats=task.field_stats, **options)
+        out = suite.compute(samples, ref_samples, ref_weights, truth, **kwargs)
+        # metrics the ensemble sizes exclude (N = 1: std_error, crps_fair, coverage ...) as NaN,
+        # never a silently dropped key (shapes are static: decided at trace time)
+        small = suite.too_small(samples, ref_samples, ref_weights, truth, kwargs, set(out))
+        out.update({k: jnp.asarray(v, samples.dtype) for k, v in small.items() if k != "undefined"})
         out.update(statistics.observation_values(task, samples, truth, y_obs))
         anchor = statistics.observation_anchor(task, ref_samples, ref_weights) if calib.observed else None
         out.update(

@@ -136,7 +136,7 @@ def calibration_statistics(
     ((field - `shift (d,)`) / `scale (d,)`) with reference point
     `tarp_point (d,)` (already in that space), and `mira_statistic` =
     `mira.condition_statistic` (mean over `MIRA_REGIONS` regions drawn from
-    `mira_key`; needs N >= 2). `options` (`settings.CalibrationSettings`) with
+    `mira_key`; needs N >= 2, NaN for N = 1). `options` (`settings.CalibrationSettings`) with
     observation-dependent centres or references needs `anchor (d,)` =
     `observation_anchor` (data units); the TARP reference is then
     `calibration.observation_references(tarp_key, anchor, tarp_half_width)`.
@@ -164,6 +164,8 @@ def calibration_statistics(
             normalization=o.mira_normalization,
             distance=o.mira_distance,
         )
+    else:  # a point estimate: MIRA is undefined, recorded as NaN rather than left out
+        out["mira_statistic"] = jnp.asarray(jnp.nan, f.dtype)
     return {k: jnp.where(bad, jnp.nan, v) for k, v in out.items()}
 
 
