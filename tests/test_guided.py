@@ -513,6 +513,25 @@ def test_eci_published_trajectory_runs_the_t_grid_from_zero(eci_problem):
     assert s.evaluations_per_sample == n_step * n_mix
 
 
+def test_eci_flow_matching_loss_equals_the_transcription(eci_problem):
+    """The published `get_loss`: x_t = t x_1 + (1 - t) eps, target x_1 - eps, mean squared error."""
+    from posteriorjax.samplers import eci
+
+    _, _, w, b, model, _, _ = eci_problem
+    velocity = model(diffusion.MaternNoise(lengthscale=0.2))
+    x1 = np.random.default_rng(7).normal(size=(2, 8, 8))
+    key = jr.key(11)
+    with jax.enable_x64(True):
+        got = float(eci.flow_matching_loss(velocity, key, jnp.asarray(x1)))
+        k_t, k_eps = jr.split(key)  # the same draws, taken as the published loop takes them
+        t = float(jr.uniform(k_t, (), jnp.float64))
+        eps = np.asarray(velocity.noise.sample(k_eps, x1.shape), np.float64)
+    x_t = t * x1 + (1 - t) * eps
+    v = (w @ x_t.reshape(-1)).reshape(x_t.shape) + t * b
+    np.testing.assert_allclose(got, np.mean((v - (x1 - eps)) ** 2), rtol=1e-10)
+    assert 0 < t < 1 and np.std(eps) > 0.5  # a real time and real noise, not a degenerate draw
+
+
 def test_eci_published_profile_is_checked(eci_problem, setup):
     task, _, _, _, model, _, _ = eci_problem
     s = samplers.get("eci", task, model=model(diffusion.MaternNoise()), profile="published")
