@@ -237,6 +237,11 @@ def test_nan_members_are_counted_not_averaged(scored):
     assert scored[0].metrics["num_invalid"] == 0 and scored[0].metrics["swd"] is not None
 
 
+def test_scored_records_verify_as_the_sweeps_do(study, scored):
+    """Records from a file carry the workdir's config hash and a digest: `experiments.report` accepts them."""
+    assert store.verify_workdir(study["wd"]) == []
+
+
 def test_bad_input_never_loses_earlier_records(study, scored, tmp_path):
     results = study["wd"] / "results.jsonl"
     before = results.read_text()

@@ -75,7 +75,7 @@ def evaluate(
             config.cases_files = {**dict(config.get("cases_files", {})), task: str(cases_file)}
     s = settings(config)
     plan = Plan.build(s)
-    results = record_store.ResultsFile(workdir / "results.jsonl")
+    results = record_store.ResultsFile(workdir / "results.jsonl", record_store.workdir_config_hash(workdir))
     if results.done((task, name)):
         raise ValueError(
             f"name: {workdir}/results.jsonl already holds records of sampler {name!r} on task {task!r}; "

@@ -184,6 +184,11 @@ def config_hash(config_values: Mapping) -> str:
     return artifact_store.sha256(json.dumps(values, sort_keys=True).encode())[:16]
 
 
+def workdir_config_hash(workdir) -> str:
+    """`config_hash` of a workdir's `config.json`: the hash every record written there carries."""
+    return config_hash(json.loads((Path(workdir) / "config.json").read_text()))
+
+
 def record_digest(values: Mapping) -> str:
     """SHA-256 of a stored line's content: every key but `digest`, as sorted JSON."""
     content = {k: v for k, v in values.items() if k != DIGEST}
@@ -422,7 +427,7 @@ def verify_workdir(workdir) -> list[str]:
     scan = scan_records(results)
     problems += [f"{results}: line {b.number}: {b.reason}" for b in scan.bad]
     if config_path.exists():
-        want = config_hash(json.loads(config_path.read_text()))
+        want = workdir_config_hash(workdir)
         wrong = [r.config_id for r, h in zip(scan.records, scan.hashes, strict=True) if h not in (None, want)]
         if wrong:
             problems.append(
