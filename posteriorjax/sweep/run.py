@@ -119,10 +119,11 @@ def run(
 
     `plugins`: modules registering out-of-tree samplers/tasks (`posteriorjax.plugins.load`, a
     no-op for loaded ones), recorded in `provenance.json` so a report or a resume can name them.
-    Before any reference is built, every pair whose sampler needs no trained network is compiled
-    on abstract inputs and its memory estimate checked against the device (`estimate_memory`;
-    `memory_limit_bytes`, default $POSTERIORJAX_MEMORY_LIMIT_BYTES or the accelerator's memory;
-    on CPU without a cap only the compile of each pair is checked, before it runs).
+    Each pair's compiled program is checked against the device memory before it runs
+    (`program.check_memory`; `memory_limit_bytes`, default $POSTERIORJAX_MEMORY_LIMIT_BYTES, the
+    accelerator's memory or the machine's RAM). With a cap given, every pair whose sampler needs
+    no trained network is also compiled on abstract inputs before any reference is built
+    (`estimate_memory`), at the price of compiling those programs twice.
     Returns the records of `results.jsonl` (process 0; other processes return []).
     """
     from posteriorjax import plugins as plugin_modules
@@ -212,10 +213,11 @@ class _Study:
 def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
     """Compile each built pair's chunk program on abstract inputs (the reference as a
     `ShapeDtypeStruct` of its configured `num_samples`) and `program.check_memory` it: a
-    program that cannot fit stops the sweep before any reference or sample is computed. On CPU
-    without a cap (`limit`, $POSTERIORJAX_MEMORY_LIMIT_BYTES) this compile is skipped."""
-    if limit is None and not os.environ.get(program.MEMORY_LIMIT_ENV) and jax.default_backend() == "cpu":
-        return  # no cap on CPU: each pair is still checked when it compiles (`run_pair`), not twice
+    program that cannot fit stops the sweep before any reference or sample is computed. Only
+    with a cap (`limit`, $POSTERIORJAX_MEMORY_LIMIT_BYTES): the executable is not reused, so this
+    doubles those pairs' compile time; without one each pair is checked when it compiles."""
+    if limit is None and not os.environ.get(program.MEMORY_LIMIT_ENV):
+        return  # no cap: each pair is still checked when it compiles (`run_pair`), not compiled twice
     s, mesh = plan.settings, parallel.data_mesh() if mesh is None else mesh
     for (task_name, label), sampler in plan.samplers.items():
         task, size = plan.tasks[task_name], s.references[task_name].get("num_samples")
