@@ -147,7 +147,7 @@ def test_load_records_skips_blank_lines_drops_a_torn_last_line_and_names_a_corru
     with pytest.warns(UserWarning, match=r"results.jsonl: line 2: not JSON"):
         assert records.load_records(path) == [recs[0], recs[2]]
     with pytest.warns(UserWarning, match=r"line 2: not JSON.*copied aside as results.jsonl.corrupt-0"):
-        assert sweep.ResultsFile(path).records == [recs[0], recs[2]]
+        assert sweep.ResultsFile(path, "c").records == [recs[0], recs[2]]
     assert (tmp_path / "results.jsonl.corrupt-0").read_text().count("\n") == 3
 
 

@@ -135,10 +135,10 @@ def test_resume_with_another_chunk_size_completes_without_duplicates(setup, full
     task, sampler, cases, reference = setup
     grid, records = full
     path = tmp_path / "results.jsonl"
-    sweep.ResultsFile(path).append(records[:4])  # the first chunk finished before the kill ...
+    sweep.ResultsFile(path, "c").append(records[:4])  # the first chunk finished before the kill ...
     with open(path, "a") as f:
         f.write(records[4].to_json()[:40])  # ... and the second was torn mid-write
-    resumed = sweep.ResultsFile(path)
+    resumed = sweep.ResultsFile(path, "c")
     assert len(resumed.records) == 4
     new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=2, **KWARGS)
     assert len(new) == grid.size - 4 and len({r["compile_time_s"] for r in new}) == 1
@@ -174,7 +174,7 @@ def test_workdir_with_old_ids_resumes_without_recomputing(setup, full, tmp_path,
     path = tmp_path / "results.jsonl"
     old = [{**r, "config_id": _old_id(grid, r["index"], numpy2=r["index"] % 2 == 0)} for r in records]
     path.write_text("".join(json.dumps(r) + "\n" for r in old))
-    resumed = sweep.ResultsFile(path)
+    resumed = sweep.ResultsFile(path, "c")
     assert resumed.done((task.name, sampler.name)) == set(grid.ids())
     assert [json.loads(line)["config_id"] for line in path.read_text().splitlines()] == [
         r["config_id"] for r in records
@@ -470,11 +470,11 @@ def test_assemble_merges_process_files_once(tmp_path):
     def rec(i, sampler="a"):
         return sweep.Record("t", sampler, f"case={i}", i, i, 0, {}, 4, {}, 0.1, 1.0)
 
-    sweep.ResultsFile(tmp_path / "results.p0.jsonl").append([rec(0), rec(2), rec(4)])
-    sweep.ResultsFile(tmp_path / "results.p1.jsonl").append([rec(1), rec(3), rec(0, "b")])
+    sweep.ResultsFile(tmp_path / "results.p0.jsonl", "c").append([rec(0), rec(2), rec(4)])
+    sweep.ResultsFile(tmp_path / "results.p1.jsonl", "c").append([rec(1), rec(3), rec(0, "b")])
     with open(tmp_path / "results.p1.jsonl", "a") as f:
         f.write(rec(5).to_json()[:20])  # a torn line of a killed process
-    store = sweep.ResultsFile(tmp_path / "results.jsonl")
+    store = sweep.ResultsFile(tmp_path / "results.jsonl", "c")
     store.append([rec(1)])  # assembled before the kill
     new = sweep.assemble(tmp_path, store, ("t", "a"))
     assert [r["index"] for r in new] == [0, 2, 3, 4]

@@ -2,9 +2,10 @@
 
 A `Record` is one configuration of one (task, sampler) pair: its id, case, seed,
 hyperparameters and metrics (`to_json`/`from_json`, one JSON object per line of
-`results.jsonl`). `read_records` is the one reader (a torn last line, from a kill mid-write,
-is dropped; a corrupt line before it is an error naming file and line); `ResultsFile` appends
-chunks crash-safely and resumes; `row_key` / `hparams_key` is the one grouping key of the
+`results.jsonl`, each line with its config hash and digest). `read_records` is the one reader
+(`scan_records`: a torn, garbled or edited line is skipped with a warning, the records after it
+kept); `ResultsFile` appends chunks crash-safely and resumes; `verify_workdir` checks records,
+references and stored samples; `row_key` / `hparams_key` is the one grouping key of the
 tables (`results`) and figures (`records`, `figures`). With several processes each writes
 `results.p<k>.jsonl` and process 0 `assemble`s them.
 """
@@ -195,7 +196,7 @@ def record_digest(values: Mapping) -> str:
     return artifact_store.sha256(json.dumps(content, sort_keys=True).encode())
 
 
-def record_line(record: Record, config: str = "") -> str:
+def record_line(record: Record, config: str) -> str:
     """The `results.jsonl` line of a record: its fields, the config hash, the digest of both."""
     values = {**record.to_dict(), CONFIG_HASH: config}
     return json.dumps({**values, DIGEST: record_digest(values)})
@@ -289,10 +290,11 @@ class ResultsFile:
     garbled, edited) are dropped: the file is copied aside (`<name>.corrupt-<n>`, with a
     warning) and rewritten atomically with the good records, so their configurations are
     recomputed; lines of an older form (no digest, ids in an older form, `migrate_config_id`)
-    are rewritten the same way, with a digest (an explicit migration).
+    are rewritten the same way, with a digest (an explicit migration). `config`: the config
+    hash (`config_hash`, `workdir_config_hash`) the new and migrated lines carry.
     """
 
-    def __init__(self, path, config: str = ""):
+    def __init__(self, path, config: str):
         self.path, self.config = Path(path), config
         scan = scan_records(self.path)
         self.records: list[Record] = scan.records
