@@ -5,6 +5,7 @@ and one compiled scoring program; the round trip against the sweep's own `exact`
 sweep and is `slow`.
 """
 
+import hashlib
 import json
 
 import h5py
@@ -240,6 +241,18 @@ def test_nan_members_are_counted_not_averaged(scored):
 def test_scored_records_verify_as_the_sweeps_do(study, scored):
     """Records from a file carry the workdir's config hash and a digest: `experiments.report` accepts them."""
     assert store.verify_workdir(study["wd"]) == []
+
+
+def test_records_name_the_cases_file_they_were_scored_on(study, scored):
+    digest = hashlib.sha256((study["dir"] / "cases.npz").read_bytes()).hexdigest()[:16]
+    assert {r.cases for r in scored} == {f"cases.npz sha256:{digest}"}
+    summary = (study["wd"] / "summary.md").read_text()
+    assert f"nan on `cases.npz sha256:{digest}`" in summary
+    assert "cases" in (study["wd"] / "results.csv").read_text().splitlines()[0].split(",")
+    with pytest.raises(ValueError, match="cases_file: expected an existing file or folder"):
+        exchange.evaluate(
+            study["wd"], TASK, study["wd"] / "nan.npz", name="other", cases_file=study["dir"] / "no.npz"
+        )
 
 
 def test_bad_input_never_loses_earlier_records(study, scored, tmp_path):

@@ -11,6 +11,7 @@ any sampler of the sweep. Records of a file carry no hyperparameters and sampler
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -43,6 +44,20 @@ def study_config(workdir) -> ml_collections.ConfigDict:
     return ml_collections.ConfigDict(values)
 
 
+def cases_label(path) -> str:
+    """The `Record.cases` label of a cases file or folder: "<name> sha256:<16 hex digits>", the
+    digest over its bytes (a folder: its files' relative paths and bytes, in sorted order)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"cases_file: expected an existing file or folder, got {str(path)!r}")
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(path)).encode() if f != path else b"")
+        digest.update(f.read_bytes())
+    return f"{path.name} sha256:{digest.hexdigest()[:16]}"
+
+
 @eqx.filter_jit
 def _score_all(task, options: tuple, data, case, samples):
     """`program.score_program`'s metrics of `samples (K, N, C, H, W)` for cases `case (K,)`
@@ -70,7 +85,9 @@ def evaluate(
     config = study_config(workdir)
     if task not in config.tasks:
         raise ValueError(f"task: the study in {workdir} has tasks {sorted(config.tasks)}, got {task!r}")
+    cases_source = "study"
     if cases_file is not None:
+        cases_source = cases_label(cases_file)
         with config.unlocked():
             config.cases_files = {**dict(config.get("cases_files", {})), task: str(cases_file)}
     s = settings(config)
@@ -103,6 +120,7 @@ def evaluate(
             wall_time_s=float(wall_time_s),
             compile_time_s=0.0,
             evaluation=t.evaluation_name,
+            cases=cases_source,
         )  # fmt: skip
         for i in range(grid.size)
     ]

@@ -112,12 +112,20 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
     return "\n".join(out)
 
 
+def _cases(record: Mapping) -> str:
+    """Which cases a record was scored on (`Record.cases`; "study" where the line has no key)."""
+    return record.get("cases", "study")
+
+
 def _main_legend(records: Sequence[dict], task: str) -> str:
     recs = [r for r in records if r["task"] == task]
     cases, seeds = len({r["case"] for r in recs}), len({r["seed"] for r in recs})
     evaluation = sorted({r.get("evaluation", "identity") for r in recs})
     scored = ", ".join(evaluation)
     scored = "Fields as sampled" if scored == "identity" else f"Fields scored after `{scored}`"
+    given = sorted({(r["sampler"], _cases(r)) for r in recs if _cases(r) != "study"})
+    if given:  # samples scored from files on cases other than the study's
+        scored += ". Scored on other cases than the study's: " + ", ".join(f"{s} on `{c}`" for s, c in given)
     return (
         f"Lower is better in every column; mean ± std over {cases} case(s) x {seeds} seed(s), best "
         "**bold**, second *italic*. Against the reference posterior: Mean, Std = relative L2 error of "
@@ -380,9 +388,10 @@ def to_csv(records: Sequence[dict]) -> str:
     base = ["task", "sampler", "case", "seed", "num_samples", "wall_time_s", "compile_time_s", "evaluation"]
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(base + [f"hp.{k}" for k in hp_keys] + m_keys)
+    writer.writerow(base + ["cases"] + [f"hp.{k}" for k in hp_keys] + m_keys)
     for r in records:
         metrics = [r["metrics"].get(k) for k in m_keys]
         metrics = [json.dumps(v) if isinstance(v, list) else ("" if v is None else v) for v in metrics]
-        writer.writerow([r.get(k) for k in base] + [r["hparams"].get(k) for k in hp_keys] + metrics)
+        row = [r.get(k) for k in base] + [_cases(r)] + [r["hparams"].get(k) for k in hp_keys]
+        writer.writerow(row + metrics)
     return buf.getvalue()

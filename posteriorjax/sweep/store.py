@@ -103,7 +103,9 @@ class Record(Mapping):
 
     Fields in the order of a `results.jsonl` line. `metrics` values are numbers, None
     (non-finite) or lists; `evaluation` (`Task.evaluation_name`) defaults to "identity",
-    the only value before it was recorded.
+    the only value before it was recorded; `cases` says which cases were scored: "study" (the
+    workdir config's own, the only value before it was recorded) or, for samples scored on a
+    given cases file (`exchange.evaluate(..., cases_file=...)`), "<file name> sha256:<digest>".
     """
 
     task: str
@@ -118,6 +120,7 @@ class Record(Mapping):
     wall_time_s: float
     compile_time_s: float
     evaluation: str = "identity"
+    cases: str = "study"
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -146,7 +149,7 @@ class Record(Mapping):
         return cls.from_dict(json.loads(line))
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in self._names()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -163,9 +166,12 @@ class Record(Mapping):
     def __len__(self) -> int:
         return len(self._names())
 
-    @classmethod
-    def _names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+    def _names(self) -> tuple[str, ...]:
+        """The keys of the record's JSON object: every field, `cases` only where it is not
+        "study" (so a sweep's lines, and their digests, are as before it was recorded)."""
+        return tuple(
+            f.name for f in dataclasses.fields(self) if not (f.name == "cases" and self.cases == "study")
+        )
 
 
 def _annotation(field) -> type:
