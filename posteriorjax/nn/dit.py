@@ -32,9 +32,9 @@ EPS = 1e-6  # Flax's LayerNorm default, which the published DiT keeps
 
 def timestep_embedding(t: jax.Array, dim: int = FREQUENCIES, max_period: int = MAX_PERIOD) -> jax.Array:
     """`(dim,)`: [cos(t w), sin(t w)], w_k = exp(-log(max_period) k / (dim/2)), k < dim/2."""
-    half = dim // 2
-    freqs = jnp.exp(-jnp.log(float(max_period)) * jnp.arange(half, dtype=jnp.float32) / half)
-    args = jnp.asarray(t, jnp.float32) * freqs
+    half, dtype = dim // 2, jnp.result_type(float)  # float32, or float64 under `jax.enable_x64`
+    freqs = jnp.exp(-jnp.log(float(max_period)) * jnp.arange(half, dtype=dtype) / half)
+    args = jnp.asarray(t, dtype) * freqs
     return jnp.concatenate([jnp.cos(args), jnp.sin(args)])
 
 

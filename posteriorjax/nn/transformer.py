@@ -149,8 +149,9 @@ def sincos_1d(dim: int, pos: jax.Array) -> jax.Array:
     """`(N,) -> (N, dim)`: [sin(pos w), cos(pos w)] with w_k = 10000^(-k / (dim/2)), k < dim/2."""
     if dim % 2:
         raise ValueError(f"dim: sine-cosine embeddings need an even width, got {dim}")
-    omega = 1.0 / 10000 ** (jnp.arange(dim // 2, dtype=jnp.float32) / (dim / 2.0))
-    out = jnp.reshape(pos, (-1,)).astype(jnp.float32)[:, None] * omega[None]
+    dtype = jnp.result_type(float)  # float32, or float64 under `jax.enable_x64`
+    omega = 1.0 / 10000 ** (jnp.arange(dim // 2, dtype=dtype) / (dim / 2.0))
+    out = jnp.reshape(pos, (-1,)).astype(dtype)[:, None] * omega[None]
     return jnp.concatenate([jnp.sin(out), jnp.cos(out)], axis=1)
 
 
@@ -158,7 +159,5 @@ def sincos_2d(dim: int, grid: tuple[int, int]) -> jax.Array:
     """`(gh * gw, dim)` row-major: [sincos_1d(dim/2, row), sincos_1d(dim/2, column)] per cell."""
     if dim % 2:
         raise ValueError(f"dim: 2-D sine-cosine embeddings need an even width, got {dim}")
-    rows, cols = jnp.meshgrid(
-        jnp.arange(grid[0], dtype=jnp.float32), jnp.arange(grid[1], dtype=jnp.float32), indexing="ij"
-    )
+    rows, cols = jnp.meshgrid(jnp.arange(grid[0]), jnp.arange(grid[1]), indexing="ij")
     return jnp.concatenate([sincos_1d(dim // 2, rows), sincos_1d(dim // 2, cols)], axis=1)
