@@ -20,7 +20,8 @@ DIT = training.kinds._DIT
 
 
 def _fae_count(c_in, c_out, patch_size, grid_size, emb_dim, num_latents, depth, num_heads, mlp_ratio,
-               fourier_freq, period, dec_depth, dec_num_heads, dec_emb_dim, dec_mlp_ratio, num_mlp_layers):  # fmt: skip
+               fourier_freq, period, dec_depth, dec_num_heads, dec_emb_dim, dec_mlp_ratio,
+               num_mlp_layers):  # fmt: skip
     """Parameters of the published Encoder + Decoder (Flax: Dense kernel + bias, LayerNorm scale + bias)."""
     d, e = emb_dim, dec_emb_dim
     ln = lambda w: 2 * w  # noqa: E731
@@ -186,7 +187,8 @@ def tiny():
         target = fundiff.TargetAutoencoder(tnet, fundiff.scaled(x_norm))
         condition = fundiff.ConditionAutoencoder(cnet, fundiff.scaled(u_norm))
         dnet = nn.get("dit", k[4], in_channels=16, out_channels=16, **{**DIT["tiny"], "emb_dim": 16})
-        model = fundiff.LatentFlow(_randomized(dnet, k[5]), parameter_digest(target), parameter_digest(condition))
+        digests = parameter_digest(target), parameter_digest(condition)
+        model = fundiff.LatentFlow(_randomized(dnet, k[5]), *digests)
     return task, target, condition, model
 
 
@@ -207,7 +209,8 @@ def test_networks_equal_the_transcription(tiny, x64):
 
 
 def test_sampling_equals_the_published_euler_steps(tiny, x64):
-    """`FunDiffAdapter.generate` + `sample_ode`: condition grid, z_c, z0 ~ N(0, I), Euler, decode, denormalize."""
+    """`FunDiffAdapter.generate` + `sample_ode`: condition grid, z_c, z0 ~ N(0, I), Euler, decode,
+    denormalize."""
     task, target, condition, model = tiny
     sampler = samplers.get("fundiff", task, model=model, target=target, condition=condition, num_steps=2)
     y = task.simulate(jr.key(3), task.prior.sample(jr.key(4)))
@@ -261,7 +264,7 @@ def test_training_condition_is_the_published_masked_grid():
     assert not np.array_equal(c1[1], c2[1])
 
 
-def test_build_errors(tiny):
+def test_build_errors(tiny, x64):
     task, target, condition, model = tiny
     with pytest.raises(ValueError, match="model: fundiff needs a trained LatentFlow"):
         fundiff.build(task, target=target, condition=condition)
@@ -270,3 +273,27 @@ def test_build_errors(tiny):
             lambda c: c.net.encoder.latents, condition, condition.net.encoder.latents + 1))  # fmt: skip
     with pytest.raises(ValueError, match="discrete_values"):
         fundiff.build(task, model=model, target=target, condition=condition, discrete_values="round")
+
+
+@pytest.mark.slow
+def test_three_networks_train_through_the_sweep_and_sample(tmp_path):
+    """`sweep.networks.network` trains the DiT's frozen inputs first (shared with the sampler's target
+    and condition options), records their workdirs in its config.json, and the sampler draws."""
+    from posteriorjax.sweep import networks
+
+    options = {"resolution": 8, "num_sensors": 6}
+
+    def get(kind):
+        spec = networks.parse_spec("networks", kind, "tiny", "poisson_fixed")
+        return networks.network(tmp_path, "poisson_fixed", options, spec, "tiny", 2, progress=False)
+
+    model = get("fundiff_dit")
+    target, condition = get("fundiff_fae_target"), get("fundiff_fae_condition")  # loaded, not retrained
+    directory = next((tmp_path / "networks" / "poisson_fixed").glob("fundiff_dit-*"))
+    assert "fundiff_fae_target-" in (directory / "config.json").read_text()
+    assert isinstance(training.trained(directory), fundiff.LatentFlow)  # reloads through config.inputs
+    task = tasks.get("poisson_fixed", **options)
+    sampler = samplers.get("fundiff", task, model=model, target=target, condition=condition)
+    y = task.simulate(jr.key(0), task.prior.sample(jr.key(1)))
+    out = sampler.sample(jr.key(2), y, 3, {})
+    assert out.shape == (3, *task.unknown_shape) and np.isfinite(out).all()
