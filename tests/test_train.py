@@ -136,7 +136,7 @@ def test_bad_configs(tmp_path):
 
 # kinds whose full run (`run`, one step, checkpoint) is in the slow tier (the contract test below covers
 # every kind; the surrogate runs in the resume and fine-tuning tests)
-SLOW_RUNS = {"flow_fno", "flow", "prior", "joint", "surrogate"}
+SLOW_RUNS = {"flow_fno", "flow", "prior", "joint", "surrogate", "fundiff_fae_target", "fundiff_dit"}
 
 
 def _step_config(kind):
@@ -265,7 +265,7 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
     assert np.isfinite(float(loss))
     assert all(np.isfinite(g).all() for g in jax.tree.leaves(eqx.filter(grads, eqx.is_array)))
     assert metrics and all(k.startswith("eval_") and np.isfinite(float(v)) for k, v in metrics.items())
-    assert min(entry.channels(task)) >= 1 and set(entry.models) == set(entry.steps) == set(
+    assert min(entry.channels(task, **inputs)) >= 1 and set(entry.models) == set(entry.steps) == set(
         training.kinds.SCALES
     )
     assert config.train.num_steps == entry.steps["tiny"]
