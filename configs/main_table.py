@@ -10,6 +10,8 @@ published profile (`profile="published"` for FunDPS, Fun-DDPS, DDIS, DiffusionPD
 the PosteriorBench evaluation code's update, units, noise and per-task values; `configs/base.py`),
 their diffusion priors trained as published (data std 0.5, sigma_data 0.5, RBF-kernel noise
 for FunDPS / Fun-DDPS / DDIS, white noise and a U-Net for DiffusionPDE), networks at full scale.
+FunDiff (`samplers.fundiff`) is the published method: its two function autoencoders and its
+latent DiT (trained on their frozen encoders) are three networks of the entry.
 Each task's reference follows its published rule (`PUBLISHED_REFERENCE`, 2M-candidate
 pools): the eps rule `published_eps` (eps = 3 x noise std, K = 100) on Darcy, Poisson
 (rotation-augmented) and LTMI; on CCS the per-point Gaussian likelihood through the
@@ -29,7 +31,10 @@ published table only at full scale.
 from configs import base
 from posteriorjax import sweep
 
-SAMPLERS = ("prior", "pcn", "esmda", "dps", "fundps", "funddps", "ddis", "diffusionpde", "eci", "mc_dropout")
+SAMPLERS = (
+    "prior", "pcn", "esmda", "dps", "fundps", "funddps", "ddis", "diffusionpde", "eci", "mc_dropout",
+    "fundiff",
+)  # fmt: skip
 POINT_OBSERVATION_TASKS = ("darcy", "poisson")
 
 

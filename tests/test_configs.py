@@ -87,6 +87,8 @@ def test_full_scale_matches_the_published_study():
     eci = specs["eci"]["model"]
     assert eci.kind == "flow" and eci.training["diffusion.noise"] == "matern"
     assert eci.training["diffusion.data_scale"] == 0.5
+    kinds = {"model": "fundiff_dit", "target": "fundiff_fae_target", "condition": "fundiff_fae_condition"}
+    assert {option: spec.kind for option, spec in specs["fundiff"].items()} == kinds
     gc = _load("guidance_calibration")
     config = gc.get_config("")
     assert gc.thresholds(False) == (3e-4, 4e-4, 5e-4, 6e-4, 7e-4, 8e-4)

@@ -136,19 +136,26 @@ def test_bad_configs(tmp_path):
 
 # kinds whose full run (`run`, one step, checkpoint) is in the slow tier (the contract test below covers
 # every kind; the surrogate runs in the resume and fine-tuning tests)
-SLOW_RUNS = {"flow_fno", "flow", "prior", "joint", "surrogate"}
+SLOW_RUNS = {"flow_fno", "flow", "prior", "joint", "surrogate", "fundiff_fae_target", "fundiff_dit"}
+
+
+def _step_config(kind):
+    config = training.config("darcy", kind, "tiny")
+    config.normalization.num_draws = 8
+    config.eval.num_examples = 4
+    config.train.update(batch_size=2, num_steps=1, progress=False)
+    return config
 
 
 @pytest.mark.parametrize(
     "kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_RUNS else k for k in training.kinds.names()]
 )
 def test_every_kind_builds_and_takes_a_step(kind, tmp_path):
-    config = training.config("darcy", kind, "tiny")
-    config.normalization.num_draws = 8
-    config.eval.num_examples = 4
-    config.train.batch_size = 2
-    config.train.num_steps = 1
-    config.train.progress = False
+    config = _step_config(kind)
+    for role, input_kind in training.kinds.get(kind).inputs.items():  # trained inputs, from their workdirs
+        training.run(_step_config(input_kind), tmp_path / role)
+        config.inputs[role] = str(tmp_path / role)
+    tmp_path = tmp_path / "run"
     model, ema, setup = training.run(config, tmp_path)
     assert (tmp_path / "config.json").exists() and (tmp_path / "provenance.json").exists()
     record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
@@ -232,8 +239,14 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
     u_norm = u_norm if entry.uses_state else None
     config = training.config("darcy", kind, "tiny")
     name, options = entry.models["tiny"]
-    options = {**options, "modes": 3, "width": 4, "layers": 1, "projection": 4}
-    model = training.build_model(kind, name, options, task, x_norm, u_norm, jax.random.key(0))
+    small = {"modes": 3, "width": 4, "layers": 1, "projection": 4, "depth": 1, "dec_depth": 1}
+    options = {**options, **{k: v for k, v in small.items() if k in options}}
+    inputs = {  # the trained networks a kind's examples need (the FunDiff DiT's encoders), untrained here
+        role: training.build_model(k, *training.kinds.get(k).models["tiny"], task, x_norm, u_norm,
+                                   jax.random.key(2))  # fmt: skip
+        for role, k in entry.inputs.items()
+    }
+    model = training.build_model(kind, name, options, task, x_norm, u_norm, jax.random.key(0), inputs=inputs)
     d = config.diffusion
     loss_fn = entry.loss(task, diffusion.noise.get(d.noise, **training.NOISE_OPTIONS[d.noise](d)), d)
 
@@ -244,14 +257,15 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
         return batch, loss, grads, entry.evaluate(loss_fn, batch, x_norm, u_norm, task, key)(model)
 
     batch, loss, grads, metrics = check(
-        model, training.TaskSource(task, x_norm, u_norm, kind, 2), jax.random.key(1)
+        model, training.TaskSource(task, x_norm, u_norm, kind, 2, inputs), jax.random.key(1)
     )
-    for leaf in jax.tree.leaves(batch):  # (batch, channels, H, W), finite
-        assert leaf.shape[0] == 2 and leaf.shape[2:] == task.unknown_shape[1:] and np.isfinite(leaf).all()
+    for leaf in jax.tree.leaves(batch):  # (batch, channels, H, W), or latent tokens (batch, L, D); finite
+        shape = inputs["target"].net.latent_shape if inputs else task.unknown_shape[1:]
+        assert leaf.shape[0] == 2 and leaf.shape[-len(shape) :] == shape and np.isfinite(leaf).all()
     assert np.isfinite(float(loss))
     assert all(np.isfinite(g).all() for g in jax.tree.leaves(eqx.filter(grads, eqx.is_array)))
     assert metrics and all(k.startswith("eval_") and np.isfinite(float(v)) for k, v in metrics.items())
-    assert min(entry.channels(task)) >= 1 and set(entry.models) == set(entry.steps) == set(
+    assert min(entry.channels(task, **inputs)) >= 1 and set(entry.models) == set(entry.steps) == set(
         training.kinds.SCALES
     )
     assert config.train.num_steps == entry.steps["tiny"]

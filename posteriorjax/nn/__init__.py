@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from posteriorjax.nn.cno import CNO, aa_activation
 from posteriorjax.nn.deeponet import DeepONet
+from posteriorjax.nn.dit import DiT
 from posteriorjax.nn.embeddings import FourierEmbedding, NoiseEmbedding, sinusoidal_embedding
+from posteriorjax.nn.fae import FunctionAutoencoder
 from posteriorjax.nn.flax_adapter import FlaxLinen, FlaxNNX, from_linen, from_nnx
 from posteriorjax.nn.fno import FNO
 from posteriorjax.nn.layers import ChannelMLP, Dropout, Pointwise, SpectralConv, spectral_resample
@@ -34,6 +36,8 @@ _MODELS = {
     "cno": CNO,
     "transolver": Transolver,
     "gnot": GNOT,
+    "fae": FunctionAutoencoder,  # FunDiff function autoencoder (nn.fae)
+    "dit": DiT,  # FunDiff latent DiT (nn.dit); maps token sets, not fields
     **_PDEOBS_MODELS,  # the seven PDE-OBS networks (nn.pdeobs), as "pdeobs_<name>"
 }
 
@@ -54,6 +58,7 @@ def get(name: str, key, *, in_channels: int, out_channels: int, **options):
 
 __all__ = [
     "FNO", "UNO", "UNet", "DeepONet", "CNO", "Transolver", "GNOT", "aa_activation", "grid_tokens",
+    "FunctionAutoencoder", "DiT",
     "FlaxLinen", "FlaxNNX", "from_linen", "from_nnx", "ChannelMLP",
     "Dropout", "Pointwise", "SpectralConv", "spectral_resample", "FourierEmbedding", "NoiseEmbedding",
     "sinusoidal_embedding", "get", "names", "InverseNet", "Normalizer", "Surrogate", "field_normalizer",

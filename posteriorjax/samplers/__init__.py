@@ -62,6 +62,7 @@ def _register_builtin() -> None:
         exact,
         flow_fno,
         funddps,
+        fundiff,
         fundps,
         mc_dropout,
         pcn,
@@ -76,6 +77,7 @@ def _register_builtin() -> None:
     register("fundps", fundps.build)
     register("funddps", funddps.build)
     register("flow_fno", flow_fno.build)
+    register("fundiff", fundiff.build)
     register("ddis", ddis.build)
     register("diffusionpde", diffusionpde.build)
     register("eci", eci.build)

@@ -136,8 +136,23 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
     plain["train"].pop("progress")
     if spec.pretrain is not None:
         plain["pretrain"] = network_config(task_name, task_options, spec.pretrain, scale, num_steps)[1]
+    for role, input_spec in input_specs(spec).items():
+        plain.setdefault("inputs", {})[role] = network_config(
+            task_name, task_options, input_spec, scale, num_steps
+        )[1]
     digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return cfg, digest
+
+
+def _directory(workdir, task_name: str, kind: str, digest: str) -> Path:
+    return Path(workdir) / "networks" / task_name / f"{kind}-{digest}"
+
+
+def input_specs(spec: NetworkSpec) -> dict:
+    """{role: spec} of the trained networks a kind with `inputs` trains on: each the default spec of
+    its kind with the network's task overrides (the same networks a sampler gets for those kinds)."""
+    kind = training.kinds.get(spec.kind)
+    return {role: NetworkSpec(k, dict(spec.task_options)) for role, k in kind.inputs.items()}
 
 
 def network(
@@ -155,13 +170,20 @@ def network(
     Workdir: `workdir/networks/<task>/<kind>-<hash of the training config>/`, so
     every sampler asking for the same network shares it and a rerun reuses it. A spec
     with `pretrain` first gets that network (trained or loaded the same way) and
-    fine-tunes its EMA parameters.
+    fine-tunes its EMA parameters; a kind with `inputs` first gets those networks (`input_specs`).
     """
     init = None
     if spec.pretrain is not None:
         init = network(workdir, task_name, task_options, spec.pretrain, scale, num_steps, progress=progress)
+    inputs = {
+        role: network(workdir, task_name, task_options, s, scale, num_steps, progress=progress)
+        for role, s in input_specs(spec).items()
+    }
     cfg, digest = network_config(task_name, task_options, spec, scale, num_steps)
     cfg.train.progress = bool(progress)
-    directory = Path(workdir) / "networks" / task_name / f"{spec.kind}-{digest}"
-    _, ema, _ = training.run(cfg, directory, init=init)
+    directory = _directory(workdir, task_name, spec.kind, digest)
+    for role, s in input_specs(spec).items():  # recorded in config.json (`training.run.trained`)
+        input_digest = network_config(task_name, task_options, s, scale, num_steps)[1]
+        cfg.inputs[role] = str(_directory(workdir, task_name, s.kind, input_digest))
+    _, ema, _ = training.run(cfg, directory, init=init, inputs=inputs or None)
     return ema

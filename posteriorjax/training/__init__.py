@@ -10,7 +10,7 @@ loop         `update` (the optimizer step), the checkpointed, resumable `fit`, a
 checkpoints  `TrainState`, orbax `Checkpoints` with a model fingerprint, `parameter_digest`;
 data         `TaskSource` (on-the-fly prior draws), `PoolSource`, `build_pool`;
 losses       the kinds' losses and the held-out relative L2 error;
-run          `build(config)` and `run(config, workdir, init=None)`.
+run          `build(config)`, `run(config, workdir, init=None, inputs=None)` and `trained(workdir)`.
 """
 
 from posteriorjax.training import kinds
@@ -30,7 +30,7 @@ from posteriorjax.training.losses import (
     InverseLoss,
     surrogate_loss,
 )
-from posteriorjax.training.run import NOISE_OPTIONS, Setup, build, build_model, run
+from posteriorjax.training.run import NOISE_OPTIONS, Setup, build, build_model, run, trained
 from posteriorjax.training.settings import TrainConfig, config, make_optimizer, schedule, train_config
 
 __all__ = [
@@ -62,5 +62,6 @@ __all__ = [
     "schedule",
     "surrogate_loss",
     "train_config",
+    "trained",
     "update",
 ]

@@ -21,17 +21,27 @@ from posteriorjax.training import kinds
 
 
 class TaskSource(eqx.Module):
-    """On-the-fly batches: `batch_size` prior draws (and physics solves) per call, key `fold_in`-split."""
+    """On-the-fly batches: `batch_size` prior draws (and physics solves) per call, key `fold_in`-split.
+
+    `inputs`: the trained networks ({role: model}) a kind with `inputs` computes its examples with
+    (frozen: the source is an argument of the jitted step, not a parameter).
+    """
 
     task: Any
     x_norm: nn.Normalizer
     u_norm: nn.Normalizer | None
     kind: str = eqx.field(static=True)
     batch_size: int = eqx.field(static=True)
+    inputs: dict = eqx.field(default_factory=dict)
+
+    def __check_init__(self):
+        needed = set(kinds.get(self.kind).inputs)
+        if set(self.inputs) != needed:
+            raise ValueError(f"inputs: kind {self.kind!r} needs {sorted(needed)}, got {sorted(self.inputs)}")
 
     def example(self, key):
         """One training example of the source's kind (`kinds.get(kind).example`)."""
-        return kinds.get(self.kind).example(self.task, self.x_norm, self.u_norm, key)
+        return kinds.get(self.kind).example(self.task, self.x_norm, self.u_norm, key, **self.inputs)
 
     def __call__(self, key):
         return jax.vmap(self.example)(jr.split(key, self.batch_size))

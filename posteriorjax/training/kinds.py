@@ -13,7 +13,11 @@ A kind is one `Kind` entry (registered with `register`, looked up with `get`, li
   generative                          trained like a generative model (learning rate, EMA);
   edm                                 the data are rescaled to `diffusion.data_scale` (EDM priors);
   uses_state                          needs the state normalization (`u_norm`);
-  samplers                            {sampler name: builder option} of the samplers that take it.
+  samplers                            {sampler name: builder option} of the samplers that take it;
+  inputs                              {role: kind} of trained networks the examples need (frozen:
+                                      the data source carries them, `example(..., **inputs)`,
+                                      `channels(task, **inputs)`; `training.run(inputs=...)` or
+                                      the config's `inputs.<role>` workdirs provide them).
 
 Built-in kinds:
   ``prior``      EDM denoiser over the normalized unknown,
@@ -23,7 +27,10 @@ Built-in kinds:
   ``flow``       flow-matching velocity over the normalized (unknown, state) stack (`samplers.eci.
                  FlowVelocity`, the published ECI model; data rescaled to `diffusion.data_scale`),
   ``flow_fno``   conditional flow-matching velocity (x_t, t | masked observations, mask) -> (C_x, H, W)
-                 (`samplers.flow_fno.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs.
+                 (`samplers.flow_fno.ConditionalFlow`), trained on (x, task.simulate(key, x)) pairs;
+  ``fundiff_fae_target``, ``fundiff_fae_condition``, ``fundiff_dit``  the published FunDiff's
+                 two function autoencoders and its latent DiT (`samplers.fundiff`); the DiT
+                 trains on latents of the two frozen encoders (its `inputs`).
 
 A new kind is one `register(Kind(...))` (here, beside the built-in ones, so that importing
 `training` registers it); `configs/train/network.py`, the sweep's network specs and
@@ -43,8 +50,9 @@ import jax.random as jr
 
 from posteriorjax import diffusion, nn
 from posteriorjax.metrics import posterior
-from posteriorjax.samplers import eci, flow_fno
+from posteriorjax.samplers import eci, flow_fno, fundiff
 from posteriorjax.training import losses
+from posteriorjax.training.checkpoints import parameter_digest
 
 SCALES = ("tiny", "full")
 TINY_STEPS = 300  # about a minute on one CPU at 16 x 16
@@ -52,10 +60,12 @@ TINY_STEPS = 300  # about a minute on one CPU at 16 x 16
 
 @dataclasses.dataclass(frozen=True)
 class Wrap:
-    """Options of a kind's model wrapper: EDM `sigma_data` and the flow's base `noise` (None: GRF)."""
+    """Options of a kind's model wrapper: EDM `sigma_data`, the flow's base `noise` (None: GRF) and
+    the trained `inputs` ({role: model}) of a kind that has them."""
 
     sigma_data: float = 1.0
     noise: Any = None
+    inputs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +84,7 @@ class Kind:
     edm: bool = False
     uses_state: bool = True
     samplers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         for field in ("models", "steps"):
@@ -311,5 +322,90 @@ register(
         steps={"tiny": TINY_STEPS, "full": 58_594},
         generative=True,
         edm=True,  # rescaled to `data_scale` like the EDM kinds (published 0.5)
+    )
+)
+
+
+# -- FunDiff as published (`samplers.fundiff`; PosteriorBench `configs/training/*_fundiff_*.yml`) --
+# Function autoencoders at full size as published; tiny: patch 2 at 16 x 16 (the same 8 x 8 patch
+# grid as 16 at 128), widths and depths cut down. The DiT trains on latents of the frozen encoders.
+_FAE = {
+    "full": dict(patch_size=16, grid_size=128, emb_dim=256, num_latents=64, depth=8, num_heads=8,
+                 mlp_ratio=2, fourier_freq=10.0, period=False, dec_depth=4, dec_num_heads=8,
+                 dec_emb_dim=256, dec_mlp_ratio=2, num_mlp_layers=2),
+    "tiny": dict(patch_size=2, grid_size=16, emb_dim=32, num_latents=16, depth=2, num_heads=4,
+                 mlp_ratio=2, fourier_freq=10.0, period=False, dec_depth=1, dec_num_heads=4,
+                 dec_emb_dim=32, dec_mlp_ratio=2, num_mlp_layers=2),
+}  # fmt: skip
+_DIT = {
+    "full": dict(emb_dim=384, depth=16, num_heads=8, mlp_ratio=2.0),
+    "tiny": dict(emb_dim=48, depth=2, num_heads=4, mlp_ratio=2.0),
+}
+
+
+def _fae_kind(name: str, channels, example, wrap, downsampling, option: str, uses_state: bool) -> Kind:
+    return Kind(
+        name,
+        channels=channels,
+        example=example,
+        wrap=wrap,
+        loss=lambda task, noise, d: fundiff.AutoencoderLoss(downsampling),
+        evaluate=_loss_evaluation("eval_reconstruction_mse"),
+        models={scale: ("fae", options) for scale, options in _FAE.items()},
+        steps={"tiny": TINY_STEPS, "full": 100_000},
+        uses_state=uses_state,
+        samplers={"fundiff": option},
+    )
+
+
+register(
+    _fae_kind(
+        "fundiff_fae_target",
+        channels=lambda task: (_x_channels(task), _x_channels(task)),
+        example=fundiff.target_example,
+        wrap=lambda net, x_norm, u_norm, cfg: fundiff.TargetAutoencoder(net, fundiff.scaled(x_norm)),
+        downsampling=fundiff.TARGET_DOWNSAMPLING,
+        option="target",
+        uses_state=False,
+    )
+)
+register(
+    _fae_kind(
+        "fundiff_fae_condition",
+        channels=lambda task: (_u_channels(task) + 1, _u_channels(task)),
+        example=fundiff.condition_example,
+        wrap=lambda net, x_norm, u_norm, cfg: fundiff.ConditionAutoencoder(net, fundiff.scaled(u_norm)),
+        downsampling=fundiff.CONDITION_DOWNSAMPLING,
+        option="condition",
+        uses_state=True,
+    )
+)
+
+
+def _dit_channels(task, *, target, condition):
+    if target.net.latent_shape != condition.net.latent_shape:
+        raise ValueError(
+            f"inputs: the target and condition latents must have one shape (the DiT adds them token by "
+            f"token), got {target.net.latent_shape} and {condition.net.latent_shape}"
+        )
+    return (target.net.latent_shape[1],) * 2
+
+
+register(
+    Kind(
+        "fundiff_dit",
+        channels=_dit_channels,
+        example=fundiff.dit_example,
+        wrap=lambda net, x_norm, u_norm, cfg: fundiff.LatentFlow(
+            net, parameter_digest(cfg.inputs["target"]), parameter_digest(cfg.inputs["condition"])
+        ),
+        loss=lambda task, noise, d: fundiff.RectifiedFlowLoss(),
+        evaluate=_loss_evaluation("eval_flow_matching_loss"),
+        models={scale: ("dit", options) for scale, options in _DIT.items()},
+        steps={"tiny": TINY_STEPS, "full": 117_188},  # published learning rate 1e-3 and no EMA: not
+        # `generative` (learning rate 1e-3, EMA 0.999 at full scale)
+        uses_state=True,
+        samplers={"fundiff": "model"},
+        inputs={"target": "fundiff_fae_target", "condition": "fundiff_fae_condition"},
     )
 )

@@ -4,7 +4,10 @@
 (`settings.config`, on the command line `configs/train/network.py`) through the kind's
 registry entry (`training.kinds`), starting from the parameters of `init` when given
 (fine-tuning, e.g. a resolution-independent operator trained at 64 x 64 continued at
-128 x 128), and trains with the checkpointed `loop.fit` in `workdir`.
+128 x 128), and trains with the checkpointed `loop.fit` in `workdir`. A kind with `inputs`
+(trained networks its examples need, e.g. the FunDiff DiT's frozen encoders) takes them from
+`inputs={role: model}` or loads them from the workdirs named in `config.inputs.<role>`
+(`trained`); their parameter digests join the fingerprint.
 """
 
 from __future__ import annotations
@@ -52,16 +55,51 @@ def _plain(section) -> dict:
 
 
 def build_model(
-    kind: str, name: str, options: dict, task, x_norm, u_norm, key, *, sigma_data: float = 1.0, noise=None
-):
+    kind: str, name: str, options: dict, task, x_norm, u_norm, key, *, sigma_data: float = 1.0, noise=None,
+    inputs=None,
+):  # fmt: skip
     """The model of `kind` with backbone `name` for `task` (channels from its unknown and state shapes).
 
-    `noise`: the base noise generator of a ``flow_fno`` flow (default `diffusion.GRFNoise()`).
+    `noise`: the base noise generator of a ``flow_fno`` flow (default `diffusion.GRFNoise()`);
+    `inputs`: the trained networks ({role: model}) of a kind with `inputs`.
     """
     entry = kinds.get(kind)
-    c_in, c_out = entry.channels(task)
+    inputs = dict(inputs or {})
+    if set(inputs) != set(entry.inputs):
+        raise ValueError(f"inputs: kind {kind!r} needs {sorted(entry.inputs)}, got {sorted(inputs)}")
+    c_in, c_out = entry.channels(task, **inputs)
     net = nn.get(name, key, in_channels=c_in, out_channels=c_out, **options)
-    return entry.wrap(net, x_norm, u_norm, kinds.Wrap(sigma_data, noise))
+    return entry.wrap(net, x_norm, u_norm, kinds.Wrap(sigma_data, noise, inputs))
+
+
+def trained(workdir):
+    """The EMA model of the finished (or resumable) training run in `workdir` (its `config.json`)."""
+    path = Path(workdir) / "config.json"
+    if not path.exists():
+        raise ValueError(f"workdir: expected a training run with a config.json, got {str(workdir)!r}")
+    import ml_collections
+
+    config = ml_collections.ConfigDict(json.loads(path.read_text()))
+    config.train.progress = False
+    return run(config, workdir)[1]
+
+
+def _inputs(config, entry: kinds.Kind, inputs) -> dict:
+    """The trained inputs of a run: `inputs` if given, else loaded from `config.inputs.<role>`."""
+    if not entry.inputs:
+        if inputs:
+            raise ValueError(f"inputs: kind {entry.name!r} takes no trained inputs, got {sorted(inputs)}")
+        return {}
+    if inputs is not None:
+        return dict(inputs)
+    paths = _plain(config.get("inputs") or {})
+    missing = [role for role in entry.inputs if not paths.get(role)]
+    if missing:
+        raise ValueError(
+            f"config.inputs: kind {entry.name!r} needs the workdirs of its trained {dict(entry.inputs)}; "
+            f"missing {missing}"
+        )
+    return {role: trained(paths[role]) for role in entry.inputs}
 
 
 def _normalizers(config, entry: kinds.Kind, task):
@@ -89,8 +127,9 @@ def _source(config, task_source: TaskSource, workdir: Path | None, tag: str):
     raise ValueError(f"config.data.source: expected 'task' or 'pool', got {data.source!r}")
 
 
-def build(config, workdir: Path | None = None) -> Setup:
-    """Task, model, loss, data source and evaluation of a training config (`settings.config`)."""
+def build(config, workdir: Path | None = None, inputs=None) -> Setup:
+    """Task, model, loss, data source and evaluation of a training config (`settings.config`);
+    `inputs`: the trained networks of a kind with `inputs` (else loaded from `config.inputs`)."""
     kind = config.kind
     if kind not in kinds.names():
         raise ValueError(f"config.kind: expected one of {tuple(kinds.names())}, got {kind!r}")
@@ -98,15 +137,19 @@ def build(config, workdir: Path | None = None) -> Setup:
     task = tasks.get(config.task, **_plain(config.task_options))
     x_norm, u_norm = _normalizers(config, entry, task)
     options = _plain(config.model.options)
+    inputs = _inputs(config, entry, inputs)
     d = config.diffusion
     noise = diffusion.noise.get(d.noise, **NOISE_OPTIONS[d.noise](d))
     model = build_model(
         kind, config.model.name, options, task, x_norm, u_norm, jr.key(config.model.seed),
-        sigma_data=d.sigma_data, noise=noise,
+        sigma_data=d.sigma_data, noise=noise, inputs=inputs,
     )  # fmt: skip
-    task_source = TaskSource(task, x_norm, u_norm, kind, config.train.batch_size)
-    source = _source(config, task_source, workdir, f"{task.config_hash()}:{kind}:{u_norm}")
-    held_out = TaskSource(task, x_norm, u_norm, kind, config.eval.num_examples)(jr.key(config.eval.seed))
+    task_source = TaskSource(task, x_norm, u_norm, kind, config.train.batch_size, inputs)
+    digests = {role: parameter_digest(m) for role, m in inputs.items()}
+    tag = f"{task.config_hash()}:{kind}:{u_norm}" + (f":{digests}" if digests else "")
+    source = _source(config, task_source, workdir, tag)
+    held_out = TaskSource(task, x_norm, u_norm, kind, config.eval.num_examples, inputs)
+    held_out = held_out(jr.key(config.eval.seed))
     loss_fn = entry.loss(task, noise, d)
     evaluate = entry.evaluate(loss_fn, held_out, x_norm, u_norm, task, jr.key(config.eval.seed + 1))
     description = {
@@ -118,6 +161,8 @@ def build(config, workdir: Path | None = None) -> Setup:
         "x_norm": [x_norm.mean, x_norm.std],
         "u_norm": None if u_norm is None else [u_norm.mean, u_norm.std],
     }
+    if inputs:
+        description["inputs"] = digests
     return Setup(task, model, loss_fn, source, eqx.filter_jit(evaluate), description)
 
 
@@ -133,17 +178,19 @@ def _write_provenance(config, workdir: Path, description: dict) -> None:
     (workdir / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str))
 
 
-def run(config, workdir, *, init=None, stop_after: int | None = None):
+def run(config, workdir, *, init=None, inputs=None, stop_after: int | None = None):
     """Train the configured model in `workdir`, resuming from its checkpoints; returns (model, ema, setup).
 
     `init`: a trained model whose parameters start the run (fine-tuning, e.g. a network trained
     at a lower resolution continued at the config's); its `parameter_digest` joins the
     fingerprint, so a workdir holding a run from other initial parameters is refused.
+    `inputs`: the trained networks ({role: model}) of a kind with `inputs` (default: loaded from
+    the workdirs in `config.inputs`).
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     cfg = train_config(config.train)
-    setup = build(config, workdir)
+    setup = build(config, workdir, inputs)
     if init is not None:
         description = {**setup.description, "init_parameters": parameter_digest(init)}
         setup = dataclasses.replace(setup, model=initialized(setup.model, init), description=description)
