@@ -78,7 +78,14 @@ def test_full_scale_matches_the_published_study():
     assert main.samplers.eci.tasks == ("darcy", "poisson")
     published = {"fundps", "funddps", "ddis", "diffusionpde", "esmda", "eci"}
     assert {k for k, v in main.samplers.items() if v.options.get("profile") == "published"} == published
-    specs = {e.label: e.networks for e in sweep.settings(main).samplers}
+    parsed = sweep.settings(main)
+    assert parsed.references["ccs"]["method"] == "surrogate_rejection"
+    surrogate = parsed.reference_networks["ccs"]
+    assert surrogate.kind == "surrogate" and surrogate.training["data.pool_size"] == 12_000
+    assert {n: parsed.references[n]["method"] for n in ("darcy", "poisson", "ltmi")} == dict.fromkeys(
+        ("darcy", "poisson", "ltmi"), "published_eps"
+    )
+    specs = {e.label: e.networks for e in parsed.samplers}
     for name, noise in (("fundps", "rbf"), ("funddps", "rbf"), ("ddis", "rbf"), ("diffusionpde", "white")):
         training = specs[name]["model"].training
         assert training["diffusion.noise"] == noise and training["diffusion.data_scale"] == 0.5

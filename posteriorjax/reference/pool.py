@@ -95,11 +95,14 @@ def check_equivariance(task, key, *, rtol: float = 1e-3) -> None:
 
 
 @eqx.filter_jit
-def _redraw(prior, chunk_key, members, rotations):
-    """Prior draws `members (n,)` of one chunk, each rotated by `rotations (n,)` quarter turns."""
+def _redraw(prior, chunk_key, members, rotations, augment: bool = True):
+    """Prior draws `members (n,)` of one chunk, each rotated by `rotations (n,)` quarter turns
+
+    (`augment=False`: no rotation, so non-square fields such as the CCS radial grid redraw too)."""
 
     def one(i, k):
-        return _rotations(prior.sample(jr.fold_in(chunk_key, i)))[k]
+        x = prior.sample(jr.fold_in(chunk_key, i))
+        return _rotations(x)[k] if augment else x
 
     return jax.vmap(one)(members, rotations)
 
@@ -158,7 +161,8 @@ class Pool:
         positions = jnp.asarray(positions, jnp.int32)
         size = self.manifest["chunk_size"]
         key = jr.fold_in(jr.key(self.manifest["seed"]), index)
-        return np.asarray(_redraw(self.task.prior, key, positions % size, positions // size))
+        augment = bool(self.manifest["augment"])
+        return np.asarray(_redraw(self.task.prior, key, positions % size, positions // size, augment))
 
     def read_chunk(self, index: int, fields: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
         """Arrays of chunk `index` (checksum-verified); with `fields`, only those are read from disk

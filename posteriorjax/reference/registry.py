@@ -44,6 +44,12 @@ DEFAULTS = {
     "eps": 3e-4,
     "sigma": 0.0,
     "per_point": False,
+    # surrogate_rejection: the network spec of the surrogate (a kind or {kind, training, ...},
+    # `sweep.networks.parse_spec`), its selection rule and whether the kept members are
+    # re-weighted by the simulator's likelihood (`reference.surrogate`)
+    "surrogate": None,
+    "surrogate_rule": "rejection",
+    "validate": False,
 }
 
 # K of our validated eps-rule variant (`eps_k1000`): the published K = 100 fails the GT1/GT2
@@ -160,6 +166,54 @@ def _importance(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, p
     return _pool_references(task, cases, rc, key, workdir, pool_key, progress, one)
 
 
+def _surrogate_rejection(task, cases, rc, key, workdir, pool_key, progress, *, surrogate=None):
+    """The published CCS reference through a trained surrogate, with its re-simulation error budget.
+
+    The pool's observations are the surrogate's (`surrogate.surrogate_task`; its own directory
+    under `workdir/references/surrogate_pools/`, keyed by `surrogate.fingerprint`); per case the
+    kept K members (`surrogate.select`) are re-simulated with the task's simulator
+    (`surrogate.error_budget`, stored in the case's info). Weights: uniform, or with `validate`
+    the simulator re-weighting L_sim / L_sur.
+    """
+    from posteriorjax.reference import pool, rejection
+    from posteriorjax.reference import surrogate as sur
+
+    if surrogate is None:
+        raise ValueError(
+            "surrogate: reference method 'surrogate_rejection' needs a trained surrogate network "
+            "(build(..., surrogate=model); the sweep trains it from the section's `surrogate` spec)"
+        )
+    fast = sur.surrogate_task(task, surrogate)
+    k_pool, k_case = jr.split(key)
+    seed = int(jr.randint(k_pool if pool_key is None else pool_key, (), 0, 2**31 - 1))
+    per_chunk = int(rc["pool_chunk"])
+    directory = (
+        Path(workdir) / "references" / "surrogate_pools"
+        / f"{task.name}-{task.config_hash()}-{sur.fingerprint(task, surrogate)}-{seed}"
+    )  # fmt: skip
+    p = pool.build(
+        fast, directory, seed=seed, num_chunks=math.ceil(int(rc["pool_size"]) / per_chunk),
+        chunk_size=per_chunk, store_state=False, store_unknown=False, progress=progress,
+    )  # fmt: skip
+    std = sur.noise_std(task)
+    samples, weights, info = [], [], []
+    for i, y in enumerate(np.asarray(cases.y_obs)):
+        seed_i = _case_seed(k_case, i)
+        log_l = rejection.pool_statistic(p, lambda yc, y=y: sur.log_likelihood(yc, y, std))
+        idx, case = sur.select(
+            np.random.default_rng(seed_i), log_l, num=int(rc["num_samples"]), rule=str(rc["surrogate_rule"])
+        )
+        x = p.gather(idx)
+        w, budget = sur.error_budget(
+            task, x, p.gather(idx, "y"), sur.simulate(task, x), y, rate=case.get("acceptance_rate")
+        )
+        samples.append(x)
+        weights.append(w if rc["validate"] else np.full(len(idx), 1.0 / len(idx)))
+        info.append({**case, "validated": bool(rc["validate"]), "seed": seed_i, "error_budget": budget})
+    samples = np.stack(samples)
+    return samples, np.stack(weights).astype(samples.dtype), info
+
+
 def _num_samples(rc: Mapping) -> int:
     return int(rc["num_samples"])
 
@@ -174,7 +228,11 @@ METHODS: dict[str, Callable] = {
     # our variant: K = 1000 at the published eps, eps widened to the 1000-th MAE where needed
     "eps_k1000": _eps(lambda task, rc: published_eps(task), lambda rc: EPS_K1000, True),
     "importance": _importance,
+    "surrogate_rejection": _surrogate_rejection,
 }
+
+# methods whose builder takes a trained surrogate network (`build(..., surrogate=model)`)
+SURROGATE_METHODS = ("surrogate_rejection",)
 
 # One line per method, written with the references (`references.json`, `summary.md`).
 RULES = {
@@ -185,6 +243,9 @@ RULES = {
     "w ∝ exp(-MAE^2 / 2 (eps/3)^2)",
     "eps_k1000": "eps rule at 3 x noise std with K = 1000, eps widened to fill K where needed (our variant)",
     "importance": "Gaussian-likelihood importance weights over a prior pool, resampled",
+    "surrogate_rejection": "published CCS rule: rejection (accept with probability "
+    "exp(-||y_sur - y_obs||^2 / (2 sigma^2 M))) over a prior pool through a trained surrogate, "
+    "K = num_samples kept at random; the kept members re-simulated with the simulator (error budget)",
 }
 
 _POOL_KEYS = ("pool_size", "pool_chunk", "augment")
@@ -196,19 +257,37 @@ KEYS = {
     "published_eps": ("num_samples", "sigma", *_POOL_KEYS),
     "eps_k1000": ("num_samples", "sigma", *_POOL_KEYS),
     "importance": ("num_samples", "per_point", *_POOL_KEYS),
+    "surrogate_rejection": (
+        "num_samples",
+        "surrogate",
+        "surrogate_rule",
+        "validate",
+        "pool_size",
+        "pool_chunk",
+    ),
 }
 
 
-def build(spec: Mapping, task: Task, cases: Cases, key, workdir, *, pool_key=None, progress: bool = False):
+def build(
+    spec: Mapping, task: Task, cases: Cases, key, workdir, *, pool_key=None, progress: bool = False,
+    surrogate=None,
+):  # fmt: skip
     """The reference of every case by `spec["method"]`: `(samples (K, M, C, H, W), weights (K, M), info)`.
 
     `spec`: a section filled with `DEFAULTS` (`section`). Pool-based methods keep their pool
     under `workdir/references/pools/`; `pool_key` (default: the first half of `split(key)`)
-    lets several methods share one pool with their own case keys.
+    lets several methods share one pool with their own case keys. `surrogate`: the trained
+    network x -> u of the `SURROGATE_METHODS` (the sweep trains it from `spec["surrogate"]`).
     """
     method = spec["method"]
     if method not in METHODS:
         raise ValueError(f"spec.method: expected one of {sorted(METHODS)}, got {method!r}")
+    if method in SURROGATE_METHODS:
+        return METHODS[method](task, cases, spec, key, workdir, pool_key, progress, surrogate=surrogate)
+    if surrogate is not None:
+        raise ValueError(
+            f"surrogate: method {method!r} takes no surrogate network; use one of {SURROGATE_METHODS}"
+        )
     return METHODS[method](task, cases, spec, key, workdir, pool_key, progress)
 
 
@@ -217,6 +296,11 @@ def report(task: Task, spec: Mapping, info: list[dict]) -> dict:
     rule = RULES[spec["method"]]
     if spec["method"] == "importance" and spec["per_point"]:
         rule += " (per-point likelihood exp(-||y_j - y_obs||^2 / (2 sigma^2 M)), the CCS rule's form)"
+    if spec["method"] in SURROGATE_METHODS:
+        if spec["surrogate_rule"] == "importance":
+            rule += "; selection by systematic resampling ∝ the surrogate likelihood instead of rejection"
+        if spec["validate"]:
+            rule += "; validated: weights L_sim / L_sur from the re-simulated members (our variant)"
     return {
         "method": spec["method"],
         "rule": rule,
@@ -245,7 +329,11 @@ def config(method: str = "exact", num_samples: int = 100, **options):
     tasks with Gaussian noise; ``"mala"``), `num_chains`, `burn_in`, `thin`; pool `pool_size` (candidates),
     `pool_chunk` (draws per pool chunk), `augment` (rotations, x4 per chunk);
     eps rule `eps` (MAE threshold, observation units) and `sigma` (weight
-    width, 0 = eps / 3); importance `per_point` (CCS-style normalized likelihood).
+    width, 0 = eps / 3); importance `per_point` (CCS-style normalized likelihood);
+    ``"surrogate_rejection"`` (the published CCS reference, `reference.surrogate`): `surrogate`
+    (the network spec of its x -> u surrogate, trained like a sampler's network),
+    `surrogate_rule` (``"rejection"``: published; ``"importance"``: resampling ∝ the surrogate
+    likelihood) and `validate` (re-weight the kept members by L_sim / L_sur, our variant).
     """
     import ml_collections
 
@@ -278,7 +366,36 @@ def section(values: Mapping, where: str) -> dict:
         raise ValueError(f"{where}.eps: expected a number > 0, got {rc['eps']!r}")
     if not (isinstance(rc["sigma"], (int, float)) and rc["sigma"] >= 0):
         raise ValueError(f"{where}.sigma: expected a number >= 0 (0 = eps / 3), got {rc['sigma']!r}")
+    _surrogate_section(rc, where)
     return rc
+
+
+def _surrogate_section(rc: dict, where: str) -> None:
+    """Check the surrogate keys of a section in place (the spec itself: `sweep.networks.parse_spec`)."""
+    from posteriorjax.reference.surrogate import RULES
+
+    spec, method = rc["surrogate"], rc["method"]
+    if hasattr(spec, "to_dict"):
+        spec = rc["surrogate"] = spec.to_dict()
+    if method in SURROGATE_METHODS:
+        if not (isinstance(spec, str) and spec) and not isinstance(spec, Mapping):
+            raise ValueError(
+                f"{where}.surrogate: method {method!r} needs the network spec of its surrogate "
+                f"(a kind, e.g. 'surrogate', or a dict with 'kind'), got {spec!r}"
+            )
+        if rc["augment"]:
+            raise ValueError(
+                f"{where}.augment: method {method!r} builds an un-augmented pool; got augment=True"
+            )
+    elif spec is not None:
+        raise ValueError(
+            f"{where}.surrogate: only the methods {SURROGATE_METHODS} take a surrogate network; "
+            f"method {method!r} got {spec!r}"
+        )
+    if rc["surrogate_rule"] not in RULES:
+        raise ValueError(f"{where}.surrogate_rule: expected one of {RULES}, got {rc['surrogate_rule']!r}")
+    if not isinstance(rc["validate"], bool):
+        raise ValueError(f"{where}.validate: expected True or False, got {rc['validate']!r}")
 
 
 def check_task(task: Task, rc: Mapping, where: str) -> None:
@@ -326,7 +443,7 @@ def _legacy(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 def load_or_build(
     spec: Mapping, task: Task, cases: Cases, key, directory, *, workdir, settings: str,
-    overwrite: bool = False, legacy=None, pool_key=None, progress: bool = False,
+    overwrite: bool = False, legacy=None, pool_key=None, progress: bool = False, surrogate=None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:  # fmt: skip
     """The references of `cases` (`build`), reused from `directory` when built by the same settings.
 
@@ -337,7 +454,8 @@ def load_or_build(
     `legacy`: a sweep `.npz` of the old single-file format; when `directory` has no set yet it
     is checked the same way, moved into `directory` (logged) and removed. Returns
     (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
-    is set aside (`store.quarantine`) and rebuilt.
+    is set aside (`store.quarantine`) and rebuilt. `surrogate`: the trained network of a
+    `SURROGATE_METHODS` method (`build`); `settings` should then identify it.
     """
     directory, y_obs = Path(directory), np.asarray(cases.y_obs)
     found = None
@@ -372,7 +490,9 @@ def load_or_build(
                 f"reference: {where} was built with another {', '.join(mismatch)}; use another workdir "
                 "or pass --config.overwrite=True to rebuild it"
             )
-    samples, weights, info = build(spec, task, cases, key, workdir, pool_key=pool_key, progress=progress)
+    samples, weights, info = build(
+        spec, task, cases, key, workdir, pool_key=pool_key, progress=progress, surrogate=surrogate
+    )
     arrays = {
         "ref_samples": np.asarray(samples),
         "ref_weights": np.asarray(weights),

@@ -139,11 +139,19 @@ class Plan:
             return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source}
         s, task = self.settings, self.tasks[task_name]
         rc, cases = s.references[task_name], self.cases(task_name)
-        identity = json.dumps(
-            {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}, sort_keys=True
-        )
+        plain = {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}
+        surrogate, spec = None, s.reference_networks.get(task_name)
+        if spec is not None:  # trained (or loaded) on every process, like a sampler's network
+            surrogate = self._network(task_name, s.tasks[task_name], spec, workdir, progress)
+            options = s.tasks[task_name]
+            plain["surrogate_network"] = networks.network_config(
+                task_name, options, spec, s.training_scale, s.training_steps
+            )[1]
+        identity = json.dumps(plain, sort_keys=True)
         directory, legacy = reference_paths(workdir, task_name)
-        build = dict(workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy)
+        build = dict(
+            workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate
+        )
         key = statistics.stream_keys(s.seed)["reference"]
         if lead:
             if progress:
@@ -156,17 +164,21 @@ class Plan:
 
     def networks(self, task_name: str, entry: SamplerEntry, workdir: Path, progress: bool) -> dict:
         """{option: trained model} of an entry (`networks.network`); one shared by entries is trained once."""
+        options = {**self.settings.tasks[task_name], **entry.task_options}
+        return {
+            option: self._network(task_name, options, spec, workdir, progress)
+            for option, spec in entry.networks.items()
+        }
+
+    def _network(self, task_name: str, options: Mapping, spec, workdir: Path, progress: bool):
+        """The trained network of `spec` for the task with `options` (trained once per study)."""
         s = self.settings
-        options = {**s.tasks[task_name], **entry.task_options}
-        out = {}
-        for option, spec in entry.networks.items():
-            key = json.dumps([task_name, options, dataclasses.asdict(spec)], sort_keys=True, default=str)
-            if key not in self.trained:
-                self.trained[key] = networks.network(
-                    workdir, task_name, options, spec, s.training_scale, s.training_steps, progress=progress
-                )
-            out[option] = self.trained[key]
-        return out
+        key = json.dumps([task_name, options, dataclasses.asdict(spec)], sort_keys=True, default=str)
+        if key not in self.trained:
+            self.trained[key] = networks.network(
+                workdir, task_name, options, spec, s.training_scale, s.training_steps, progress=progress
+            )
+        return self.trained[key]
 
 
 def sync(name: str) -> None:

@@ -14,6 +14,9 @@ Schema (defaults in brackets):
              place of `reference` (a whole section: keys it omits take `reference_config`'s
              defaults, not `reference`'s values). `Settings.references` holds the effective
              section of every task; the cached reference of a task is checked against it;
+             a section's `surrogate` (method surrogate_rejection) is a network spec of kind
+             `surrogate`, parsed into `Settings.reference_networks` and trained like a
+             sampler's network for the task;
   samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
              task_options [{}], tasks [all tasks]}}; a network spec is a kind
              (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None],
@@ -231,6 +234,7 @@ class Settings:
     figures: bool = True
     calibration: CalibrationSettings = CalibrationSettings()
     cases_files: dict[str, Any] = dataclasses.field(default_factory=dict)
+    reference_networks: dict[str, NetworkSpec] = dataclasses.field(default_factory=dict)
 
     @property
     def training_scale(self) -> str:
@@ -272,6 +276,7 @@ class Settings:
         entries = tuple(SamplerEntry.parse(k, v, task_map, training.scale) for k, v in sampler_map.items())
         reference, references = _references(values["reference"], values["references"], task_map)
         overridden = tuple(n for n in task_map if n in as_dict(values["references"]))
+        reference_networks = _reference_networks(references, overridden, training.scale)
         cases_files = as_dict(values["cases_files"])
         unknown = sorted(set(cases_files) - set(task_map))
         if unknown:
@@ -286,7 +291,7 @@ class Settings:
             training=training,
             diagnostics=diag, save_samples=integer_at_least("config.save_samples", values["save_samples"], 0),
             figures=bool(values["figures"]), calibration=CalibrationSettings.parse(values["calibration"]),
-            cases_files=cases_files,
+            cases_files=cases_files, reference_networks=reference_networks,
         )  # fmt: skip
 
     def reference_where(self, task_name: str) -> str:
@@ -325,6 +330,23 @@ def _references(default, overrides, task_map) -> tuple[dict, dict[str, dict]]:
         raise ValueError(f"config.references: unknown task(s) {unknown}; the config has {sorted(task_map)}")
     sections = {n: registry.section(as_dict(overrides[n]), f"config.references.{n}") for n in overrides}
     return reference, {n: sections.get(n, reference) for n in task_map}
+
+
+def _reference_networks(references: Mapping, overridden, scale: str) -> dict[str, NetworkSpec]:
+    """{task: the parsed `surrogate` network spec} of the reference sections that name one."""
+    out = {}
+    for name, rc in references.items():
+        if rc["surrogate"] is None:
+            continue
+        where = f"config.references.{name}" if name in overridden else "config.reference"
+        spec = parse_spec(f"{where}.surrogate", rc["surrogate"], scale, name)
+        if spec.kind != "surrogate":
+            raise ValueError(
+                f"{where}.surrogate.kind: a reference surrogate maps the unknown to the state; "
+                f"expected kind 'surrogate', got {spec.kind!r}"
+            )
+        out[name] = spec
+    return out
 
 
 def settings(config: Any) -> Settings:

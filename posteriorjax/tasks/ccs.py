@@ -11,6 +11,10 @@ default IMPES task keeps its config hash). Observation: saturation on two well c
 (radial index 0) and a monitor (index 50, ~0.5 km away), noise std 0.04.
 
 `Task.grid` holds the `RadialGrid` (static metadata; the grid is not square).
+
+`TINY` is the CPU-seconds scale of the task (12 layers x 24 radial cells, half a year, two
+pressure steps, wells at radial indices 0 and 10) that the tiny training configs and the
+surrogate-reference tests use.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from posteriorjax.observations import ColumnObservation, GaussianNoise
 from posteriorjax.physics import co2, linear
 from posteriorjax.tasks import register
 from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, check_options
+
+TINY = dict(nz=12, nr=24, years=0.5, pressure_steps=2, wells=(0, 10))
 
 
 class CCSPhysics(AbstractPhysics):

@@ -104,7 +104,7 @@ def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDi
     tiny = scale == "tiny"
     c = ml_collections.ConfigDict()
     c.task = task
-    c.task_options = ml_collections.ConfigDict({"resolution": 16 if tiny else 128})
+    c.task_options = ml_collections.ConfigDict(_task_options(task, tiny))
     c.kind = kind
     name, options = copy.deepcopy(entry.models[scale])
     c.model = ml_collections.ConfigDict({"name": name, "options": options, "seed": 0})
@@ -128,6 +128,16 @@ def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDi
     if entry.inputs:  # the workdirs of the trained networks the kind's examples need (`run.trained`)
         c.inputs = ml_collections.ConfigDict({role: "" for role in entry.inputs})
     return c
+
+
+def _task_options(task: str, tiny: bool) -> dict:
+    """The task options of a scale: 16 x 16 / 128 x 128 for the square-grid tasks; CCS: its `TINY`
+    scale / the published 64 x 200 grid (the defaults)."""
+    from posteriorjax.tasks import ccs
+
+    if task == "ccs":
+        return dict(ccs.TINY) if tiny else {}
+    return {"resolution": 16 if tiny else 128}
 
 
 def _train_section(entry: kinds.Kind, tiny: bool) -> dict:
