@@ -4,12 +4,13 @@ Each check returns the checked value (converted where it says so) or raises
 ValueError in the house format ``"<name>: expected <what>, got <value>"``.
 Static checks (`positive_int`, `positive`, `in_choices`) need concrete Python or
 NumPy values; `positive_scalar` also accepts a traced value, and then carries the
-check as an `eqx.error_if` runtime error.
+check as a run-time check (`error_if`, from `posteriorjax.deferred`: `eqx.error_if`, or an
+output of the program when it is wrapped in `deferred.functionalize`, as the sweep's is).
 
 The ensemble checks of the metrics (`ensemble`, `finite`, `same_event_shape`,
 `weights`): shape checks are static and always run; value checks run eagerly as
 ValueError when the arrays are concrete; when traced, weight checks become
-`eqx.error_if` runtime errors, while non-finite *samples* are never an error
+run-time checks (`error_if`), while non-finite *samples* are never an error
 under tracing: the metrics return NaN (`nan_if_nonfinite`, `count_nonfinite`),
 so a diverged sampler inside a sweep yields a record that says so instead of
 aborting the sweep.
@@ -20,10 +21,11 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from posteriorjax.deferred import CheckFailed, error_if  # noqa: F401  (the package's run-time check)
 
 
 def is_traced(*values) -> bool:
@@ -72,8 +74,8 @@ def positive(name: str, value, *, allow_zero: bool = False) -> float:
 def positive_scalar(name: str, value, dtype, *, allow_zero: bool = False) -> jax.Array:
     """`value` as a scalar array of `dtype`, finite and > 0 (>= 0 with `allow_zero`).
 
-    Concrete values raise ValueError; traced ones carry the check as an
-    `eqx.error_if` (so a vmapped sweep over the value stays checked).
+    Concrete values raise ValueError; traced ones carry the check as a run-time
+    `error_if` (so a vmapped sweep over the value stays checked).
     """
     value = jnp.asarray(value, dtype=dtype)
     if value.ndim != 0:
@@ -81,7 +83,7 @@ def positive_scalar(name: str, value, dtype, *, allow_zero: bool = False) -> jax
     what = f"{name}: expected a finite value {'>= 0' if allow_zero else '> 0'}"
     if is_traced(value):
         bad = ~jnp.isfinite(value) | ((value < 0) if allow_zero else (value <= 0))
-        return eqx.error_if(value, bad, what)
+        return error_if(value, bad, what, value=value)
     v = float(np.asarray(value))
     if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
         raise ValueError(f"{what}, got {v!r}")
@@ -220,7 +222,7 @@ def weights(w, size: int, name: str, dtype):
 
     Returns uniform weights when `w` is None, else `w / w.sum()` (a no-op up to
     round-off for valid weights, as in the published code). Eager arrays raise
-    ValueError; traced arrays carry an `eqx.error_if` check.
+    ValueError; traced arrays carry a run-time `error_if` check.
     """
     if w is None:
         return jnp.full((size,), 1.0 / size, dtype)
@@ -230,7 +232,7 @@ def weights(w, size: int, name: str, dtype):
     total = jnp.sum(w)
     if is_traced(w):
         bad = ~jnp.all(jnp.isfinite(w)) | jnp.any(w < 0) | (jnp.abs(total - 1) > WEIGHT_SUM_TOL)
-        w = eqx.error_if(w, bad, f"{name}: weights must be finite, >= 0 and sum to 1")
+        w = error_if(w, bad, f"{name}: weights must be finite, >= 0 and sum to 1")
     else:
         wn = np.asarray(w, np.float64)
         if not np.all(np.isfinite(wn)):

@@ -202,12 +202,12 @@ def enable_compilation_cache(path=None, *, min_compile_time_s: float = 1.0) -> P
     it; an unwritable directory warns and leaves the cache off. Returns the directory
     in use, or None.
 
-    Limit: JAX never writes a program with host callbacks (`jax/_src/compiler.py`,
-    `_cache_write`: "uses host callbacks"). Every traced `eqx.error_if` is one (a
-    `jax.pure_callback` when ``EQX_ON_ERROR=raise``, the default), so the sweep's
-    per-configuration program -- which checks reference weights, sampler
-    hyperparameters and physical inputs that way -- is compiled afresh by every
-    process; its setup programs (references, training, pools) are cached.
+    JAX never writes a program with host callbacks (`jax/_src/compiler.py`, `_cache_write`:
+    "uses host callbacks"), and a traced `eqx.error_if` is one (a `jax.pure_callback` under
+    ``EQX_ON_ERROR=raise``). The package's run-time checks (`checks.error_if`) are such a
+    callback only in programs not wrapped in `deferred.functionalize`; the sweep's chunk
+    program and its sample program are wrapped (their checks are outputs raised on the host),
+    so they are written too.
     """
     setting = path if path is not None else os.environ.get(CACHE_VARIABLE, "")
     if str(setting).strip().lower() == "off":

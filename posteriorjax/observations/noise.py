@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from posteriorjax import checks
+
 
 class GaussianNoise(eqx.Module):
     """Independent Gaussian observation noise, y = A(u) + std * xi, xi ~ N(0, I).
@@ -27,7 +29,7 @@ class GaussianNoise(eqx.Module):
         except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
             value = None
         if value is None:
-            std = eqx.error_if(
+            std = checks.error_if(
                 std, ~jnp.all(jnp.isfinite(std) & (std > 0)), "std: expected finite values > 0"
             )
         elif value.size == 0 or not np.all(np.isfinite(value) & (value > 0)):

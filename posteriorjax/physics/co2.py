@@ -69,7 +69,6 @@ import functools
 import math
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -723,7 +722,7 @@ def _implicit_transport(s, dt_p, fluxes, pore_volume, cfg: CO2Config):
         (s, ok, iters), _ = jax.lax.scan(
             body, (s, jnp.asarray(True), jnp.asarray(0)), None, length=cfg.substeps
         )
-        s = eqx.error_if(
+        s = checks.error_if(
             s,
             ~ok,
             f"Newton: an implicit saturation step did not converge in newton_max_iter={cfg.newton_max_iter} "
@@ -745,7 +744,7 @@ def _implicit_transport(s, dt_p, fluxes, pore_volume, cfg: CO2Config):
         pos = jnp.where(ok, pos + size, pos)
         coarser = (level > 0) & (pos % (2 * size) == 0)
         level = jnp.where(ok, jnp.where(coarser, level - 1, level), level + 1)
-        level = eqx.error_if(
+        level = checks.error_if(
             level,
             level > top,
             f"Newton: an implicit saturation step did not converge at {top} halvings of the pressure "
@@ -788,10 +787,10 @@ def _check_inputs(perm, porosity, grid: RadialGrid):
 
 
 def _guard(perm, porosity):
-    perm = eqx.error_if(
+    perm = checks.error_if(
         perm, ~jnp.all(jnp.isfinite(perm) & (perm > 0)), "perm: expected positive, finite permeability"
     )
-    porosity = eqx.error_if(
+    porosity = checks.error_if(
         porosity,
         ~jnp.all(jnp.isfinite(porosity) & (porosity > 0) & (porosity <= 1)),
         "porosity: expected values in (0, 1]",
@@ -824,7 +823,7 @@ def _simulate(perm_md, porosity, grid: RadialGrid, config: CO2Config) -> CO2Solu
         )
         if cfg.substeps is None:
             n = jnp.maximum(jnp.ceil(dt_p / (cfg.cfl * limit)), 1.0)
-            n = eqx.error_if(
+            n = checks.error_if(
                 n,
                 n > cfg.max_substeps,
                 f"CFL: a pressure step of {cfg.years / cfg.pressure_steps:.4g} years needs more than "
@@ -835,7 +834,7 @@ def _simulate(perm_md, porosity, grid: RadialGrid, config: CO2Config) -> CO2Solu
         else:
             n = jnp.asarray(cfg.substeps, dtype)
             dt = dt_p / cfg.substeps
-            s = eqx.error_if(
+            s = checks.error_if(
                 s,
                 dt > limit,
                 f"substeps: {cfg.substeps} saturation substeps per pressure step violate the CFL bound; "
@@ -848,7 +847,7 @@ def _simulate(perm_md, porosity, grid: RadialGrid, config: CO2Config) -> CO2Solu
     (s, phi), (counts, iterations) = jax.lax.scan(
         jax.checkpoint(pressure_step), (s0, jnp.zeros_like(s0)), None, length=cfg.pressure_steps
     )
-    s = eqx.error_if(s, ~jnp.all(jnp.isfinite(s)), "saturation: the run produced non-finite values")
+    s = checks.error_if(s, ~jnp.all(jnp.isfinite(s)), "saturation: the run produced non-finite values")
     return CO2Solution(s, phi, counts, iterations)
 
 
@@ -857,7 +856,7 @@ def simulate(perm, porosity=0.2, *, grid: RadialGrid = RadialGrid(), config: CO2
 
     Args:
       perm: horizontal permeability `(nz, nr)` in mD, positive and finite (ValueError
-        outside jit, `eqx.error_if` inside); rows are layers from the top, columns radial cells.
+        outside jit, `checks.error_if` inside); rows are layers from the top, columns radial cells.
       porosity: scalar or `(nz, nr)` in (0, 1].
       grid: `RadialGrid` (static). config: `CO2Config` (static).
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import checks
 from posteriorjax.grids import Grid
 from posteriorjax.physics import linear
 
@@ -55,7 +55,7 @@ def _check_coefficient(a: jnp.ndarray) -> None:
 
 
 def _assert_positive(a: jnp.ndarray) -> jnp.ndarray:
-    return eqx.error_if(a, ~jnp.all(jnp.isfinite(a) & (a > 0)), _COEFF_MESSAGE)
+    return checks.error_if(a, ~jnp.all(jnp.isfinite(a) & (a > 0)), _COEFF_MESSAGE)
 
 
 def _prepare(a, grid: Grid, f) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -117,7 +117,7 @@ def solve(a: jnp.ndarray, grid: Grid, f=1.0, *, rtol: float | None = None, maxit
 
     Args:
       a: coefficient (permeability) `(n, n)` on the interior nodes; positive
-        and finite (ValueError outside jit, `eqx.error_if` inside).
+        and finite (ValueError outside jit, `checks.error_if` inside).
       grid: a `Grid` with ``bc="dirichlet"`` (static).
       f: source, a scalar (default 1) or a field `(n, n)`.
       rtol: PCG relative-residual target (default 1e-10 in float64, 1e-5 in

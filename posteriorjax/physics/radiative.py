@@ -46,7 +46,6 @@ import functools
 import math
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -232,7 +231,7 @@ def transport(
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
 def _transport(sigma, albedo, asymmetry, mu0, thickness, spread, rtol) -> Radiance:
-    sigma = eqx.error_if(
+    sigma = checks.error_if(
         sigma, ~jnp.all(jnp.isfinite(sigma) & (sigma >= 0)), "sigma: expected non-negative, finite extinction"
     )
     tau = sigma * thickness

@@ -63,7 +63,7 @@ def check_grid(grid: Grid, *, dealias: bool, name: str = "grid") -> None:
 def check_state(u, grid: Grid, name: str = "u0"):
     """Check shape `(n, n)`, a floating dtype and finiteness; returns `u` (as an array).
 
-    Concrete arrays raise ValueError; traced ones go through `eqx.error_if`.
+    Concrete arrays raise ValueError; traced ones go through `checks.error_if`.
     """
     grid.check_field(u, name)
     u = jnp.asarray(u)
@@ -71,20 +71,20 @@ def check_state(u, grid: Grid, name: str = "u0"):
         raise ValueError(f"{name}: expected a real floating-point field, got dtype {u.dtype}")
     message = f"{name}: initial state must be finite (found NaN or inf)"
     if checks.is_traced(u):
-        return eqx.error_if(u, ~jnp.all(jnp.isfinite(u)), message)
+        return checks.error_if(u, ~jnp.all(jnp.isfinite(u)), message)
     if not np.all(np.isfinite(np.asarray(u))):
         raise ValueError(message)
     return u
 
 
 def check_bound(u, value, bound: float, name: str, what: str):
-    """Return `u`, raising (or `eqx.error_if` when traced) if `value > bound`.
+    """Return `u`, raising (or `checks.error_if` when traced) if `value > bound`.
 
     Used for the CFL speed bound: the static time step was chosen for `bound`.
     """
     message = f"{name}: {what} exceeds max_speed={bound} used for the CFL time step; pass a larger max_speed"
     if checks.is_traced(u) or checks.is_traced(value):
-        return eqx.error_if(u, value > bound, message)
+        return checks.error_if(u, value > bound, message)
     value = float(np.asarray(value))
     if value > bound:
         raise ValueError(f"{message} ({what} = {value:.4g})")

@@ -48,7 +48,8 @@ class AbstractSampler(eqx.Module):
         return {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
 
     def check_hparams(self, hparams: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        """Validate names (static) and domains (`eqx.error_if`, so it works under jit/vmap)."""
+        """Validate names (static) and domains (`checks.error_if`, so it works under jit/vmap: concrete
+        values raise ValueError at once, traced ones at run time, naming the value)."""
         if set(hparams) != set(self.defaults):
             raise ValueError(
                 f"hparams: {self.name} expects exactly {sorted(self.defaults)}, got {sorted(hparams)}"
@@ -57,7 +58,7 @@ class AbstractSampler(eqx.Module):
 
     def check_domain(self, name: str, value: jax.Array) -> jax.Array:
         """Hyperparameter domain check; the default requires values >= 0."""
-        return eqx.error_if(value, ~(value >= 0), f"hparams: {name} must be >= 0")
+        return checks.error_if(value, ~(value >= 0), f"hparams: {name} must be >= 0", value=value)
 
     def sample(self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array]) -> jax.Array:
         """Posterior samples `(num_samples, *task.unknown_shape)` given observations `y_obs (M,)`.
@@ -82,7 +83,7 @@ class AbstractSampler(eqx.Module):
         self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array]
     ) -> jax.Array:
         """`sample` inside a traced program (jit, vmap, shard_map): no host-side checks of `y_obs`;
-        hyperparameter names and domains are checked by `check_hparams` (`eqx.error_if`)."""
+        hyperparameter names and domains are checked by `check_hparams` (`checks.error_if`)."""
         return self._sample(key, y_obs, num_samples, self.check_hparams(hparams))
 
     @abc.abstractmethod

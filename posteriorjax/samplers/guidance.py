@@ -56,8 +56,8 @@ def positive_domain(positive: tuple[str, ...]):
 
     def check(self, name, value):
         if name in positive:
-            return eqx.error_if(value, ~(value > 0), f"hparams: {name} must be > 0")
-        return eqx.error_if(value, ~(value >= 0), f"hparams: {name} must be >= 0")
+            return checks.error_if(value, ~(value > 0), f"hparams: {name} must be > 0", value=value)
+        return checks.error_if(value, ~(value >= 0), f"hparams: {name} must be >= 0", value=value)
 
     return check
 

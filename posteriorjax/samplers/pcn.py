@@ -47,7 +47,7 @@ class PCNSampler(AbstractSampler):
         lo_ok = value > 0
         hi_ok = value <= 1 if name == "step" else value < 1
         bound = "(0, 1]" if name == "step" else "(0, 1)"
-        return eqx.error_if(value, ~(lo_ok & hi_ok), f"hparams: {name} must be in {bound}")
+        return checks.error_if(value, ~(lo_ok & hi_ok), f"hparams: {name} must be in {bound}", value=value)
 
     def _sample(self, key, y_obs, num_samples, hparams):
         dtype = jnp.result_type(float)

@@ -23,7 +23,7 @@ import jax.random as jr
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from posteriorjax import parallel
+from posteriorjax import checks, deferred, parallel
 from posteriorjax.metrics import suite
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import statistics
@@ -208,6 +208,48 @@ def chunk_program(one: Callable, mesh, batch_size: int) -> Callable:
         return jax.lax.map(lambda c: one(data, c), configs, batch_size=batch_size)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec, check_vma=False)
+
+
+def checked_chunk_program(one: Callable, mesh, batch_size: int) -> Callable:
+    """`sweep_chunk(data, configs (chunk,)) -> (failure, metrics (chunk,))`: `chunk_program` with its
+    run-time checks (hyperparameter domains, reference weights, physical inputs: `checks.error_if`)
+    as the output `failure` instead of host callbacks (`deferred.functionalize`), so the compiled
+    program can be written to the persistent compilation cache. Pass `failure` to `raise_failure`.
+    """
+    checked = deferred.functionalize(chunk_program(one, mesh, batch_size))
+
+    def sweep_chunk(data, configs):
+        return checked(data, configs)
+
+    return sweep_chunk
+
+
+def raise_failure(failure, where: str) -> None:
+    """Raise `checks.CheckFailed` (a ValueError) ``"<where>: <message>, got <value>"`` when a
+    run-time check of a `checked_chunk_program` call failed (on any device of any process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        failure = jax.tree.map(lambda a: multihost_utils.process_allgather(a, tiled=True), failure)
+    deferred.raise_failure(failure, where)
+
+
+def check_inputs(sampler: AbstractSampler, grid: ConfigGrid, reference: tuple, where: str) -> None:
+    """The checks of a pair's concrete inputs, eagerly on the host before anything compiles:
+    every configuration's hyperparameters against the sampler's domains (`check_hparams`) and
+    each case's reference weights `(K, M)` (`checks.weights`). ValueError naming `where`, the
+    hyperparameter or case and the offending value. (The program checks them again at run time.)
+    """
+    try:
+        sampler.check_hparams({k: np.asarray(v) for k, v in grid.hparams.items()})
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from e
+    weights = np.asarray(reference[1])
+    for case, w in enumerate(weights):
+        try:
+            checks.weights(w, w.shape[0], "ref_weights", np.float32)
+        except ValueError as e:
+            raise ValueError(f"{where}: case {case}: {e}") from e
 
 
 def local_rows(metrics: dict) -> tuple[list[int], dict[str, np.ndarray]]:

@@ -54,7 +54,10 @@ def run_pair(
     compute (default: those in `results`); `labels`: the recorded `{"task", "sampler"}` names;
     `progress(done, todo, compile_s, run_s)` after each chunk. The compiled chunk program's
     memory estimate is checked against the device (`program.check_memory`, `memory_limit_bytes`)
-    before it runs. Returns this call's records.
+    before it runs. Hyperparameter values and reference weights are checked on the host before
+    anything compiles (`program.check_inputs`); the program's own run-time checks come back
+    as an output, raised here after each chunk (`program.raise_failure`, a ValueError naming
+    the pair, the check and the offending value). Returns this call's records.
     """
     mesh = parallel.data_mesh() if mesh is None else mesh
     labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
@@ -63,13 +66,15 @@ def run_pair(
     if skip is None:
         skip = results.done((labels["task"], labels["sampler"])) if results else set()
     todo = [i for i, cid in enumerate(ids) if cid not in skip]
+    where = f"{labels['task']} / {labels['sampler']}"
+    program.check_inputs(sampler, grid, reference, where)
     data = statistics.program_data(task, cases, reference, seed=seed)
     data = parallel.global_tree(data, parallel.replicated(mesh))
     one = program.case_program(
         task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
         calibration_options=calibration_options,
     )  # fmt: skip
-    fn = eqx.filter_jit(program.chunk_program(one, mesh, batch_size))
+    fn = eqx.filter_jit(program.checked_chunk_program(one, mesh, batch_size))
     compiled, compile_s, out = None, 0.0, []
     for start in range(0, len(todo), chunk):
         index = np.asarray(todo[start : start + chunk])
@@ -80,12 +85,12 @@ def run_pair(
             compiled = fn.lower(data, configs).compile()
             compile_s = time.perf_counter() - t0
             program.check_memory(
-                compiled, f"{labels['task']} / {labels['sampler']}", batch_size=batch_size,
-                num_samples=num_samples, limit=memory_limit_bytes,
+                compiled, where, batch_size=batch_size, num_samples=num_samples, limit=memory_limit_bytes
             )  # fmt: skip
         t1 = time.perf_counter()
-        metrics = jax.block_until_ready(compiled(data, configs))
+        failure, metrics = jax.block_until_ready(compiled(data, configs))
         run_s = time.perf_counter() - t1
+        program.raise_failure(failure, where)
         rows, values = program.local_rows(metrics)
         fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
         records = [
@@ -240,7 +245,8 @@ def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
             task, sampler, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
             calibration_options=s.calibration,
         )  # fmt: skip
-        compiled = jax.jit(program.chunk_program(one, mesh, s.batch_size)).lower(data, configs).compile()
+        fn = jax.jit(program.checked_chunk_program(one, mesh, s.batch_size))
+        compiled = fn.lower(data, configs).compile()
         program.check_memory(
             compiled,
             f"{task_name} / {label}",

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from posteriorjax import deferred
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep.program import ConfigGrid, sample_program
@@ -51,8 +52,13 @@ def save_samples(
     if missing:
         one = sample_program(sampler, num_samples, seed=seed)
         data = {"y_obs": jnp.asarray(cases.y_obs)}
-        fn = eqx.filter_jit(lambda d, c: jax.lax.map(lambda x: one(d, x), c, batch_size=batch_size))
-        new = np.asarray(jax.device_get(fn(data, jax.tree.map(jnp.asarray, grid.take(missing)))))
+        # the hyperparameter checks as an output, not host callbacks: the program stays cacheable
+        fn = eqx.filter_jit(
+            deferred.functionalize(lambda d, c: jax.lax.map(lambda x: one(d, x), c, batch_size=batch_size))
+        )
+        failure, new = fn(data, jax.tree.map(jnp.asarray, grid.take(missing)))
+        deferred.raise_failure(failure, f"samples {path.name}")
+        new = np.asarray(jax.device_get(new))
         have.update({ids[i]: new[j] for j, i in enumerate(missing)})
     arrays = {
         "samples": np.stack([have[ids[i]] for i in wanted]),
