@@ -3,12 +3,17 @@
 Every network maps one field `(C_in, H, W) -> (C_out, H, W)` with the call
 `net(x, t=None, *, key=None)`: `t` is the noise-level input of diffusion backbones
 (None for plain regressors), `key` switches dropout on (training, MC dropout).
-`get(name, key, in_channels=, out_channels=, **options)` builds one by name.
+`get(name, key, in_channels=, out_channels=, **options)` builds one by name. The published
+PosteriorBench backbones: ``ddpmpp`` (EDM `SongUNet`, DiffusionPDE's prior), ``ddpmpp_uno``
+(FunDPS `SongUNO`, ``ddpmpp-uno``), ``fno`` with ``style="neuralop"`` (neuralop's FNO: Fun-DDPS
+surrogate, ECI velocity with ``time_channels``, MC-dropout inverse) and ``fno_pad`` (DDIS's
+reflect-padded FNO); `nn.published` lists their published configurations.
 """
 
 from __future__ import annotations
 
 from posteriorjax.nn.cno import CNO, aa_activation
+from posteriorjax.nn.ddpmpp import SongUNet, SongUNO, TuckerSpectralConv
 from posteriorjax.nn.deeponet import DeepONet
 from posteriorjax.nn.dit import DiT
 from posteriorjax.nn.embeddings import FourierEmbedding, NoiseEmbedding, sinusoidal_embedding
@@ -16,6 +21,7 @@ from posteriorjax.nn.fae import FunctionAutoencoder
 from posteriorjax.nn.flax_adapter import FlaxLinen, FlaxNNX, from_linen, from_nnx
 from posteriorjax.nn.fno import FNO
 from posteriorjax.nn.layers import ChannelMLP, Dropout, Pointwise, SpectralConv, spectral_resample
+from posteriorjax.nn.neuralop_fno import NeuralopFNO
 from posteriorjax.nn.normalized import (
     InverseNet,
     Normalizer,
@@ -28,8 +34,26 @@ from posteriorjax.nn.transolver import GNOT, Transolver, grid_tokens
 from posteriorjax.nn.unet import UNet
 from posteriorjax.nn.uno import UNO
 
+
+def _fno(in_channels: int, out_channels: int, *, key, style: str = "ours", **options):
+    """``fno``: our `FNO` (``style="ours"``) or neuralop's (`NeuralopFNO`, ``style="neuralop"``)."""
+    if style == "ours":
+        return FNO(in_channels, out_channels, key=key, **options)
+    if style == "neuralop":
+        return NeuralopFNO(in_channels, out_channels, key=key, **options)
+    raise ValueError(f"style: expected 'ours' or 'neuralop', got {style!r}")
+
+
+def _fno_pad(in_channels: int, out_channels: int, *, key, **options):
+    """``fno_pad``: DDIS's FNO_pad, the neuralop FNO on the reflect-padded input (`NeuralopFNO`)."""
+    return NeuralopFNO(in_channels, out_channels, reflect_pad=True, key=key, **options)
+
+
 _MODELS = {
-    "fno": FNO,
+    "fno": _fno,
+    "fno_pad": _fno_pad,
+    "ddpmpp": SongUNet,
+    "ddpmpp_uno": SongUNO,
     "uno": UNO,
     "unet": UNet,
     "deeponet": DeepONet,
@@ -57,7 +81,8 @@ def get(name: str, key, *, in_channels: int, out_channels: int, **options):
 
 
 __all__ = [
-    "FNO", "UNO", "UNet", "DeepONet", "CNO", "Transolver", "GNOT", "aa_activation", "grid_tokens",
+    "FNO", "NeuralopFNO", "SongUNet", "SongUNO", "TuckerSpectralConv",
+    "UNO", "UNet", "DeepONet", "CNO", "Transolver", "GNOT", "aa_activation", "grid_tokens",
     "FunctionAutoencoder", "DiT",
     "FlaxLinen", "FlaxNNX", "from_linen", "from_nnx", "ChannelMLP",
     "Dropout", "Pointwise", "SpectralConv", "spectral_resample", "FourierEmbedding", "NoiseEmbedding",

@@ -50,6 +50,7 @@ import jax.random as jr
 
 from posteriorjax import diffusion, nn
 from posteriorjax.metrics import posterior
+from posteriorjax.nn import published
 from posteriorjax.samplers import eci, flow_fno, fundiff
 from posteriorjax.training import losses
 from posteriorjax.training.checkpoints import parameter_digest
@@ -199,9 +200,12 @@ def _flow_fno_example(task, x_norm, u_norm, key):
 
 # -- the built-in kinds -------------------------------------------------------------------------
 
-# Published network sizes (PosteriorBench configs): Fun-DDPS surrogate FNO 16 modes / 48 channels /
-# 4 layers; MC-dropout inverse FNO 32 modes / 128 channels / 6 layers / dropout 0.2.
-_UNO = ("uno", dict(modes=32, width=64, depth=3, embed_dim=128))
+# Full-size backbones: the published PosteriorBench ones (`nn.published`, README "Published
+# backbones"): the FunDPS ``ddpmpp-uno`` prior (also the shared Fun-DDPS / DDIS target prior), the
+# Fun-DDPS neuralop-FNO surrogate, the MC-dropout inverse FNO and the ECI velocity FNO. DiffusionPDE's
+# ``ddpmpp`` and DDIS's ``fno_pad`` share a kind with another method: `nn.published.get(
+# "diffusionpde_prior")` / `("ddis_surrogate")` give their entries for `config.model`.
+_DDPMPP_UNO = published.get("fundps_prior")
 _TINY_DENOISER = ("fno", dict(modes=6, width=16, layers=3, embed_dim=32, projection=32))
 _TINY_REGRESSOR = dict(modes=6, width=16, layers=3, padding=0.25, projection=32)
 
@@ -215,7 +219,7 @@ def _edm_kind(name: str, channels, example, wrap, samplers: dict, uses_state: bo
         wrap=wrap,
         loss=_dsm_loss,
         evaluate=_loss_evaluation("eval_dsm_loss"),
-        models={"tiny": _TINY_DENOISER, "full": _UNO},
+        models={"tiny": _TINY_DENOISER, "full": _DDPMPP_UNO},
         steps={"tiny": TINY_STEPS, "full": 200_000},
         generative=True,
         edm=True,
@@ -255,7 +259,7 @@ register(
         evaluate=_surrogate_evaluation,
         models={
             "tiny": ("fno", _TINY_REGRESSOR),
-            "full": ("fno", dict(modes=16, width=48, layers=4, padding=0.125)),
+            "full": published.get("funddps_surrogate"),
         },
         steps={"tiny": TINY_STEPS, "full": 20_000},
         samplers={"funddps": "surrogate", "ddis": "surrogate"},
@@ -271,7 +275,7 @@ register(
         evaluate=_inverse_evaluation,
         models={
             "tiny": ("fno", {**_TINY_REGRESSOR, "dropout": 0.1}),
-            "full": ("fno", dict(modes=32, width=128, layers=6, padding=0.125, dropout=0.2)),
+            "full": published.get("mc_dropout_inverse"),
         },
         steps={"tiny": TINY_STEPS, "full": 20_000},
         samplers={"mc_dropout": "model"},
@@ -297,11 +301,11 @@ register(
     )
 )
 
-# The published ECI velocity (`training_eci/flow.py`, `configs/training/*_eci_*.yml`): an FNO with
-# 32 modes, 128 hidden channels, 6 layers, domain padding 0.1, trained for 58594 steps on data of
-# std 0.5 with Matern 1/2 base noise (set `diffusion.noise = "matern"`, `data_scale = 0.5`). Ours
-# conditions the FNO on t through its noise embedding (the published concatenates a 32-channel
-# sinusoidal embedding of t to the input).
+# The published ECI velocity (`training_eci/flow.py`, `configs/training/*_eci_*.yml`): neuralop's FNO
+# with 32 modes, 128 hidden channels, 6 layers, lifting / projection ratio 4, domain padding 0.1 and
+# a 32-channel sinusoidal embedding of t concatenated to the input (`nn.published` "eci_velocity"),
+# trained for 58594 steps on data of std 0.5 with Matern 1/2 base noise (set `diffusion.noise =
+# "matern"`, `data_scale = 0.5`).
 register(
     Kind(
         "flow",
@@ -317,7 +321,7 @@ register(
         evaluate=_loss_evaluation("eval_flow_matching_loss"),
         models={
             "tiny": _TINY_DENOISER,
-            "full": ("fno", dict(modes=32, width=128, layers=6, padding=0.1, embed_dim=32)),
+            "full": published.get("eci_velocity"),
         },
         steps={"tiny": TINY_STEPS, "full": 58_594},
         generative=True,
