@@ -34,6 +34,14 @@ SMALL.update(
 PDEOBS = {n for n in SMALL if n.startswith("pdeobs_")}
 PLAIN = set(SMALL) - PDEOBS
 SLOW_NETWORKS = {"cno", *PDEOBS}
+# registered networks whose forward passes are tested with their own contracts elsewhere: the
+# published PosteriorBench backbones (tests/test_nn_published.py) and FunDiff's token networks,
+# which map token sets, not fields (tests/test_fundiff.py)
+ELSEWHERE = {"ddpmpp", "ddpmpp_uno", "fno_pad", "fae", "dit"}
+
+
+def test_every_registered_network_is_tested():
+    assert set(nn.names()) == set(SMALL) | ELSEWHERE
 
 
 def trig_field(key, n, channels=1, kmax=3):
@@ -110,7 +118,7 @@ def test_uno_is_resolution_independent(key):
 
 # CNO's compile alone is ~30 s; its shapes, jit, vmap and grad are also covered by test_nn_operators
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NETWORKS else n for n in nn.names()]
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NETWORKS else n for n in sorted(SMALL)]
 )
 def test_registry_networks_shapes_jit_vmap(name, key):
     k_model, k_x = jr.split(key)
