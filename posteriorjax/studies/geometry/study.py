@@ -200,6 +200,7 @@ def controlled_table(config, geoms: dict, path: Path | None) -> tuple[str, dict]
                 cov,
                 np.asarray(task.prior.std, np.float64),
                 seed=config.seed + s,
+                prior_seed=cfg.prior_seed,
                 sizes=(cfg.num_train, cfg.num_val, cfg.num_test),
                 latent_dim=cfg.latent_dim,
                 residual=cfg.residual_std,
