@@ -6,9 +6,11 @@
 Reference configurations (the paper's Table 1): Battery = `interface_potential`
 (16 ring sensors + area and energy), Melt-pool = `interface_meltpool` with a
 2-frame history (12 sensors x 3 snapshots), Flooding = `interface_transport`,
-final frame, 13 sensors. Learning configurations (Tables 3-6): Battery M0 / M2 /
-M8 (load histories of 0, 2, 8 earlier frames), Melt-pool M12 and Flooding M12
-(12 earlier frames). Full scale: 64², refinement check at 48² (the paper's),
+final frame, 13 sensors. Learning configurations (Tables 3-6): Battery M0 (the two
+auxiliary channels alone, `num_sensors=0`: 1 retained / 16 below at 64², the paper's),
+Battery M2 / M8 (load histories of 2, 8 earlier frames, 16 sensors + the auxiliary
+channels), Melt-pool M12 and Flooding M12 (12 earlier frames). An entry is
+(label, task, frames[, ((task option, value), ...)]). Full scale: 64², refinement check at 48² (the paper's),
 controlled 1600/500/800 x 5 seeds, learned 1600/500/800, 5 seeds x 5 members,
 3000 steps (hours on CPU; minutes per family on a GPU). `tiny`: 16², 20²,
 controlled 160/50/80 x 2 seeds; learned Battery M2 and Flooding M12, four
@@ -51,7 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # learned estimators (posteriorjax.studies.estimators)
     config.learned = ml_collections.ConfigDict()
     config.learned.configurations = (
-        ("Battery M0", "interface_potential", 0),
+        ("Battery M0", "interface_potential", 0, (("num_sensors", 0),)),
         ("Battery M2", "interface_potential", 2),
         ("Battery M8", "interface_potential", 8),
         ("Melt-pool M12", "interface_meltpool", 12),

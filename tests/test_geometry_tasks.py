@@ -12,6 +12,7 @@ import pytest
 
 from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
+from posteriorjax.studies import estimators as est
 from posteriorjax.studies.geometry import controlled as study
 from posteriorjax.tasks import interface
 
@@ -209,3 +210,36 @@ def test_field_nrmse_of_a_constant_field():
     pred = truth + 0.1 * rng.standard_normal((300, 3))
     got = est.field_nrmse(lambda c: jnp.broadcast_to(c[0], (2, 3)), pred, truth, batch_size=64)
     assert got == pytest.approx(np.sqrt(np.mean((pred[:, 0] - truth[:, 0]) ** 2)) / np.std(truth[:, 0]))
+
+
+def test_battery_m0_auxiliary_channels_alone_partition_at_64(x64):
+    # Battery M0: no sensor frame, the inclusion area and the energy only, i.e. the last two rows
+    # of the reference Battery map with their noise; the paper's 1 retained / 16 below (the area
+    # sees c_0 alone, the energy c_0, a_1, a_4, ...: s_2 / s_1 = 0.034 < tau)
+    full, _, _, cov, g_full = _geometry("interface_potential", 64)
+    m0 = tasks.get("interface_potential", resolution=64, num_sensors=0)
+    assert m0.num_observations == 2 and m0.observation.channel_sizes == (1, 1)
+    np.testing.assert_allclose(m0.noise.std, full.noise.std[-2:], rtol=1e-6)
+    g = geo.from_jacobian(g_full.jacobian[-2:], noise_cov=np.diag(np.asarray(cov)[-2:]), tau=0.05)
+    assert (g.num_retained, g.num_below) == (1, 16) and g.rank == 2
+    assert 0.02 < g.normalized[1] < 0.05
+    # the two channels are the reference configuration's last two (checked at 16²)
+    small, ref = (tasks.get("interface_potential", resolution=16, **k) for k in ({"num_sensors": 0}, {}))
+    x = small.prior.mean.reshape(small.unknown_shape)
+    np.testing.assert_allclose(small.forward(x), ref.forward(x)[-2:], rtol=1e-6)
+    lay = est.layout(m0)
+    assert (lay.frames, lay.count, lay.totals) == (0, 0, 2)
+    assert lay.history(jnp.ones(2)).shape == (1, 2) and lay.raster(jnp.ones(2)).shape == (3, 64, 64)
+    for bad in (dict(auxiliary=False), dict(frames=2)):
+        with pytest.raises(ValueError, match="num_sensors"):
+            tasks.get("interface_potential", resolution=8, num_sensors=0, **bad)
+    with pytest.raises(ValueError, match="num_sensors"):
+        tasks.get("interface_meltpool", resolution=8, num_sensors=0)
+
+
+@pytest.mark.slow
+def test_battery_m0_task_geometry_at_64(x64):
+    # the M0 task's own observation map (not the reference rows): 1 / 16 at 64² and 48²
+    for n in (64, 48):
+        *_, g = _geometry("interface_potential", n, num_sensors=0)
+        assert (g.num_retained, g.num_below) == (1, 16)

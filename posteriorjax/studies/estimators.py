@@ -59,7 +59,8 @@ class Layout:
     """Arrangement of an observation vector `(frames * count + totals,)` (static, hashable).
 
     Attributes:
-      frames: sensor blocks (observation history length, >= 1), frame-major.
+      frames: sensor blocks (observation history length), frame-major; 0 with count 0
+        for an observation of auxiliary channels alone (then totals >= 1).
       count: sensors per frame.
       totals: auxiliary scalar channels after the sensor blocks.
       shape: `(H, W)` grid of the sensors.
@@ -73,10 +74,12 @@ class Layout:
     indices: tuple[int, ...]
 
     def __post_init__(self):
-        if self.frames < 1 or self.count < 1 or self.totals < 0:
+        sensors = self.frames >= 1 and self.count >= 1
+        no_sensors = self.frames == 0 and self.count == 0 and self.totals >= 1
+        if not (sensors or no_sensors) or self.totals < 0:
             raise ValueError(
-                f"Layout: expected frames >= 1, count >= 1, totals >= 0, got "
-                f"{self.frames}, {self.count}, {self.totals}"
+                f"Layout: expected frames >= 1, count >= 1, totals >= 0 (or frames = count = 0, "
+                f"totals >= 1), got {self.frames}, {self.count}, {self.totals}"
             )
         if len(self.indices) != self.count:
             raise ValueError(f"indices: expected {self.count} sensor cells, got {len(self.indices)}")
@@ -96,17 +99,19 @@ class Layout:
             )
 
     def history(self, y: jax.Array) -> jax.Array:
-        """`(frames, count + totals)`: per-frame sensor vectors, the totals appended to each."""
+        """`(max(frames, 1), count + totals)`: per-frame sensor vectors, the totals appended to each
+        (no sensor frame: one step of the totals)."""
         self._check(y)
-        frames = y[: self.frames * self.count].reshape(self.frames, self.count)
-        totals = jnp.broadcast_to(y[self.frames * self.count :], (self.frames, self.totals))
+        steps = max(self.frames, 1)
+        frames = y[: self.frames * self.count].reshape(steps, self.count)
+        totals = jnp.broadcast_to(y[self.frames * self.count :], (steps, self.totals))
         return jnp.concatenate([frames, totals], axis=1)
 
     def raster(self, y: jax.Array) -> jax.Array:
         """`(frames + totals + 1, H, W)`: scattered sensor frames, constant totals, the sensor mask."""
         self._check(y)
         h, w = self.shape
-        idx = np.asarray(self.indices)
+        idx = np.asarray(self.indices, dtype=np.int64)
         frames = y[: self.frames * self.count].reshape(self.frames, self.count)
         grid = jnp.zeros((self.frames, h * w), y.dtype).at[:, idx].set(frames).reshape(self.frames, h, w)
         totals = jnp.broadcast_to(y[self.frames * self.count :, None, None], (self.totals, h, w))
@@ -118,7 +123,8 @@ def layout(task) -> Layout:
     """`Layout` of a task whose observation has `sensors`, `sensor_channels` and `total_channels`
     (the interface tasks); checked against `task.num_observations`."""
     obs = task.observation
-    mask = np.asarray(obs.mask)
+    # no sensor frame (auxiliary channels alone): no sensor cell either
+    mask = np.asarray(obs.mask) & bool(obs.sensor_channels)
     out = Layout(
         frames=len(obs.sensor_channels),
         count=int(mask.sum()),

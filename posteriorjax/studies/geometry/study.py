@@ -78,6 +78,15 @@ def build_task(name: str, frames: int, resolution: int, **overrides):
     return tasks.get(name, resolution=resolution, frames=frames, **overrides)
 
 
+def unpack(entry) -> tuple[str, str, int, dict]:
+    """A configuration entry `(label, task, frames[, ((option, value), ...)])` as
+    `(label, task, frames, task options)` (e.g. Battery M0: `num_sensors=0`)."""
+    if len(entry) not in (3, 4):
+        raise ValueError(f"configuration: expected (label, task, frames[, options]), got {entry!r}")
+    label, name, frames, *rest = entry
+    return label, name, int(frames), dict(rest[0]) if rest else {}
+
+
 def analyze_task(task, tau: float):
     fn, c0, cov = interface.observation_map(task)
     fn = jax.jit(fn)
@@ -160,10 +169,11 @@ def _plot_learned(path: Path, label: str, runs: list[dict]) -> None:
 def reference(config) -> tuple[str, dict, dict]:
     """Table 1 and the geometries of `config.configurations`."""
     rows, out, geoms = [], {}, {}
-    for label, name, frames in config.configurations:
-        task = build_task(name, frames, config.resolution)
+    for entry in config.configurations:
+        label, name, frames, options = unpack(entry)
+        task = build_task(name, frames, config.resolution, **options)
         g, fn, c0, cov = analyze_task(task, config.tau)
-        g_coarse, *_ = analyze_task(build_task(name, frames, config.refine_resolution), config.tau)
+        g_coarse, *_ = analyze_task(build_task(name, frames, config.refine_resolution, **options), config.tau)
         fd = geo.finite_difference_check(fn, c0, g.jacobian, steps=tuple(config.fd_steps))
         ratio = geo.perturbation_ratio(fn, c0, g, noise_cov=cov, delta=config.perturbation_delta)
         blind = geo.coordinate_blind(g, cov)
@@ -337,10 +347,11 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
     )  # fmt: skip
     base = jr.fold_in(jr.key(config.seed), 1)
     rows3, combos, results = [], {rule: [] for rule in RULES}, {}
-    for ci, (label, name, frames) in enumerate(cfg.configurations):
-        task = build_task(name, frames, config.resolution)
+    for ci, entry in enumerate(cfg.configurations):
+        label, name, frames, options = unpack(entry)
+        task = build_task(name, frames, config.resolution, **options)
         shift = {"prior_shift": cfg.ood_shift, "prior_scale": cfg.ood_scale}
-        ood = build_task(name, frames, config.resolution, **shift)
+        ood = build_task(name, frames, config.resolution, **options, **shift)
         with jax.enable_x64(True):
             g, *_ = analyze_task(task, config.tau)
         out = est.run_configuration(
