@@ -78,7 +78,7 @@ def test_estimator_beats_the_mean_on_retained_directions(problem, trained, name)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["fno", "deeponet", "unipde", "unipde_noalign"])
-def test_raster_estimator_beats_the_mean_on_retained_directions(problem, name):
+def test_slow_tier_estimator_beats_the_mean_on_retained_directions(problem, name):
     config = est.train_config(num_steps=600, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
     _check_beats_the_mean(problem, *_train(problem, name, config)[1:])
 
