@@ -15,7 +15,8 @@ writes the reports (`summary.md`, `results.json`, `figures/`):
   finite-difference check; beside the paper's counts. `figures/spectra.png`:
   the normalized spectra with tau.
 * Table 2: ridge and TSVD on the controlled problems (`controlled.controlled`,
-  coefficients at the task prior's std against the task's noise), ID and OOD.
+  coefficients at the task prior's std against the task's noise; the prior drawn once from
+  `config.controlled.prior_seed`, the seeds redraw samples and noise), ID and OOD.
 * Tables 3 / 4 (`config.learned`): every family on every learning configuration,
   ID and OOD, field NRMSE (the interface field chi rendered from the predicted
   coefficients against the true one; `estimators.field_nrmse`) and coefficient
