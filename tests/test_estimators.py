@@ -19,6 +19,8 @@ OPTIONS = {
     "gru": dict(hidden=32),
     "fno": dict(modes=3, width=8, layers=2, projection=16),
     "deeponet": dict(width=8, conv_layers=2, basis=16, trunk_depth=2),
+    "unipde": dict(width=32, depth=2, latent=16, align_weight=0.1),
+    "unipde_noalign": dict(width=32, depth=2, latent=16),
 }
 FAST = ("mlp", "gru")  # the raster families train in the slow tier (compilation dominates)
 
@@ -75,10 +77,47 @@ def test_estimator_beats_the_mean_on_retained_directions(problem, trained, name)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["fno", "deeponet"])
-def test_raster_estimator_beats_the_mean_on_retained_directions(problem, name):
+@pytest.mark.parametrize("name", ["fno", "deeponet", "unipde", "unipde_noalign"])
+def test_slow_tier_estimator_beats_the_mean_on_retained_directions(problem, name):
     config = est.train_config(num_steps=600, batch_size=32, learning_rate=3e-3, weight_decay=0.0)
     _check_beats_the_mean(problem, *_train(problem, name, config)[1:])
+
+
+def test_unipde_shapes_tokens_and_alignment(problem):
+    layout, y = problem["layout"], jnp.asarray(problem["y"][:5])
+    tokens = layout.tokens(y[0])
+    # 2 frames + 1 total, each [8 sensor values, the total, one-hot of 3 channels]
+    assert tokens.shape == (3, 8 + 1 + 3)
+    np.testing.assert_array_equal(tokens[:2, :8], y[0, :16].reshape(2, 8))
+    assert float(tokens[2, 8]) == float(y[0, 16]) and not np.any(np.asarray(tokens[2, :8]))
+    np.testing.assert_array_equal(tokens[:, 9:], np.eye(3))
+    key = jr.key(2)
+    align = est.build("unipde", key, layout, M, **OPTIONS["unipde"])
+    plain = est.build("unipde_noalign", key, layout, M, **OPTIONS["unipde_noalign"])
+    y50 = jnp.asarray(problem["y"][:50])
+    c50 = jnp.asarray(problem["c_std"].forward(problem["c"][:50]), jnp.float32)
+
+    @eqx.filter_jit
+    def probe(model):
+        idx = jr.randint(jr.key(3), (16,), 0, 50)  # the batch `_mse` draws with this key
+        mse = jnp.mean((jax.vmap(model)(y50[idx]) - c50[idx]) ** 2)
+        loss = est._mse(y50, c50, 16)(model, jr.key(3))
+        return jax.vmap(model)(y), model.embeddings(y[0]), model.alignment(y[0]), mse, loss
+
+    out, h, a, mse, loss = probe(align)
+    out_p, _, a_p, mse_p, loss_p = probe(plain)
+    assert out.shape == (5, M) and bool(jnp.all(jnp.isfinite(out))) and h.shape == (3, 16)
+    # same key, same weights: the two families differ only in the loss
+    np.testing.assert_allclose(out, out_p, rtol=1e-5, atol=1e-7)
+    h = np.asarray(h, np.float64)
+    np.testing.assert_allclose(a, 0.1 * np.mean((h - h.mean(0)) ** 2), rtol=1e-5)
+    assert float(a) > 0 and float(a_p) == 0.0
+    np.testing.assert_allclose(loss_p, mse_p, rtol=1e-6)  # noalign: the MSE alone
+    assert float(loss) > float(mse) * (1 + 1e-4)  # the alignment term adds to it
+    with pytest.raises(ValueError, match="align_weight"):
+        est.build("unipde_noalign", key, layout, M, align_weight=0.1)
+    with pytest.raises(ValueError, match="align_weight"):
+        est.build("unipde", key, layout, M, align_weight=-1.0)
 
 
 @pytest.mark.slow

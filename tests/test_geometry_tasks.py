@@ -12,6 +12,7 @@ import pytest
 
 from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
+from posteriorjax.studies import estimators as est
 from posteriorjax.studies.geometry import controlled as study
 from posteriorjax.tasks import interface
 
@@ -134,10 +135,14 @@ def test_controlled_draws_have_the_stated_moments():
     np.testing.assert_allclose(ood.std(0), 1.2 * s * np.sqrt(1 + 0.05**2), rtol=0.01)
 
 
-def _verdicts(name, seeds, sizes, **overrides):
+def _controlled_runs(name, seeds, sizes, **overrides):
     task, _, _, cov, g = _geometry(name, 64, **overrides)
-    runs = [study.controlled(g, cov, np.asarray(task.prior.std), seed=s, sizes=sizes, residual=0.03)
+    return [study.controlled(g, cov, np.asarray(task.prior.std), seed=s, sizes=sizes, residual=0.03,
+                             ood_shift=0.5, ood_scale=1.2)
             for s in range(seeds)]  # fmt: skip
+
+
+def _verdicts(runs):
     return {
         (est, k): np.mean([r[est]["id"][f"scrs_{k}"].value for r in runs])
         for est in ("ridge", "tsvd")
@@ -147,18 +152,38 @@ def _verdicts(name, seeds, sizes, **overrides):
 
 def test_controlled_flooding_reproduces_the_paper_verdicts(x64):
     # paper Table 2, Flooding: validation-gated ridge 0, oracle-gated ridge 1, TSVD + oracle 1
-    v = _verdicts("interface_transport", 2, (800, 250, 400), frames=0)
+    v = _verdicts(_controlled_runs("interface_transport", 2, (800, 250, 400), frames=0))
     assert v["ridge", "validation"] <= 0.1 and v["ridge", "oracle"] == 1.0 and v["tsvd", "oracle"] == 1.0
 
 
+def test_controlled_battery_reproduces_the_paper_verdicts(x64):
+    # paper Table 2, Battery, 1600 / 500 / 800 x 5 seeds: validation-gated ridge 0, oracle-gated
+    # ridge 1.00, TSVD + oracle 0.40; the prior is the problem's, so the seeds spread the ridge OOD
+    # NRMSE on the paper's scale (0.669 +- 0.007), not by the 0.07 a prior redrawn per seed gives
+    runs = _controlled_runs("interface_potential", 5, (1600, 500, 800))
+    v = _verdicts(runs)
+    assert v["ridge", "validation"] <= 0.1 and v["ridge", "oracle"] == 1.0
+    assert 0.2 < v["tsvd", "oracle"] < 0.6
+    assert np.std([r["ridge"]["ood"]["nrmse"] for r in runs]) < 0.02
+
+
 @pytest.mark.slow
-def test_controlled_battery_and_meltpool_reproduce_the_paper_verdicts(x64):
-    # paper: ridge validation 0 and oracle 1 on both; TSVD + oracle 0.40 (Battery), 0.875 (Melt-pool)
-    battery = _verdicts("interface_potential", 5, (1600, 500, 800))
-    melt = _verdicts("interface_meltpool", 5, (1600, 500, 800), frames=2)
-    for v in (battery, melt):
-        assert v["ridge", "validation"] <= 0.1 and v["ridge", "oracle"] >= 0.95
-    assert battery["tsvd", "oracle"] < 0.6 and 0.75 < melt["tsvd", "oracle"] < 1.0
+def test_controlled_meltpool_reproduces_the_paper_verdicts(x64):
+    # paper: ridge validation 0 and oracle 1; TSVD + oracle 0.875
+    v = _verdicts(_controlled_runs("interface_meltpool", 5, (1600, 500, 800), frames=2))
+    assert v["ridge", "validation"] <= 0.1 and v["ridge", "oracle"] == 1.0
+    assert 0.75 < v["tsvd", "oracle"] < 1.0
+
+
+def test_controlled_prior_is_fixed_across_repetitions(x64):
+    # the seed redraws samples and noise only; prior_seed redraws the loading (the prior)
+    g = geo.from_jacobian(np.eye(3, 5), noise_cov=np.eye(3))
+    kw = dict(sizes=(400, 100, 4000), latent_dim=2, residual=0.03)
+    std = np.linspace(1.0, 2.0, 5)
+    nrmse = lambda **k: study.controlled(g, np.ones(3), std, **kw, **k)["ridge"]["id"]["nrmse"]  # noqa: E731
+    over_seeds = np.std([nrmse(seed=s) for s in range(5)])
+    over_priors = np.std([nrmse(seed=0, prior_seed=s) for s in range(5)])
+    assert over_seeds < 0.25 * over_priors
 
 
 def test_ridge_baseline_is_the_regularized_normal_equations():
@@ -185,3 +210,36 @@ def test_field_nrmse_of_a_constant_field():
     pred = truth + 0.1 * rng.standard_normal((300, 3))
     got = est.field_nrmse(lambda c: jnp.broadcast_to(c[0], (2, 3)), pred, truth, batch_size=64)
     assert got == pytest.approx(np.sqrt(np.mean((pred[:, 0] - truth[:, 0]) ** 2)) / np.std(truth[:, 0]))
+
+
+def test_battery_m0_auxiliary_channels_alone_partition_at_64(x64):
+    # Battery M0: no sensor frame, the inclusion area and the energy only, i.e. the last two rows
+    # of the reference Battery map with their noise; the paper's 1 retained / 16 below (the area
+    # sees c_0 alone, the energy c_0, a_1, a_4, ...: s_2 / s_1 = 0.034 < tau)
+    full, _, _, cov, g_full = _geometry("interface_potential", 64)
+    m0 = tasks.get("interface_potential", resolution=64, num_sensors=0)
+    assert m0.num_observations == 2 and m0.observation.channel_sizes == (1, 1)
+    np.testing.assert_allclose(m0.noise.std, full.noise.std[-2:], rtol=1e-6)
+    g = geo.from_jacobian(g_full.jacobian[-2:], noise_cov=np.diag(np.asarray(cov)[-2:]), tau=0.05)
+    assert (g.num_retained, g.num_below) == (1, 16) and g.rank == 2
+    assert 0.02 < g.normalized[1] < 0.05
+    # the two channels are the reference configuration's last two (checked at 16²)
+    small, ref = (tasks.get("interface_potential", resolution=16, **k) for k in ({"num_sensors": 0}, {}))
+    x = small.prior.mean.reshape(small.unknown_shape)
+    np.testing.assert_allclose(small.forward(x), ref.forward(x)[-2:], rtol=1e-6)
+    lay = est.layout(m0)
+    assert (lay.frames, lay.count, lay.totals) == (0, 0, 2)
+    assert lay.history(jnp.ones(2)).shape == (1, 2) and lay.raster(jnp.ones(2)).shape == (3, 64, 64)
+    for bad in (dict(auxiliary=False), dict(frames=2)):
+        with pytest.raises(ValueError, match="num_sensors"):
+            tasks.get("interface_potential", resolution=8, num_sensors=0, **bad)
+    with pytest.raises(ValueError, match="num_sensors"):
+        tasks.get("interface_meltpool", resolution=8, num_sensors=0)
+
+
+@pytest.mark.slow
+def test_battery_m0_task_geometry_at_64(x64):
+    # the M0 task's own observation map (not the reference rows): 1 / 16 at 64² and 48²
+    for n in (64, 48):
+        *_, g = _geometry("interface_potential", n, num_sensors=0)
+        assert (g.num_retained, g.num_below) == (1, 16)

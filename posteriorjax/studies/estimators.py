@@ -13,6 +13,11 @@ auxiliary channels):
   sensor values scattered onto the grid (zero elsewhere, i.e. the standardized
   mean), one constant channel per total and a mask channel; `posteriorjax.nn.FNO`
   / `DeepONet` to m output channels, mean-pooled over the grid.
+* ``"unipde"`` / ``"unipde_noalign"``: our reading of the paper's UniPDE families
+  (`UniPDEEstimator`): one encoder shared by every observation channel, the channel
+  embeddings mean-pooled to a latent, an MLP head to the coefficients; ``"unipde"``
+  adds a cross-channel alignment term to the training loss, ``"unipde_noalign"``
+  does not. The paper names the two families only; architecture and term are ours.
 
 Deep ensembles (Lakshminarayanan et al. 2017): `fit` trains one member per key
 (`training.scan_ensemble`: members and seeds are one program); member k of a
@@ -46,7 +51,7 @@ from posteriorjax import checks, nn, training
 from posteriorjax.metrics import calibration
 from posteriorjax.metrics import geometry as geo
 
-ESTIMATORS = ("mlp", "gru", "fno", "deeponet")
+ESTIMATORS = ("mlp", "gru", "fno", "deeponet", "unipde", "unipde_noalign")
 CONFIDENCES = ("validation", "spread", "conformal", "oracle")
 
 
@@ -59,7 +64,8 @@ class Layout:
     """Arrangement of an observation vector `(frames * count + totals,)` (static, hashable).
 
     Attributes:
-      frames: sensor blocks (observation history length, >= 1), frame-major.
+      frames: sensor blocks (observation history length), frame-major; 0 with count 0
+        for an observation of auxiliary channels alone (then totals >= 1).
       count: sensors per frame.
       totals: auxiliary scalar channels after the sensor blocks.
       shape: `(H, W)` grid of the sensors.
@@ -73,10 +79,12 @@ class Layout:
     indices: tuple[int, ...]
 
     def __post_init__(self):
-        if self.frames < 1 or self.count < 1 or self.totals < 0:
+        sensors = self.frames >= 1 and self.count >= 1
+        no_sensors = self.frames == 0 and self.count == 0 and self.totals >= 1
+        if not (sensors or no_sensors) or self.totals < 0:
             raise ValueError(
-                f"Layout: expected frames >= 1, count >= 1, totals >= 0, got "
-                f"{self.frames}, {self.count}, {self.totals}"
+                f"Layout: expected frames >= 1, count >= 1, totals >= 0 (or frames = count = 0, "
+                f"totals >= 1), got {self.frames}, {self.count}, {self.totals}"
             )
         if len(self.indices) != self.count:
             raise ValueError(f"indices: expected {self.count} sensor cells, got {len(self.indices)}")
@@ -96,17 +104,36 @@ class Layout:
             )
 
     def history(self, y: jax.Array) -> jax.Array:
-        """`(frames, count + totals)`: per-frame sensor vectors, the totals appended to each."""
+        """`(max(frames, 1), count + totals)`: per-frame sensor vectors, the totals appended to each
+        (no sensor frame: one step of the totals)."""
+        self._check(y)
+        steps = max(self.frames, 1)
+        frames = y[: self.frames * self.count].reshape(steps, self.count)
+        totals = jnp.broadcast_to(y[self.frames * self.count :], (steps, self.totals))
+        return jnp.concatenate([frames, totals], axis=1)
+
+    @property
+    def channels(self) -> int:
+        """Observation channels: the sensor frames, then the totals."""
+        return self.frames + self.totals
+
+    def tokens(self, y: jax.Array) -> jax.Array:
+        """`(channels, count + 1 + channels)`: one token per observation channel, [sensor values
+        of the frame (zeros for a total), the total's value (0 for a frame), one-hot channel index]."""
         self._check(y)
         frames = y[: self.frames * self.count].reshape(self.frames, self.count)
-        totals = jnp.broadcast_to(y[self.frames * self.count :], (self.frames, self.totals))
-        return jnp.concatenate([frames, totals], axis=1)
+        values = jnp.concatenate([
+            jnp.concatenate([frames, jnp.zeros((self.frames, 1), y.dtype)], axis=1),
+            jnp.concatenate([jnp.zeros((self.totals, self.count), y.dtype),
+                             y[self.frames * self.count :, None]], axis=1),
+        ])  # fmt: skip
+        return jnp.concatenate([values, jnp.eye(self.channels, dtype=y.dtype)], axis=1)
 
     def raster(self, y: jax.Array) -> jax.Array:
         """`(frames + totals + 1, H, W)`: scattered sensor frames, constant totals, the sensor mask."""
         self._check(y)
         h, w = self.shape
-        idx = np.asarray(self.indices)
+        idx = np.asarray(self.indices, dtype=np.int64)
         frames = y[: self.frames * self.count].reshape(self.frames, self.count)
         grid = jnp.zeros((self.frames, h * w), y.dtype).at[:, idx].set(frames).reshape(self.frames, h, w)
         totals = jnp.broadcast_to(y[self.frames * self.count :, None, None], (self.totals, h, w))
@@ -118,7 +145,8 @@ def layout(task) -> Layout:
     """`Layout` of a task whose observation has `sensors`, `sensor_channels` and `total_channels`
     (the interface tasks); checked against `task.num_observations`."""
     obs = task.observation
-    mask = np.asarray(obs.mask)
+    # no sensor frame (auxiliary channels alone): no sensor cell either
+    mask = np.asarray(obs.mask) & bool(obs.sensor_channels)
     out = Layout(
         frames=len(obs.sensor_channels),
         count=int(mask.sum()),
@@ -175,6 +203,73 @@ class RasterEstimator(eqx.Module):
         return jnp.mean(self.net(self.layout.raster(y)), axis=(-2, -1))
 
 
+class UniPDEEstimator(eqx.Module):
+    """Our reading of the paper's UniPDE / UniPDE-noalign families (a labelled inference).
+
+    The paper's text says of them only: "Neural models comprise UniPDE, UniPDE-noalign, a GRU,
+    a static MLP, FNO (Li et al., 2021), and DeepONet (Lu et al., 2021)" (Sec. 5.1), and that
+    the geometry "must match the estimator's actual inputs, including observation histories
+    and auxiliary channels". It defines neither the architecture nor the alignment term;
+    what follows is ours, built on the name (one model over all observation channels) and
+    the "-noalign" ablation:
+
+        h_j = phi(t_j)                 one shared MLP phi over the channel tokens t_j
+                                       (`Layout.tokens`: a frame's sensor values or a
+                                       total's value, plus the one-hot channel index)
+        z   = mean_j h_j               pooled latent `(latent,)`
+        c   = psi(z)                   MLP head to the m coefficients
+        A(y) = mean_j |h_j - z|^2 / latent     cross-channel alignment: every channel's
+                                       embedding pulled to the pooled latent
+
+    Training loss: MSE + `align_weight` A (mean over the batch); ``"unipde_noalign"`` is the
+    same model with `align_weight = 0`, whose `alignment` is exactly 0 (not computed). The
+    field is rendered from the coefficients as for the other families.
+
+    `__call__(y (p,)) -> (m,)`; `embeddings(y) -> (channels, latent)`; `alignment(y) -> ()`.
+    """
+
+    encoder: eqx.nn.MLP
+    head: eqx.nn.MLP
+    layout: Layout = eqx.field(static=True)
+    align_weight: float = eqx.field(static=True)
+
+    def __init__(
+        self, layout: Layout, num_outputs: int, *, width: int = 128, depth: int = 2, latent: int = 64,
+        align_weight: float = 0.1, key,
+    ):  # fmt: skip
+        if not (np.isfinite(align_weight) and align_weight >= 0):
+            raise ValueError(f"align_weight: expected a finite weight >= 0, got {align_weight!r}")
+        k1, k2 = jr.split(key)
+        token = layout.count + 1 + layout.channels
+        self.encoder = eqx.nn.MLP(token, latent, width, depth, activation=jax.nn.gelu, key=k1)
+        self.head = eqx.nn.MLP(latent, num_outputs, width, depth, activation=jax.nn.gelu, key=k2)
+        self.layout = layout
+        self.align_weight = float(align_weight)
+
+    def embeddings(self, y: jax.Array) -> jax.Array:
+        return jax.vmap(self.encoder)(self.layout.tokens(y))
+
+    def __call__(self, y: jax.Array) -> jax.Array:
+        return self.head(jnp.mean(self.embeddings(y), axis=0))
+
+    def alignment(self, y: jax.Array) -> jax.Array:
+        """The weighted alignment term `align_weight A(y)` (exactly 0 without alignment)."""
+        if self.align_weight == 0.0:
+            return jnp.zeros((), y.dtype)
+        h = self.embeddings(y)
+        return self.align_weight * jnp.mean((h - jnp.mean(h, axis=0)) ** 2)
+
+
+def _unipde(layout, num_outputs, *, key, **options):
+    return UniPDEEstimator(layout, num_outputs, key=key, **options)
+
+
+def _unipde_noalign(layout, num_outputs, *, key, **options):
+    if options.pop("align_weight", 0.0) != 0.0:
+        raise ValueError("align_weight: unipde_noalign has no alignment term; leave it out")
+    return UniPDEEstimator(layout, num_outputs, key=key, align_weight=0.0, **options)
+
+
 def _fno(layout, num_outputs, *, key, **options):
     return RasterEstimator(nn.FNO(layout.raster_channels, num_outputs, key=key, **options), layout)
 
@@ -183,7 +278,10 @@ def _deeponet(layout, num_outputs, *, key, **options):
     return RasterEstimator(nn.DeepONet(layout.raster_channels, num_outputs, key=key, **options), layout)
 
 
-_BUILDERS = {"mlp": MLPEstimator, "gru": GRUEstimator, "fno": _fno, "deeponet": _deeponet}
+_BUILDERS = {
+    "mlp": MLPEstimator, "gru": GRUEstimator, "fno": _fno, "deeponet": _deeponet, "unipde": _unipde,
+    "unipde_noalign": _unipde_noalign,
+}  # fmt: skip
 
 
 def build(name: str, key, layout: Layout, num_outputs: int, **options) -> eqx.Module:
@@ -244,11 +342,15 @@ def train_config(**settings) -> training.TrainConfig:
 
 
 def _mse(y, c, batch_size: int):
-    """Loss of one step: mean squared error on `batch_size` examples drawn with the step's key."""
+    """Loss of one step: mean squared error on `batch_size` examples drawn with the step's key,
+    plus the batch mean of the model's `alignment` term where it has one (`UniPDEEstimator`)."""
 
     def loss(model, key):
         idx = jr.randint(key, (batch_size,), 0, y.shape[0])
-        return jnp.mean((jax.vmap(model)(y[idx]) - c[idx]) ** 2)
+        value = jnp.mean((jax.vmap(model)(y[idx]) - c[idx]) ** 2)
+        if hasattr(model, "alignment"):
+            value = value + jnp.mean(jax.vmap(model.alignment)(y[idx]))
+        return value
 
     return loss
 
@@ -545,6 +647,7 @@ __all__ = [
     "RasterEstimator",
     "Standardizer",
     "TRAINING",
+    "UniPDEEstimator",
     "build",
     "confidences",
     "conformal_halfwidths",

@@ -14,7 +14,8 @@ units of L = 1). Three regimes:
   with a = 1 + 9 chi, u = 0 on the boundary (`physics.darcy`); sensors on the
   ring of nodes next to the boundary, plus (`auxiliary=True`) two auxiliary
   channels: the inclusion area (integral of chi) and the energy (integral of
-  f u of the final frame). History (`frames` = F > 0): the potential is
+  f u of the final frame); `num_sensors=0` observes these two channels alone
+  (Battery M0 of the geometry study). History (`frames` = F > 0): the potential is
   quasi-static, and the applied load turns during the history, frame k of
   0..F having f_k = 1 + x cos(phi_k) + y sin(phi_k), phi_k = (pi / 2)(F - k) / F;
   the final frame (and `frames=0`) has f = 1 + x.
@@ -295,7 +296,10 @@ class InterfaceObservation(AbstractObservation):
 
     def __call__(self, u) -> jax.Array:
         u = jnp.asarray(u)
-        values = self.sensors(u[jnp.asarray(self.sensor_channels)])
+        if self.sensor_channels:
+            values = self.sensors(u[jnp.asarray(self.sensor_channels)])
+        else:  # the auxiliary totals only (`num_sensors=0`)
+            values = jnp.zeros((0,), u.dtype)
         if not self.total_channels:
             return values
         totals = jnp.sum(u[jnp.asarray(self.total_channels)], axis=(-2, -1)) * self.cell_area
@@ -385,7 +389,7 @@ def build(
     checks.in_choices("regime", regime, REGIMES)
     check_options(resolution=resolution, noise_std=noise_std, width=width)
     checks.positive("noise_floor", noise_floor, allow_zero=True)
-    if num_sensors is not None:
+    if num_sensors is not None and not (regime == "potential" and num_sensors == 0):
         checks.positive_int("num_sensors", num_sensors)
     if not isinstance(frames, int) or frames < 0:
         raise ValueError(f"frames: expected a non-negative integer, got {frames!r}")
@@ -404,11 +408,17 @@ def build(
     prior = default_prior()
     physics = InterfacePhysics(grid, regime, frames, float(width), scheme)
     if regime == "potential":
-        sensors = ring_sensors(grid, num_sensors)
+        if num_sensors == 0 and not (auxiliary and frames == 0):
+            raise ValueError(
+                f"num_sensors: 0 (the auxiliary channels alone) needs auxiliary=True and frames=0, "
+                f"got auxiliary={auxiliary}, frames={frames}"
+            )
+        # num_sensors = 0: the sensor object stays (its mask for rasters) but no frame is read
+        sensors = ring_sensors(grid, num_sensors or defaults[regime])
         observation = InterfaceObservation(
             sensors=sensors,
             shape=grid.shape,
-            sensor_channels=tuple(range(frames + 1)),
+            sensor_channels=tuple(range(frames + 1)) if num_sensors else (),
             total_channels=(frames + 1, frames + 2) if auxiliary else (),
             cell_area=grid.spacing**2,
         )

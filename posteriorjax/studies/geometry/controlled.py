@@ -9,6 +9,11 @@ prior std `s (m,)`:
 
 with L `(m, k)` a fixed smooth loading (random combinations decaying with the
 Fourier order, rows scaled to unit norm) and rho the small full-rank residual.
+The prior (L) belongs to the problem: it is drawn once from `prior_seed`, and the
+repetition `seed` redraws only the samples and the noise. This is the paper's
+protocol as its Table 2 shows it: the ridge OOD NRMSE varies over the five seeds by
+0.007 / 0.004 / 0.001 (Battery / Melt-pool / Flooding), which a prior redrawn per
+seed cannot give (a loading redrawn per seed spreads our OOD NRMSE by 0.07 / 0.13 / 0.06).
 In distribution (ID) mu = 0, sigma = 1; out of distribution (OOD) mu = `ood_shift`,
 sigma = `ood_scale`: every coefficient's mean moved by mu of its prior std and
 its spread widened (as `tasks.interface.shifted_prior` does for the learned study).
@@ -54,6 +59,7 @@ def controlled(
     prior_std,
     *,
     seed: int,
+    prior_seed: int = 0,
     sizes: tuple[int, int, int] = (1600, 500, 800),
     latent_dim: int = 4,
     residual: float = 0.05,
@@ -62,12 +68,16 @@ def controlled(
     ood_scale: float = 1.5,
     delta: float = geo.DEFAULT_DELTA,
 ) -> dict:
-    """Ridge and TSVD on one controlled problem; `{estimator: {"id": scores, "ood": scores}}`."""
+    """Ridge and TSVD on one controlled problem; `{estimator: {"id": scores, "ood": scores}}`.
+
+    `prior_seed` draws the loading L (the prior, fixed across repetitions), `seed` the
+    train / validation / test / OOD samples and their noise.
+    """
     cov = np.asarray(cov, np.float64)
     m = g.V.shape[0]
     jw = g.jacobian / np.sqrt(cov)[:, None]
     rng = np.random.default_rng(seed)
-    load = loading(m, latent_dim, np.random.default_rng(1000 + seed))
+    load = loading(m, latent_dim, np.random.default_rng(1000 + prior_seed))
     n_tr, n_va, n_te = sizes
     c = draw(rng, n_tr + n_va + n_te, load, prior_std, residual)
     c_ood = draw(rng, n_te, load, prior_std, residual, ood_shift, ood_scale)

@@ -15,7 +15,8 @@ writes the reports (`summary.md`, `results.json`, `figures/`):
   finite-difference check; beside the paper's counts. `figures/spectra.png`:
   the normalized spectra with tau.
 * Table 2: ridge and TSVD on the controlled problems (`controlled.controlled`,
-  coefficients at the task prior's std against the task's noise), ID and OOD.
+  coefficients at the task prior's std against the task's noise; the prior drawn once from
+  `config.controlled.prior_seed`, the seeds redraw samples and noise), ID and OOD.
 * Tables 3 / 4 (`config.learned`): every family on every learning configuration,
   ID and OOD, field NRMSE (the interface field chi rendered from the predicted
   coefficients against the true one; `estimators.field_nrmse`) and coefficient
@@ -76,6 +77,15 @@ SELECTION = ("crc_auc", "geometric_auroc", "excess_abstention")
 
 def build_task(name: str, frames: int, resolution: int, **overrides):
     return tasks.get(name, resolution=resolution, frames=frames, **overrides)
+
+
+def unpack(entry) -> tuple[str, str, int, dict]:
+    """A configuration entry `(label, task, frames[, ((option, value), ...)])` as
+    `(label, task, frames, task options)` (e.g. Battery M0: `num_sensors=0`)."""
+    if len(entry) not in (3, 4):
+        raise ValueError(f"configuration: expected (label, task, frames[, options]), got {entry!r}")
+    label, name, frames, *rest = entry
+    return label, name, int(frames), dict(rest[0]) if rest else {}
 
 
 def analyze_task(task, tau: float):
@@ -160,10 +170,11 @@ def _plot_learned(path: Path, label: str, runs: list[dict]) -> None:
 def reference(config) -> tuple[str, dict, dict]:
     """Table 1 and the geometries of `config.configurations`."""
     rows, out, geoms = [], {}, {}
-    for label, name, frames in config.configurations:
-        task = build_task(name, frames, config.resolution)
+    for entry in config.configurations:
+        label, name, frames, options = unpack(entry)
+        task = build_task(name, frames, config.resolution, **options)
         g, fn, c0, cov = analyze_task(task, config.tau)
-        g_coarse, *_ = analyze_task(build_task(name, frames, config.refine_resolution), config.tau)
+        g_coarse, *_ = analyze_task(build_task(name, frames, config.refine_resolution, **options), config.tau)
         fd = geo.finite_difference_check(fn, c0, g.jacobian, steps=tuple(config.fd_steps))
         ratio = geo.perturbation_ratio(fn, c0, g, noise_cov=cov, delta=config.perturbation_delta)
         blind = geo.coordinate_blind(g, cov)
@@ -200,6 +211,7 @@ def controlled_table(config, geoms: dict, path: Path | None) -> tuple[str, dict]
                 cov,
                 np.asarray(task.prior.std, np.float64),
                 seed=config.seed + s,
+                prior_seed=cfg.prior_seed,
                 sizes=(cfg.num_train, cfg.num_val, cfg.num_test),
                 latent_dim=cfg.latent_dim,
                 residual=cfg.residual_std,
@@ -336,10 +348,11 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
     )  # fmt: skip
     base = jr.fold_in(jr.key(config.seed), 1)
     rows3, combos, results = [], {rule: [] for rule in RULES}, {}
-    for ci, (label, name, frames) in enumerate(cfg.configurations):
-        task = build_task(name, frames, config.resolution)
+    for ci, entry in enumerate(cfg.configurations):
+        label, name, frames, options = unpack(entry)
+        task = build_task(name, frames, config.resolution, **options)
         shift = {"prior_shift": cfg.ood_shift, "prior_scale": cfg.ood_scale}
-        ood = build_task(name, frames, config.resolution, **shift)
+        ood = build_task(name, frames, config.resolution, **options, **shift)
         with jax.enable_x64(True):
             g, *_ = analyze_task(task, config.tau)
         out = est.run_configuration(
