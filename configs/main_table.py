@@ -20,8 +20,9 @@ likelihood through a trained FNO surrogate of the simulator, its kept members re
 "eps_k1000"})` picks another method by name per task (`eps_k1000`, `importance`,
 `rejection`, `surrogate_rejection`, `pcn`, `exact`); `summary.md` and `references.json` state the
 method and settings used. `exact` is left out (it needs a
-linear-Gaussian task: `poisson_fixed`, see `quickstart.py`); samplers that need point
-observations (ECI) run on Darcy and Poisson only.
+linear-Gaussian task: `poisson_fixed`, see `quickstart.py`); ECI runs on Darcy and Poisson
+only (`POINT_OBSERVATION_TASKS`: its column and block-average constraints for CCS and LTMI exist,
+`samplers.eci`, but its velocities there have not been trained or run).
 
 Tiny: Darcy and Poisson at 16 x 16 (CCS and LTMI forward solves and their networks are
 too slow for a CPU-minutes run), 2 cases x 16 samples, tiny networks (300 steps), short

@@ -388,6 +388,62 @@ def test_ddis_published_pieces_equal_the_transcription(setup):
     assert got_lr == pytest.approx([7e-5 * (1 + i / 100 * (0.01 - 1)) for i in (0, 37, 99)], rel=1e-6)
 
 
+def ddis_published_curvature(resolution: int, num_sensors: int = 24) -> float:
+    """lr * lambda_max of the published DDIS Langevin map's likelihood Hessian on `poisson_fixed`.
+
+    For a linear forward map one published step is z <- z - lr (z - x0) / sigma^2 - lr H (z - z*)
+    (+ noise), so z - step(z) minus its value at 0 is lr (1 / sigma^2 + H) v: power iteration on it
+    with sigma = 1e8 (prior term negligible) gives lr lambda_max(H) of our sampler's own step.
+    Gradient descent on the likelihood is stable only for lr lambda_max < 2.
+    """
+    task = tasks.get("poisson_fixed", resolution=resolution, num_sensors=num_sensors, noise_std=1e-3)
+    s = samplers.get("ddis", task, prior="oracle", forward="exact", profile="published", noise="white")
+    hp = s.hparams()
+    zero = jnp.zeros(task.unknown_shape)
+    y = jnp.zeros_like(task.observation(task.physics(zero)))
+
+    def apply(v):  # lr (1 / sigma^2 + H) v
+        step = lambda z: z - s.langevin_step(z, zero, 1e8, hp["step_size"], zero, y, hp)  # noqa: E731
+        return step(v) - step(zero)
+
+    def power(_, v):
+        av = apply(v)
+        return av / jnp.linalg.norm(av)
+
+    v = jax.jit(lambda v: jax.lax.fori_loop(0, 80, power, v))(jr.normal(jr.key(0), zero.shape))
+    return float(jnp.linalg.norm(apply(v)))
+
+
+def test_ddis_published_poisson_step_is_unstable_at_16_and_stable_at_32():
+    """Why published DDIS (w = 2) is non-finite on 16^2 Poisson: the normalized-MSE Hessian in the
+    trajectory's per-pixel coordinates scales as h^2 (the forward map's Jacobian is ~ h^2 G), so
+    the published lr 7e-5 that is stable at 128^2 (lr lambda 0.09, README) overshoots at 16^2."""
+    at16, at32 = ddis_published_curvature(16), ddis_published_curvature(32)
+    assert at16 > 2 > at32, (at16, at32)
+    assert 3 < at16 / at32 < 6, (at16, at32)  # (32 / 16)^2 = 4
+
+
+DDIS_WEIGHTS = (0.0316, 0.0562, 0.1)  # around 2 x lr lambda(128^2) / lr lambda(16^2) = 0.03
+
+
+@pytest.mark.slow
+def test_ddis_published_at_its_best_weight_beats_the_prior_on_poisson(oracle_problem):
+    """Published-profile DDIS with the exact prior score: non-finite at the published w = 2 on
+    16^2; at its best weight of `DDIS_WEIGHTS` (by mean + std error) it beats the prior ensemble on
+    all five metrics."""
+    task, y, ref, prior_scores = oracle_problem
+    s = samplers.get("ddis", task, prior="oracle", forward="exact", profile="published")
+    assert float(s.defaults["weight"]) == 2.0
+    assert not bool(jnp.all(jnp.isfinite(s.sample(jr.key(4), y, 16, s.hparams()))))
+    rows = []
+    for weight in DDIS_WEIGHTS:
+        xs = s.sample(jr.key(4), y, 256, s.hparams(weight=weight))
+        rows.append({k: float(f(xs, ref)) for k, f in FIVE.items()})
+    best = min(rows, key=lambda r: r["mean_error"] + r["std_error"])
+    assert all(best[k] < prior_scores[k] for k in FIVE), (rows, prior_scores)
+    assert best["mean_error"] <= 0.15 and best["std_error"] <= 0.15, rows
+
+
 def test_exact_readout_outside_the_physics_domain_is_nan_not_an_error():
     """A denoised Darcy estimate with a non-positive permeability: NaN state and gradient, no crash."""
     task = tasks.get("darcy", resolution=8, num_sensors=6)
@@ -513,6 +569,60 @@ def test_eci_published_trajectory_runs_the_t_grid_from_zero(eci_problem):
     assert s.evaluations_per_sample == n_step * n_mix
 
 
+def test_eci_published_resample_step_equals_the_transcription(eci_problem):
+    """`eci_sample` with `resample_step` 3: the base noise, initially the latent x_0 itself, is
+    redrawn at every third mix counted over the whole trajectory (CCS / LTMI publish 5)."""
+    task, y, w, b, model, y_n, mask = eci_problem
+    n_step, n_mix, every = 4, 2, 3
+    s = samplers.get(
+        "eci", task, model=model(diffusion.MaternNoise()), profile="published", num_steps=n_step,
+        mixing=n_mix, resample_step=every,
+    )  # fmt: skip
+    key = jr.key(5)
+    with jax.enable_x64(True):
+        got = np.asarray(s.sample_joint(key, jnp.asarray(y), 1))[0]
+        k = jr.split(key, 1)[0]  # the sample's key; draw j of its base noise is fold_in(k, j)
+        draws = [np.asarray(s.prior.noise.sample(jr.fold_in(k, j), (2, 8, 8))) for j in range(4)]
+    noise, fresh = draws[0], iter(draws[1:])
+    x, counter = noise.copy(), 0
+    for step in range(n_step):
+        t = step / n_step
+        for mix in range(n_mix):
+            counter += 1
+            if counter % every == 0:
+                noise = next(fresh)
+            x1 = x + ((w @ x.reshape(-1)).reshape(x.shape) + t * b) * (1 - t)
+            x1[1][mask] = y_n[mask]
+            next_t = t if mix < n_mix - 1 else t + 1 / n_step
+            x = x1 * next_t + noise * (1 - next_t)
+    np.testing.assert_allclose(got, x, rtol=1e-6, atol=1e-12)
+    assert [s.noise_draw(n, j) for n in range(n_step) for j in range(n_mix)] == [0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_eci_area_average_constraint_equals_the_transcription():
+    """`AreaAverageConstraint.adjust`: each block of the state shifted by (observed - pooled)
+    block mean, on a block-averaged (`AveragePool`) task."""
+    from posteriorjax.samplers import eci
+
+    task = tasks.get("poisson_fixed_lowres", resolution=32, noise_std=1e-3)  # 16 x 16 means of 2 x 2 blocks
+    normalizer = nn.Normalizer((0.1, 0.003), (0.3, 0.02), 0.5)
+    net = LinearVelocity(jnp.zeros((1, 1)), jnp.zeros(1))  # never called by `replace`
+    velocity = eci.FlowVelocity(net, normalizer, diffusion.MaternNoise(), 1)
+    s = samplers.get("eci", task, model=velocity, profile="published")
+    assert (s.mixing, s.resample_step) == (1, 1)
+    rng = np.random.default_rng(2)
+    x1, y = rng.normal(size=(2, 32, 32)), 0.003 + 0.02 * rng.normal(size=256)
+    with jax.enable_x64(True):
+        got = np.asarray(s.replace(jnp.asarray(x1), jnp.asarray(y)))
+    value = ((y - 0.003) * 0.5 / 0.02).reshape(16, 16)  # normalize_channel of the observed averages
+    pooled = x1[1].reshape(16, 2, 16, 2).mean(axis=(1, 3))  # adaptive_avg_pool2d
+    want = x1.copy()
+    want[1] += np.kron(value - pooled, np.ones((2, 2)))  # interpolate(mode="nearest")
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    block = got[1].reshape(16, 2, 16, 2).mean(axis=(1, 3))
+    np.testing.assert_allclose(block, value, atol=1e-12)  # the constraint holds exactly
+
+
 def test_eci_flow_matching_loss_equals_the_transcription(eci_problem):
     """The published `get_loss`: x_t = t x_1 + (1 - t) eps, target x_1 - eps, mean squared error."""
     from posteriorjax.samplers import eci
@@ -535,7 +645,9 @@ def test_eci_flow_matching_loss_equals_the_transcription(eci_problem):
 def test_eci_published_profile_is_checked(eci_problem, setup):
     task, _, _, _, model, _, _ = eci_problem
     s = samplers.get("eci", task, model=model(diffusion.MaternNoise()), profile="published")
-    assert (s.num_steps, s.mixing, s.profile) == (200, 1, "published")  # Poisson: n_mix 1
+    assert (s.num_steps, s.mixing, s.resample_step, s.profile) == (200, 1, 1, "published")  # Poisson
+    with pytest.raises(ValueError, match="resample_step: our ECI draws fresh noise every mix"):
+        samplers.get("eci", task, model=None, resample_step=5)
     with pytest.raises(ValueError, match="t_min: the published ECI t grid starts at 0"):
         samplers.get("eci", task, model=model(diffusion.MaternNoise()), profile="published", t_min=1e-3)
     with pytest.raises(ValueError, match="model: the published ECI needs a trained FlowVelocity"):

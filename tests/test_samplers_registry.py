@@ -3,12 +3,14 @@ hyperparameters, is deterministic for a fixed key, and rejects bad input with cl
 
 import functools
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import nn, samplers, tasks, testing, training
+from posteriorjax import nn, observations, samplers, tasks, testing, training
 
 
 @functools.cache
@@ -132,8 +134,28 @@ def test_eci_reproduces_observed_entries_exactly():
     )
 
 
-def test_eci_needs_point_observations():
+class RowSums(observations.AbstractObservation):
+    """A linear observation ECI has no hard constraint for (sums over rows)."""
+
+    shape: tuple[int, int]
+
+    @property
+    def count(self):
+        return self.shape[0]
+
+    @property
+    def mask(self):
+        return jnp.ones(self.shape, dtype=bool)
+
+    def _observe(self, fields):
+        return fields.sum(axis=-1)
+
+    def _fill(self, values):
+        return jnp.repeat(values[..., None], self.shape[1], axis=-1)
+
+
+def test_eci_needs_a_constrainable_observation():
     task, m = _setup()
-    pooled = tasks.get("poisson_fixed_lowres", resolution=8)
-    with pytest.raises(ValueError, match="MaskObservation"):
-        samplers.get("eci", pooled, model=m["joint"], num_steps=3)
+    other = eqx.tree_at(lambda t: t.observation, task, RowSums(task.observation.shape))
+    with pytest.raises(ValueError, match="needs point values, well columns or block averages.*RowSums"):
+        samplers.get("eci", other, model=m["joint"], num_steps=3)

@@ -18,8 +18,11 @@ velocity field. Per time step t_n -> t_{n+1} (uniform grid on [t_0, 1]):
 
 and the final x_1 (observed entries replaced) is returned. No gradients and no likelihood:
 the observations are enforced exactly (in normalized state units), whatever the noise level.
-Needs point observations of the state (`MaskObservation`) and a learned joint prior (the
-oracle prior diffuses the unknown only, which carries no observed entries).
+The constraint (`ECISampler.replace`, the published `SparseValueConstraint` /
+`AreaAverageConstraint`): point values and well columns (`MaskObservation`,
+`ColumnObservation`) overwrite the observed cells; block averages (`AveragePool`) add to each
+block the difference between its observed and its current mean. Needs a learned joint prior
+(the oracle prior diffuses the unknown only, which carries no observed entries).
 Cost per sample: (steps - 1) x mixing + 1 network evaluations.
 
 ``profile="published"`` — `posteriorbench/methods/eci.py`, `training_eci/flow.py` (`eci_sample`),
@@ -31,8 +34,11 @@ starting at 0. Each of the N steps mixes `mixing` times
 
         x_1 = x + (1 - t_n) v(x, t_n);  x_1[state, observed] = y;  x = t' x_1 + (1 - t') eps'
 
-with t' = t_n on the inner mixes and t_{n+1} on the last (`resample_step: 1`: fresh eps' every
-mix); x at t_N = 1 is the last x_1 and is returned. 200 steps, mixing 5 (Darcy) / 1 (Poisson).
+with t' = t_n on the inner mixes and t_{n+1} on the last; x at t_N = 1 is the last x_1 and is
+returned. eps' is redrawn on the mixes m = 1, 2, ... (counted over the whole trajectory) with
+m % resample_step == 0 and kept otherwise, starting from the initial latent x_0 itself
+(`eci_sample`'s `resample_step`). 200 steps everywhere; mixing 5 (Darcy) / 1 (Poisson, CCS,
+LTMI); resample_step 1 (Darcy, Poisson: fresh every mix) / 5 (CCS, LTMI).
 Cost per sample: N x mixing network evaluations.
 """
 
@@ -44,12 +50,15 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import checks, diffusion, nn
-from posteriorjax.observations import MaskObservation
+from posteriorjax.observations import AveragePool, ColumnObservation, MaskObservation
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
-MIXING = {"darcy": 5, "poisson": 1}  # published, per PosteriorBench dataset
+# configs/evaluations/eci_<dataset>.yaml, per PosteriorBench dataset: n_mix and resample_step
+MIXING = {"darcy": 5, "poisson": 1, "ccs": 1, "ltmi": 1}
+RESAMPLE = {"darcy": 1, "poisson": 1, "ccs": 5, "ltmi": 5}
+CONSTRAINED = (MaskObservation, ColumnObservation, AveragePool)  # observations `replace` handles
 PUBLISHED_STEPS = 200
 
 
@@ -108,6 +117,7 @@ class ECISampler(AbstractSampler):
     mixing: int = eqx.field(static=True)
     t_min: float = eqx.field(static=True)
     profile: str = eqx.field(static=True, default="ours")
+    resample_step: int = eqx.field(static=True, default=1)
 
     @property
     def evaluations_per_sample(self) -> int:
@@ -116,13 +126,22 @@ class ECISampler(AbstractSampler):
         return (self.num_steps - 1) * self.mixing + 1
 
     def replace(self, x1: jax.Array, y_obs: jax.Array) -> jax.Array:
-        """Write the normalized observations into the observed cells of the state channels."""
+        """The hard constraint on the state channels of a normalized joint `x1 (C, H, W)`: the
+        normalized observations written into the observed cells (points, columns), or each
+        block shifted by (observed - current) block mean (`AveragePool`; module doc)."""
         cx, obs = self.prior.unknown_channels, self.task.observation
         cu = x1.shape[0] - cx
         norm = self.prior.normalizer
         mean, std = (jnp.asarray(v[cx:], x1.dtype)[:, None, None] for v in (norm.mean, norm.std))
         y_n = (obs.to_grid(y_obs.astype(x1.dtype), leading=(cu,)) - mean) * (norm.scale / std)
+        if isinstance(obs, AveragePool):  # to_grid broadcasts each block mean over its block
+            return x1.at[cx:].add(y_n - obs.to_grid(obs(x1[cx:]), leading=(cu,)))
         return x1.at[cx:].set(jnp.where(obs.mask, y_n, x1[cx:]))
+
+    def noise_draw(self, step, mix):
+        """Index of the base-noise draw used at mix `mix` of step `step` (published profile):
+        draw 0 is the initial latent, a new one starts at every `resample_step`-th mix."""
+        return (step * self.mixing + mix + 1) // self.resample_step
 
     def published_step(self, x, t, t_next, noises, y_obs) -> jax.Array:
         """One published step t -> t_next of a normalized joint state `x (C, H, W)`; `noises`
@@ -142,15 +161,16 @@ class ECISampler(AbstractSampler):
         ts = jnp.arange(self.num_steps + 1, dtype=dtype) / self.num_steps
 
         def one(k):
-            k0, ks = jr.split(k)
+            def draw(j):  # base-noise draw j of this sample (draw 0: the initial latent)
+                return self.prior.noise.sample(jr.fold_in(k, j), shape).astype(dtype)
 
             def step(x, inputs):
-                t, t_next, kk = inputs
-                noises = jax.vmap(lambda km: self.prior.noise.sample(km, shape))(jr.split(kk, self.mixing))
-                return self.published_step(x, t, t_next, noises.astype(x.dtype), y_obs), None
+                n, t, t_next = inputs
+                noises = jax.vmap(lambda j: draw(self.noise_draw(n, j)))(jnp.arange(self.mixing))
+                return self.published_step(x, t, t_next, noises, y_obs), None
 
-            x0 = self.prior.noise.sample(k0, shape).astype(dtype)
-            return jax.lax.scan(step, x0, (ts[:-1], ts[1:], jr.split(ks, self.num_steps)))[0]
+            inputs = (jnp.arange(self.num_steps), ts[:-1], ts[1:])
+            return jax.lax.scan(step, draw(0), inputs)[0]
 
         return jax.vmap(one)(jr.split(key, num_samples))
 
@@ -195,27 +215,37 @@ class ECISampler(AbstractSampler):
 def build(
     task, prior: str = "learned", model=None, num_steps: int = PUBLISHED_STEPS, mixing: int | None = None,
     t_min: float | None = None, noise: str | None = None, profile: str = "ours",
+    resample_step: int | None = None,
 ) -> ECISampler:  # fmt: skip
-    """`task.observation` must be point values. `model`: a joint (unknown, state) `EDMDenoiser`
-    (``profile="ours"``, with `t_min` default 1e-3 and base `noise` default ``"grf"``) or a `FlowVelocity`
-    (``profile="published"``: its own noise, t grid from 0; `t_min` and `noise` do not apply)."""
+    """`task.observation` must be point values, well columns or block averages (`CONSTRAINED`).
+    `model`: a joint (unknown, state) `EDMDenoiser` (``profile="ours"``, with `t_min` default 1e-3
+    and base `noise` default ``"grf"``) or a `FlowVelocity` (``profile="published"``: its own noise,
+    t grid from 0; `t_min` and `noise` do not apply; `resample_step` default per task, 1 for a task
+    without published values). Our profile draws fresh noise every mix (`resample_step` 1)."""
     guided.check_profile(profile, "eci")
     num_steps = checks.positive_int("num_steps", num_steps)
     if num_steps < 2:
         raise ValueError(f"num_steps: expected at least 2 steps, got {num_steps}")
     mixing = guidance.published(task, MIXING, "ECI", "mixing") if mixing is None else mixing
     mixing = checks.positive_int("mixing", mixing)
-    if not isinstance(task.observation, MaskObservation):
+    if resample_step is None:
+        dataset = guidance.PUBLISHED_DATASET.get(task.name)
+        resample_step = RESAMPLE.get(dataset, 1) if profile == "published" else 1
+    resample_step = checks.positive_int("resample_step", resample_step)
+    if profile != "published" and resample_step != 1:
+        raise ValueError(f"resample_step: our ECI draws fresh noise every mix (1), got {resample_step}")
+    if not isinstance(task.observation, CONSTRAINED):
         raise ValueError(
-            f"task: ECI replaces observed entries, which needs point observations (MaskObservation); "
-            f"{task.name!r} observes with {type(task.observation).__name__}"
+            "task: ECI constrains the observed state, which needs point values, well columns or block "
+            f"averages ({', '.join(c.__name__ for c in CONSTRAINED)}); {task.name!r} observes with "
+            f"{type(task.observation).__name__}"
         )
     if prior == "oracle":
         raise ValueError(
             "prior: ECI needs a learned joint (unknown, state) model; 'oracle' diffuses the unknown only"
         )
     if profile == "published":
-        return _build_published(task, prior, model, num_steps, mixing, t_min, noise)
+        return _build_published(task, prior, model, num_steps, mixing, t_min, noise, resample_step)
     t_min = 1e-3 if t_min is None else t_min
     if not 0 < t_min < 1:
         raise ValueError(f"t_min: expected a value in (0, 1), got {t_min!r}")
@@ -223,7 +253,7 @@ def build(
     return ECISampler(task, {}, p, num_steps, mixing, float(t_min))
 
 
-def _build_published(task, prior, model, num_steps, mixing, t_min, noise) -> ECISampler:
+def _build_published(task, prior, model, num_steps, mixing, t_min, noise, resample_step) -> ECISampler:
     if t_min is not None:
         raise ValueError(f"t_min: the published ECI t grid starts at 0 (leave t_min unset), got {t_min!r}")
     if noise is not None:
@@ -247,4 +277,4 @@ def _build_published(task, prior, model, num_steps, mixing, t_min, noise) -> ECI
             "model: the published ECI velocity is trained with MaternNoise (or white), got "
             f"{type(model.noise).__name__}"
         )
-    return ECISampler(task, {}, model, num_steps, mixing, 0.0, "published")
+    return ECISampler(task, {}, model, num_steps, mixing, 0.0, "published", resample_step)

@@ -19,7 +19,7 @@ Three networks, trained in order (`training.kinds`: ``fundiff_fae_target``,
     (`RectifiedFlowLoss`).
 
 Sampling (`FunDiffSampler`): c from the observed y (normalized, at the mask), z_c = E_cond(c),
-z_0 ~ N(0, I) of shape (L, D), `num_steps` (published 20) explicit Euler steps
+z_0 ~ N(0, I) of shape (L, D), `num_steps` (published 20; CCS 100) explicit Euler steps
 z <- z + v(z, i / N, z_c) / N, i = 0..N-1, decode z at every grid point, denormalize, and for
 Darcy project onto the binary values {3, 12} at the midpoint (published `discrete_values`).
 No hyperparameter: the published method has no guidance weight or temperature.
@@ -35,9 +35,12 @@ import jax.random as jr
 from posteriorjax import checks, nn
 from posteriorjax.nn.fae import grid_coords
 from posteriorjax.observations.operators import MaskObservation
+from posteriorjax.samplers import guidance
 from posteriorjax.samplers.base import AbstractSampler
 
-NUM_STEPS = 20
+NUM_STEPS = 20  # for a task without published values
+# `sampling.num_steps` of configs/evaluations/fundiff_<dataset>.yaml, per PosteriorBench dataset
+PUBLISHED_STEPS = {"darcy": 20, "poisson": 20, "ccs": 100, "ltmi": 20}
 DATA_SCALE = 0.5  # published target / condition normalization `scale`
 QUERY_FRACTION = 0.25  # 4096 query points of a 128 x 128 grid
 TARGET_DOWNSAMPLING = (1, 2, 4)  # published `input_downsample_factors` of the target FAE
@@ -222,14 +225,18 @@ class FunDiffSampler(AbstractSampler):
         return x
 
 
-def build(task, model=None, target=None, condition=None, num_steps: int = NUM_STEPS,
+def build(task, model=None, target=None, condition=None, num_steps: int | None = None,
           discrete_values="published") -> FunDiffSampler:  # fmt: skip
     """`model`: a trained `LatentFlow` (kind ``fundiff_dit``); `target`, `condition`: the trained
     ``fundiff_fae_target`` / ``fundiff_fae_condition`` autoencoders it was trained on.
 
+    `num_steps`: default the task's published value (`PUBLISHED_STEPS`), `NUM_STEPS` elsewhere.
+
     `discrete_values`: ``"published"`` (the binary projection of the task's published profile:
     Darcy {3, 12}, none elsewhere), None, or a (low, high) pair.
     """
+    if num_steps is None:
+        num_steps = PUBLISHED_STEPS.get(guidance.PUBLISHED_DATASET.get(task.name), NUM_STEPS)
     num_steps = checks.positive_int("num_steps", num_steps)
     for name, value, cls in (("model", model, LatentFlow), ("target", target, TargetAutoencoder),
                              ("condition", condition, ConditionAutoencoder)):  # fmt: skip
