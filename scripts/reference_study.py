@@ -12,6 +12,8 @@ not take is an error, `--helpfull` lists each flag's default per command):
         --workdir=/tmp/study/darcy32 --num_chunks=40 --chunk_size=2048 --seconds=600
     # acceptance, GT1/GT2 at the published eps (if it fills K) and at the smallest eps that does
     nice -n 10 python scripts/reference_study.py darcy --resolution=32 --workdir=/tmp/study/darcy32 --k=100
+    # the same for the hierarchical Poisson task (pools built with --task=poisson)
+    nice -n 10 python scripts/reference_study.py poisson_gt --resolution=32 --workdir=/tmp/study/p32 --k=1000
     # the same for LTMI (eps = 0.03)
     nice -n 10 python scripts/reference_study.py ltmi --resolution=32 --workdir=/tmp/study/ltmi32
     # eps-rule and importance references against exact pathwise samples (poisson_fixed 32 x 32)
@@ -171,6 +173,11 @@ def sampler_ensembles(key, task, y, *, pcn_steps: int) -> dict:
 
 def cmd_darcy(args) -> None:
     _gt_study(_task("darcy", args.resolution), f"darcy{args.resolution}", PUBLISHED_EPS, args)
+
+
+def cmd_poisson_gt(args) -> None:
+    """The hierarchical Poisson task (noise 1e-4, published eps 3e-4), rotation-augmented pools."""
+    _gt_study(_task("poisson", args.resolution), f"poisson{args.resolution}", PUBLISHED_EPS, args)
 
 
 def cmd_ltmi(args) -> None:
@@ -412,6 +419,8 @@ COMMANDS = {
     "pools": (cmd_pools, "grow the two augmented pools of a task (time-boxed, resumable)", dict(
         task="darcy", resolution=32, workdir=REQUIRED, num_chunks=40, chunk_size=2048, seconds=600.0)),
     "darcy": (cmd_darcy, "acceptance and GT1/GT2 ratios from the two Darcy pools", dict(
+        resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=2000, k=[K])),
+    "poisson_gt": (cmd_poisson_gt, "GT1/GT2 ratios from the two hierarchical-Poisson pools", dict(
         resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=2000, k=[K])),
     "ltmi": (cmd_ltmi, "acceptance and GT1/GT2 ratios from the two LTMI pools (eps = 0.03)", dict(
         resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=200, k=[K])),

@@ -13,7 +13,7 @@ from posteriorjax.reference.registry import RULES as REFERENCE_RULES
 from posteriorjax.reference.registry import config as reference_config
 from posteriorjax.reference.registry import published_eps
 from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, common_config, network, network_config
-from posteriorjax.sweep.plan import Plan, validate
+from posteriorjax.sweep.plan import Plan, dry_run, validate
 from posteriorjax.sweep.program import (
     ConfigGrid,
     case_program,
