@@ -192,7 +192,7 @@ def test_main_table_dry_runs_with_the_published_references_and_a_medium_scale():
     assert {n: t["reference"]["method"] for n, t in tasks.items()} == main_table.MEDIUM_REFERENCE
     assert {n: t["reference"]["settings"]["pool_size"] for n, t in tasks.items()} == main_table.MEDIUM_POOLS
     ccs_ref = tasks["ccs"]["reference"]
-    assert ccs_ref["settings"]["validate"] and ccs_ref["surrogate"]["data"]["pool_size"] == 2048
+    assert ccs_ref["settings"]["validate"] and ccs_ref["surrogate"]["data"]["pool_size"] == 512
     assert ccs_ref["surrogate"]["hash"] != full["ccs"]["reference"]["surrogate"]["hash"]
     assert (
         tasks["darcy"]["reference"]["settings"]["augment"]
