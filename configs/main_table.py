@@ -32,7 +32,7 @@ at these grids, the tiny sampler schedules (`configs/base.py`). References (`MED
 `MEDIUM_POOLS`): `eps_k1000` (K = 1000, eps = 3 x noise std widened to fill K; no 32 x 32 pool
 of this size reaches the published eps for K = 100, README) over 524,288-candidate 4x
 rotation-augmented pools (Darcy, Poisson) and an 81,920-candidate un-augmented pool (LTMI); CCS
-`surrogate_rejection` (K = 100, validated: weights L_sim / L_sur) over 32,768 candidates through
+`surrogate_rejection` (K = 100, validated: weights L_sim / L_sur) over 16,384 candidates through
 the `surrogate` FNO trained on 512 simulated pairs (a CO2 run costs about half a second here),
 the 300 kept members re-simulated. The
 README ("Reference posteriors at the medium scale") gives their measured cost, acceptance, Kish
@@ -114,7 +114,7 @@ MEDIUM_REFERENCE = {
     "ltmi": "eps_k1000",
     "ccs": "surrogate_rejection",
 }
-MEDIUM_POOLS = {"darcy": 524_288, "poisson": 524_288, "ltmi": 81_920, "ccs": 32_768}
+MEDIUM_POOLS = {"darcy": 524_288, "poisson": 524_288, "ltmi": 81_920, "ccs": 16_384}
 MEDIUM_SURROGATE = {"kind": "surrogate", "training": {"data": {"source": "pool", "pool_size": 512}}}
 
 

@@ -511,7 +511,7 @@ COMMANDS = {
     "ltmi": (cmd_ltmi, "acceptance and GT1/GT2 ratios from the two LTMI pools (eps = 0.03)", dict(
         resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=200, k=[K])),
     "ccs": (cmd_ccs, "the medium CCS surrogate reference: held-out error, error budget, GT1/GT2", dict(
-        workdir=REQUIRED, cases=3, case_seed=1234, seed=0, pool_size=32_768, k=[K])),
+        workdir=REQUIRED, cases=3, case_seed=1234, seed=0, pool_size=16_384, k=[K])),
     "poisson": (cmd_poisson, "eps-rule and importance references against the exact posterior", dict(
         resolution=32, workdir=REQUIRED, num_chunks=32, chunk_size=2048, cases=3, case_seed=1234, seed=0,
         exact_samples=1000, importance_noise=["1e-4", "1e-3", "1e-2"])),
