@@ -1,6 +1,7 @@
 """The main benchmark table: tasks x samplers x the five posterior metrics (+ CRPS, time).
 
     python -m experiments.sweep --config=configs/main_table.py --workdir=DIR         # published scale
+    python -m experiments.sweep --config=configs/main_table.py:medium --workdir=DIR  # 2-core CPU
     python -m experiments.sweep --config=configs/main_table.py:tiny --workdir=DIR    # one CPU
 
 Published scale: Darcy and Poisson at 128 x 128 (128 sensors, noise 1e-4), CCS on its
@@ -24,6 +25,20 @@ linear-Gaussian task: `poisson_fixed`, see `quickstart.py`); ECI runs on Darcy a
 only (`POINT_OBSERVATION_TASKS`: its column and block-average constraints for CCS and LTMI exist,
 `samplers.eci`, but its velocities there have not been trained or run).
 
+Medium (`configs/main_table.py:medium`, a CPU study of all four tasks): Darcy, Poisson and LTMI
+at 32 x 32 (LTMI pooled to 16 x 16), CCS at `tasks.ccs.MEDIUM` (16 layers x 48 radial cells to
+100 km, 2 years of injection in 8 pressure steps of 0.25 years, wells at radial indices 0 and 16,
+IMPES); 3 cases x 32 samples per sampler, networks at the tiny training scale (300 steps) trained
+at these grids, the tiny sampler schedules (`configs/base.py`). References (`MEDIUM_REFERENCE`,
+`MEDIUM_POOLS`): `eps_k1000` (K = 1000, eps = 3 x noise std widened to fill K; no 32 x 32 pool
+of this size reaches the published eps for K = 100, README) over 524,288-candidate 4x
+rotation-augmented pools (Darcy, Poisson) and an 81,920-candidate un-augmented pool (LTMI); CCS
+`surrogate_rejection` (K = 100, validated: weights L_sim / L_sur) over 16,384 candidates through
+the `surrogate` FNO trained on 512 simulated pairs (a CO2 run costs about half a second here),
+the 300 kept members re-simulated. The
+README ("Reference posteriors at the medium scale") gives their measured cost, acceptance, Kish
+ESS and GT1/GT2 ratios; the sampler stage's cost at this scale was not measured.
+
 Tiny: Darcy and Poisson at 16 x 16 (CCS and LTMI forward solves and their networks are
 too slow for a CPU-minutes run), 2 cases x 16 samples, tiny networks (300 steps), short
 sampler schedules (`configs/base.py`), a 4096-candidate pool. Expect the ranking of the
@@ -32,6 +47,7 @@ published table only at full scale.
 
 from configs import base
 from posteriorjax import sweep
+from posteriorjax.tasks import ccs
 
 SAMPLERS = (
     "prior", "pcn", "esmda", "dps", "fundps", "funddps", "ddis", "diffusionpde", "eci", "mc_dropout",
@@ -63,10 +79,12 @@ SURROGATE = {"kind": "surrogate", "training": {"data": {"source": "pool", "pool_
 
 
 def published_references(
-    task_names: tuple[str, ...], methods: dict | None = None, pool_size=2_000_000
-) -> dict:
+    task_names: tuple[str, ...], methods: dict | None = None, pool_size=2_000_000, *,
+    pool_chunk: int = 10_000, surrogate: dict = SURROGATE, validate: bool = False,
+) -> dict:  # fmt: skip
     """{task: reference_config} by the published rule per task; `methods` ({task: method name})
-    overrides it, e.g. {"darcy": "eps_k1000"}."""
+    overrides it, e.g. {"darcy": "eps_k1000"}; `pool_size`: candidates, one number or {task: number};
+    `surrogate`, `validate`: the `surrogate_rejection` network spec and re-weighting."""
     methods = {**PUBLISHED_REFERENCE, **(methods or {})}
     out = {}
     for name in task_names:
@@ -75,14 +93,53 @@ def published_references(
         num = 1000 if method == "eps_k1000" else 100
         extra = {"per_point": True} if method == "importance" else {}
         if method == "surrogate_rejection":
-            extra = {"surrogate": SURROGATE}
+            extra = {"surrogate": surrogate, "validate": validate}
+        size = pool_size[name] if isinstance(pool_size, dict) else pool_size
         out[name] = sweep.reference_config(
-            method, num_samples=num, pool_size=pool_size, pool_chunk=10_000, augment=augment, **extra
+            method, num_samples=num, pool_size=size, pool_chunk=pool_chunk, augment=augment, **extra
         )
     return out
 
 
+# The medium scale (`get_config("medium")`): grids, references and pools a 2-core CPU builds in
+# tens of minutes (README, "Reference posteriors at the medium scale").
+MEDIUM_TASKS = {
+    "darcy": {"resolution": 32},
+    "poisson": {"resolution": 32},
+    "ltmi": {"resolution": 32},
+    "ccs": dict(ccs.MEDIUM),
+}
+MEDIUM_REFERENCE = {
+    "darcy": "eps_k1000",
+    "poisson": "eps_k1000",
+    "ltmi": "eps_k1000",
+    "ccs": "surrogate_rejection",
+}
+MEDIUM_POOLS = {"darcy": 524_288, "poisson": 524_288, "ltmi": 81_920, "ccs": 16_384}
+MEDIUM_SURROGATE = {"kind": "surrogate", "training": {"data": {"source": "pool", "pool_size": 512}}}
+
+
+def medium_config():
+    """The medium-scale main table (module docstring): all four tasks on a 2-core CPU."""
+    tasks = {name: dict(options) for name, options in MEDIUM_TASKS.items()}
+    references = published_references(
+        tuple(tasks), MEDIUM_REFERENCE, MEDIUM_POOLS, pool_chunk=2048, surrogate=MEDIUM_SURROGATE,
+        validate=True,
+    )  # fmt: skip
+    return base.sweep(
+        True,
+        tasks=tasks,
+        num_cases=3,
+        num_samples=32,
+        reference=references["darcy"],
+        references=references,
+        samplers=base.catalog(True, SAMPLERS, tasks={"eci": POINT_OBSERVATION_TASKS}, profile="published"),
+    )
+
+
 def get_config(arg: str | None = None):
+    if arg == "medium":
+        return medium_config()
     tiny = base.is_tiny(arg)
     if tiny:
         tasks = {"darcy": {"resolution": 16}, "poisson": {"resolution": 16}}

@@ -10,8 +10,12 @@ each process writes results.p<k>.jsonl and process 0 assembles results.jsonl.
 (`posteriorjax.plugins`); every process loads them first, before anything is built,
 and provenance.json records the list. `--memory_limit_bytes` caps the memory the
 compiled programs may need (`sweep.run`); a sweep over it stops before compute, naming
-`batch_size` and `num_samples`.
+`batch_size` and `num_samples`. `--dry_run` validates the config and prints (as JSON) what it
+would build per task: options, reference method, rule, settings, eps and surrogate spec, and the
+samplers (`sweep.dry_run`); nothing is computed and no workdir is needed.
 """
+
+import json
 
 import jax
 from absl import app, flags
@@ -22,6 +26,9 @@ from posteriorjax import console, parallel, plugins, sweep
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
 _PLUGINS = plugins.define_flag()
+_DRY_RUN = flags.DEFINE_bool(
+    "dry_run", False, "Validate the config and print what it would build (JSON); compute nothing."
+)
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
 _MEMORY = flags.DEFINE_integer(
     "memory_limit_bytes", None,
@@ -35,6 +42,11 @@ def main(argv):
     del argv
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)  # on every process, before anything is built
+    if _DRY_RUN.value:
+        print(json.dumps(sweep.dry_run(_CONFIG.value), indent=1, default=str))
+        return
+    if _WORKDIR.value is None:
+        raise app.UsageError("--workdir is required (except with --dry_run)")
     if _DISTRIBUTED.value:
         jax.distributed.initialize()
     sweep.run(_CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value, memory_limit_bytes=_MEMORY.value)
@@ -43,5 +55,5 @@ def main(argv):
 if __name__ == "__main__":
     parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
     parallel.enable_compilation_cache()  # persistent XLA cache, ~/.cache/posteriorjax/xla (see parallel)
-    flags.mark_flags_as_required(["config", "workdir"])
+    flags.mark_flags_as_required(["config"])
     app.run(main)

@@ -12,8 +12,12 @@ not take is an error, `--helpfull` lists each flag's default per command):
         --workdir=/tmp/study/darcy32 --num_chunks=40 --chunk_size=2048 --seconds=600
     # acceptance, GT1/GT2 at the published eps (if it fills K) and at the smallest eps that does
     nice -n 10 python scripts/reference_study.py darcy --resolution=32 --workdir=/tmp/study/darcy32 --k=100
+    # the same for the hierarchical Poisson task (pools built with --task=poisson)
+    nice -n 10 python scripts/reference_study.py poisson_gt --resolution=32 --workdir=/tmp/study/p32 --k=1000
     # the same for LTMI (eps = 0.03)
     nice -n 10 python scripts/reference_study.py ltmi --resolution=32 --workdir=/tmp/study/ltmi32
+    # the medium CCS reference of configs/main_table.py:medium (surrogate trained as the sweep does)
+    nice -n 10 python scripts/reference_study.py ccs --workdir=/tmp/study/ccs --cases=3
     # eps-rule and importance references against exact pathwise samples (poisson_fixed 32 x 32)
     nice -n 10 python scripts/reference_study.py poisson --workdir=/tmp/study/poisson32
     # pCN relative mean/std error against the exact posterior as the chains grow
@@ -28,6 +32,7 @@ Pools live under ``WORKDIR/pool_a`` and ``WORKDIR/pool_b`` (`reference.pool`), r
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -173,6 +178,11 @@ def cmd_darcy(args) -> None:
     _gt_study(_task("darcy", args.resolution), f"darcy{args.resolution}", PUBLISHED_EPS, args)
 
 
+def cmd_poisson_gt(args) -> None:
+    """The hierarchical Poisson task (noise 1e-4, published eps 3e-4), rotation-augmented pools."""
+    _gt_study(_task("poisson", args.resolution), f"poisson{args.resolution}", PUBLISHED_EPS, args)
+
+
 def cmd_ltmi(args) -> None:
     """LTMI: the published eps = 3 x noise std (0.03), un-augmented pools."""
     task = _task("ltmi", args.resolution)
@@ -220,6 +230,88 @@ def _gt_study(task, name: str, published_eps: float, args) -> None:
     }  # fmt: skip
     result["published_eps"] = published_eps
     _write(workdir, name, result)
+
+
+# -- CCS: the surrogate-accelerated reference at the medium scale -----------------------------------
+
+
+def cmd_ccs(args) -> None:
+    """The main table's medium CCS reference (`configs/main_table.py:medium`): its surrogate trained
+    as the sweep trains it, the surrogate's held-out error, two validated `surrogate_rejection`
+    references from independent surrogate pools (GT1, GT2) with their re-simulation error budgets,
+    and the GT1/GT2 ratios of prior draws and of a third surrogate reference (the ensemble nearest
+    the posterior), for the published uniform weights and for the validated L_sim / L_sur ones."""
+    from configs import main_table
+    from posteriorjax.reference import registry
+    from posteriorjax.reference import surrogate as sur
+    from posteriorjax.sweep import networks
+
+    workdir = Path(args.workdir)
+    options = main_table.MEDIUM_TASKS["ccs"]
+    task = tasks.get("ccs", **options)
+    rc = dict(main_table.medium_config().references.ccs)
+    rc["pool_size"], rc["num_samples"] = args.pool_size, args.k[0]
+    rc = registry.section(rc, "ccs")
+    spec = networks.parse_spec("surrogate", rc["surrogate"], "tiny", "ccs")
+    times = {}
+    start = time.perf_counter()
+    model = networks.network(workdir, "ccs", options, spec, "tiny", progress=False)
+    times["surrogate_training_with_data"] = time.perf_counter() - start
+    start = time.perf_counter()
+    held = sur.held_out_error(task, model, jr.key(99), 64)
+    times["held_out_64"] = time.perf_counter() - start
+    result = {
+        "task": task.config_dict(), "pool_size_each": rc["pool_size"], "K": rc["num_samples"],
+        "held_out": {k: v for k, v in held.items() if k not in ("rmse_per_cell", "mae_per_cell")},
+        "held_out_rmse_per_cell_max": float(np.max(held["rmse_per_cell"])), "cases": [],
+    }  # fmt: skip
+    cases = task.cases(args.case_seed, args.cases)
+    refs = {}
+    for j, name in enumerate("ab"):
+        start = time.perf_counter()
+        samples, weights, info = registry.build(
+            rc, task, cases, jr.key(10 + j), workdir, pool_key=jr.key(j), surrogate=model
+        )
+        times[f"reference_{name}"] = time.perf_counter() - start
+        refs[name] = (samples, weights, info)
+    # the ensemble nearest the posterior (pCN's role on Darcy, unaffordable through the simulator here):
+    # K members by the same rejection from a third surrogate pool, not re-simulated
+    start = time.perf_counter()
+    fast = sur.surrogate_task(task, model)
+    third = pool.build(
+        fast, workdir / "pool_c", seed=2, num_chunks=math.ceil(rc["pool_size"] / rc["pool_chunk"]),
+        chunk_size=rc["pool_chunk"], store_state=False, store_unknown=False, progress=False,
+    )  # fmt: skip
+    times["third_pool"] = time.perf_counter() - start
+    std = sur.noise_std(task)
+    for i in range(args.cases):
+        entry = {"case": i, **{f"info_{n}": refs[n][2][i] for n in "ab"}}
+        start = time.perf_counter()
+        y = np.asarray(cases.y_obs[i])
+        log_l = rejection.pool_statistic(third, lambda yc, y=y: sur.log_likelihood(yc, y, std))
+        idx, _ = sur.select(np.random.default_rng(100 + i), log_l, num=rc["num_samples"])
+        ens = {
+            "prior": np.asarray(jax.vmap(task.prior.sample)(jr.split(jr.fold_in(jr.key(args.seed), i), K))),
+            "surrogate_reference_c": np.asarray(third.gather(idx)),
+        }
+        entry["ensemble_seconds"] = time.perf_counter() - start
+        for label, validated in (("published_uniform", False), ("validated", True)):
+            pair = []
+            for n in "ab":
+                samples, weights, info = refs[n]
+                w = weights[i] if validated else np.full(len(weights[i]), 1.0 / len(weights[i]))
+                pair.append(store.Reference(samples[i], w, "surrogate_rejection", 0, {}))
+            ratios = validate.two_ensemble_ratios(ens, *pair, task=task)
+            entry[f"ratios_{label}"] = {"ess": [r.ess() for r in pair], **ratios}
+        result["cases"].append(entry)
+        print(json.dumps(entry, indent=1, default=str), flush=True)
+    result["worst"] = {
+        label: {m: max(c[f"ratios_{label}"]["ratios"][m] for c in result["cases"])
+                for m in validate.RATIO_METRICS}
+        for label in ("published_uniform", "validated")
+    }  # fmt: skip
+    result["seconds"] = times
+    _write(workdir, "ccs_medium", result)
 
 
 # -- Poisson: eps rule and importance against the exact posterior ------------------------------------
@@ -388,6 +480,7 @@ FLAG_SPECS = {
     "workdir": (flags.DEFINE_string, "directory of the pools and the result JSON"),
     "num_chunks": (flags.DEFINE_integer, "pool chunks to build (at most)"),
     "chunk_size": (flags.DEFINE_integer, "candidates per pool chunk"),
+    "pool_size": (flags.DEFINE_integer, "candidates per surrogate pool"),
     "seconds": (flags.DEFINE_float, "time box of the pool build"),
     "cases": (flags.DEFINE_integer, "benchmark cases"),
     "case_seed": (flags.DEFINE_integer, "seed of the cases"),
@@ -413,8 +506,12 @@ COMMANDS = {
         task="darcy", resolution=32, workdir=REQUIRED, num_chunks=40, chunk_size=2048, seconds=600.0)),
     "darcy": (cmd_darcy, "acceptance and GT1/GT2 ratios from the two Darcy pools", dict(
         resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=2000, k=[K])),
+    "poisson_gt": (cmd_poisson_gt, "GT1/GT2 ratios from the two hierarchical-Poisson pools", dict(
+        resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=2000, k=[K])),
     "ltmi": (cmd_ltmi, "acceptance and GT1/GT2 ratios from the two LTMI pools (eps = 0.03)", dict(
         resolution=32, workdir=REQUIRED, cases=2, case_seed=1234, seed=0, pcn_steps=200, k=[K])),
+    "ccs": (cmd_ccs, "the medium CCS surrogate reference: held-out error, error budget, GT1/GT2", dict(
+        workdir=REQUIRED, cases=3, case_seed=1234, seed=0, pool_size=16_384, k=[K])),
     "poisson": (cmd_poisson, "eps-rule and importance references against the exact posterior", dict(
         resolution=32, workdir=REQUIRED, num_chunks=32, chunk_size=2048, cases=3, case_seed=1234, seed=0,
         exact_samples=1000, importance_noise=["1e-4", "1e-3", "1e-2"])),

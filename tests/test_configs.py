@@ -167,3 +167,49 @@ def test_tiny_reference_configs_run_end_to_end(name, tmp_path):
     assert report["cases"]
     for case in report["cases"]:
         assert case["eps_a"]["accepted"] >= config.eps_rule.num, case["eps_a"]
+
+
+def test_main_table_dry_runs_with_the_published_references_and_a_medium_scale():
+    """`sweep.dry_run` (experiments.sweep --dry_run) builds every task of the full and medium main
+    tables and resolves each reference method against its task, computing nothing."""
+    from configs import main_table
+    from posteriorjax.tasks import ccs
+
+    full = sweep.dry_run(_load("main_table").get_config(""))["tasks"]
+    assert {n: t["reference"]["method"] for n, t in full.items()} == main_table.PUBLISHED_REFERENCE
+    assert full["darcy"]["reference"]["eps"] == pytest.approx(3e-4)
+    assert full["ltmi"]["reference"]["eps"] == pytest.approx(0.03)
+    assert full["ccs"]["reference"]["surrogate"]["data"]["pool_size"] == 12_000
+    assert full["ccs"]["unknown_shape"] == (1, 64, 200) and "eci" not in full["ccs"]["samplers"]
+    assert {n: t["reference"]["settings"]["pool_size"] for n, t in full.items()} == dict.fromkeys(
+        full, 2_000_000
+    )
+    medium = sweep.dry_run(_load("main_table").get_config("medium"))
+    tasks = medium["tasks"]
+    assert set(tasks) == {"darcy", "poisson", "ccs", "ltmi"} and medium["training_scale"] == "tiny"
+    assert tasks["ccs"]["unknown_shape"] == (1, ccs.MEDIUM["nz"], ccs.MEDIUM["nr"])
+    assert tasks["ltmi"]["unknown_shape"] == (2, 32, 32) and tasks["darcy"]["unknown_shape"] == (1, 32, 32)
+    assert {n: t["reference"]["method"] for n, t in tasks.items()} == main_table.MEDIUM_REFERENCE
+    assert {n: t["reference"]["settings"]["pool_size"] for n, t in tasks.items()} == main_table.MEDIUM_POOLS
+    ccs_ref = tasks["ccs"]["reference"]
+    assert ccs_ref["settings"]["validate"] and ccs_ref["surrogate"]["data"]["pool_size"] == 512
+    assert ccs_ref["surrogate"]["hash"] != full["ccs"]["reference"]["surrogate"]["hash"]
+    assert (
+        tasks["darcy"]["reference"]["settings"]["augment"]
+        and not tasks["ltmi"]["reference"]["settings"]["augment"]
+    )
+
+
+def test_sweep_dry_run_flag_prints_the_plan_without_a_workdir(capsys):
+    from absl import flags
+
+    from experiments import sweep as sweep_main
+
+    flags.FLAGS(["sweep", f"--config={CONFIG_DIR / 'main_table.py'}:tiny", "--dry_run"])
+    try:
+        sweep_main.main([])
+    finally:
+        flags.FLAGS.unparse_flags()
+    plan = json.loads(capsys.readouterr().out)
+    assert set(plan["tasks"]) == {"darcy", "poisson"} and plan["num_cases"] == 2
+    assert plan["tasks"]["darcy"]["reference"]["method"] == "importance"

@@ -80,6 +80,7 @@ MILLIDARCY = 9.869233e-16  # m^2
 SECONDS_PER_YEAR = 365.25 * 86400.0
 GRAVITY = 9.80665  # m/s^2
 TRANSPORTS = ("impes", "implicit")
+REFINEMENTS = 1  # steps of iterative refinement of each pressure solve (in the working precision)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,31 +318,64 @@ def transmissibilities(perm, grid: RadialGrid, anisotropy: float = 1.0):
     return t_r, t_out, t_z
 
 
-def _block_factor(diag, off_z, off_r):
-    """Inverse Schur complements `(nr, nz, nz)` of the block-tridiagonal SPD matrix.
+def _mmatrix_inverse(off, g):
+    """Inverse `(n, n)` of the symmetric M-matrix with off-diagonal part `off` (<= 0, zero diagonal)
+    and row sums `g` (>= 0), by Gaussian elimination that never forms a difference.
 
-    Block i is tridiag(off_z[:, i], diag[:, i], off_z[:, i]); blocks i, i+1 couple
-    through diag(off_r[:, i]).
+    The GTH form of elimination (Grassmann, Taksar & Heyman 1985; for M-matrices given by their
+    off-diagonal entries and row sums, O'Cinneide 1993, Alfa, Xue & Ye 2002): each pivot is the
+    remaining row sum plus the magnitudes of the remaining off-diagonal entries, d_k = g_k -
+    sum_{j>k} off_kj, each update adds quantities of one sign (off_jl -= off_jk off_kl / d_k, g_j
+    -= off_jk g_k / d_k), and S = L D L^T with unit lower L <= 0 off the diagonal, so L^-1 >= 0 and
+    S^-1 = L^-T D^-1 L^-1 are sums of non-negative terms: every entry to high relative accuracy
+    however small the row sums are next to the diagonal. (A Cholesky factorization of the same
+    matrix in float32 breaks down once the diagonal dominance falls below about 1e-7 relative.)
     """
-    nz = diag.shape[0]
-    eye = jnp.eye(nz, dtype=diag.dtype)
+    n = off.shape[0]
+    idx = jnp.arange(n)
+    offdiag = 1.0 - jnp.eye(n, dtype=off.dtype)
 
-    def block(i):
-        d = jnp.diag(diag[:, i])
+    def step(k, carry):
+        off, g, low, d = carry
+        row = jnp.where(idx > k, off[k], 0.0)  # off_kj, j > k (<= 0)
+        dk = g[k] - jnp.sum(row)
+        off = (off - jnp.outer(row, row) / dk) * offdiag
+        g = g - row * (g[k] / dk)
+        return off, g, low.at[:, k].set(row / dk), d.at[k].set(dk)
+
+    init = (off * offdiag, g, jnp.zeros_like(off), jnp.zeros_like(g))
+    _, _, low, d = jax.lax.fori_loop(0, n, step, init)
+    eye = jnp.eye(n, dtype=off.dtype)
+    m = jax.scipy.linalg.solve_triangular(low + eye, eye, lower=True, unit_diagonal=True)  # >= 0
+    return (m.T / d) @ m
+
+
+def _block_factor(off_z, off_r, c_out):
+    """Inverse Schur complements `(nr, nz, nz)` of the block-tridiagonal pressure matrix.
+
+    Block i is tridiag(off_z[:, i], ., off_z[:, i]) with its diagonal set by the row sums; blocks
+    i, i+1 couple through diag(off_r[:, i]) (`off_*` <= 0, minus the face conductances). The
+    matrix is a graph Laplacian of the conductances plus `c_out` on the last column (the outer
+    Dirichlet face), so eliminating columns 0 .. i-1 leaves a Laplacian (Kron reduction) whose
+    block i has row sums -off_r[:, i] (c_out for the last block): the Schur complement
+    S_i = B_i - C W_{i-1} C is formed from its off-diagonal part, which has no cancellation, and
+    these row sums, and inverted by `_mmatrix_inverse`. The row sums are the radial conductances,
+    up to 1e8 times smaller than the vertical ones on the outer cells of coarse grids, so the
+    usual diagonal B_i - (C W C)_kk is lost to rounding in float32 there.
+    """
+    grounded = jnp.concatenate([-off_r, c_out[:, None]], axis=1)  # (nz, nr) row sums of S_i
+
+    def block_off(i):
         e = jnp.diag(off_z[:, i], 1)
-        return d + e + e.T
+        return e + e.T
 
     def step(w_prev, i):
         c = off_r[:, i - 1]
-        s = block(i) - c[:, None] * w_prev * c[None, :]
-        chol = jax.scipy.linalg.cho_factor(s, lower=True)
-        w = jax.scipy.linalg.cho_solve(chol, eye)
-        w = 0.5 * (w + w.T)
+        w = _mmatrix_inverse(block_off(i) - c[:, None] * w_prev * c[None, :], grounded[:, i])
         return w, w
 
-    w0 = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(block(0), lower=True), eye)
-    w0 = 0.5 * (w0 + w0.T)
-    _, ws = jax.lax.scan(step, w0, jnp.arange(1, diag.shape[1]))
+    w0 = _mmatrix_inverse(block_off(0), grounded[:, 0])
+    _, ws = jax.lax.scan(step, w0, jnp.arange(1, off_r.shape[1] + 1))
     return jnp.concatenate([w0[None], ws], axis=0)
 
 
@@ -383,14 +417,14 @@ def _pressure_operator(c_r, c_out, c_z):
 def _solve_pressure(c_r, c_out, c_z, rhs):
     """Phi solving the SPD pressure system exactly; implicit derivatives."""
     matvec = _pressure_operator(c_r, c_out, c_z)
-    diag = matvec(jnp.ones_like(rhs)) + jnp.pad(c_r, ((0, 0), (0, 1))) + jnp.pad(c_r, ((0, 0), (1, 0)))
-    diag = diag + jnp.pad(c_z, ((0, 1), (0, 0))) + jnp.pad(c_z, ((1, 0), (0, 0)))
-    # the row sums of A vanish except at the outer face, so diag = sum of conductances (+ c_out)
-    factor = jax.lax.stop_gradient(_block_factor(diag, -c_z, -c_r))
+    factor = jax.lax.stop_gradient(_block_factor(-c_z, -c_r, c_out))
     off_r = jax.lax.stop_gradient(-c_r)
 
     def solve(_, b):
-        return _block_solve(factor, off_r, b)
+        x = _block_solve(factor, off_r, b)
+        for _ in range(REFINEMENTS):
+            x = x + _block_solve(factor, off_r, b - matvec(x))
+        return x
 
     return jax.lax.custom_linear_solve(matvec, rhs, solve, symmetric=True)
 

@@ -13,7 +13,7 @@ from posteriorjax.reference.registry import RULES as REFERENCE_RULES
 from posteriorjax.reference.registry import config as reference_config
 from posteriorjax.reference.registry import published_eps
 from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, common_config, network, network_config
-from posteriorjax.sweep.plan import Plan, validate
+from posteriorjax.sweep.plan import Plan, dry_run, validate
 from posteriorjax.sweep.program import (
     ConfigGrid,
     case_program,
@@ -70,6 +70,7 @@ __all__ = [
     "ConfigGrid", "NetworkSpec", "Plan", "Record", "ResultsFile", "SamplerEntry", "Settings",
     "TrainingSettings", "assemble", "calibration_settings", "calibration_statistics", "canonical_number",
     "case_program", "chunk_program", "common_config", "config_key", "diagnostic_values", "done_everywhere",
+    "dry_run",
     "expand", "hparams_key", "jsonable", "local_rows", "migrate_config_id", "mira_case_key", "network",
     "network_config", "observation_anchor", "observation_values", "prepare_workdir", "process_results_path",
     "program_data", "published_eps", "read_records", "reference_config", "row_key", "run", "run_pair",

@@ -214,3 +214,42 @@ def validate(config) -> None:
     from posteriorjax.sweep.settings import settings
 
     Plan.build(settings(config))
+
+
+def dry_run(config) -> dict:
+    """What a sweep config would build, resolved without any compute (no pool, training or sampling).
+
+    Validates the config (`validate`: schema, tasks built, reference methods checked against their
+    task), then resolves per task: its options, unknown shape and observation count; its reference
+    (method, rule, the settings the method reads, the eps it would use for the eps-rule methods,
+    and for a surrogate method the surrogate's kind and training-config hash); the sampler entries
+    that run on it. Returns `{"tasks": {name: {...}}, "num_cases", "num_samples", "training_scale"}`.
+    """
+    from posteriorjax.sweep.settings import settings
+
+    s = settings(config)
+    plan = Plan.build(s)
+    out = {}
+    for name, task in plan.tasks.items():
+        rc = s.references[name]
+        ref = {k: v for k, v in registry.report(task, rc, []).items() if k in ("method", "rule", "settings")}
+        if rc["method"] in ("published_eps", "eps_k1000"):
+            ref["eps"] = registry.published_eps(task)
+        spec = s.reference_networks.get(name)
+        if spec is not None:
+            scale, steps = s.training_scale, s.training_steps
+            cfg, digest = networks.network_config(name, s.tasks[name], spec, scale, steps)
+            ref["surrogate"] = {"kind": spec.kind, "hash": digest, "data": dict(cfg.data)}
+        out[name] = {
+            "options": dict(s.tasks[name]),
+            "unknown_shape": tuple(task.unknown_shape),
+            "num_observations": int(task.num_observations),
+            "reference": ref,
+            "samplers": [entry.label for t, entry in s.pairs() if t == name],
+        }
+    return {
+        "tasks": out,
+        "num_cases": s.num_cases,
+        "num_samples": s.num_samples,
+        "training_scale": s.training_scale,
+    }

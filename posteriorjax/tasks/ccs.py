@@ -14,7 +14,10 @@ default IMPES task keeps its config hash). Observation: saturation on two well c
 
 `TINY` is the CPU-seconds scale of the task (12 layers x 24 radial cells, half a year, two
 pressure steps, wells at radial indices 0 and 10) that the tiny training configs and the
-surrogate-reference tests use.
+surrogate-reference tests use. `MEDIUM` is the scale of the main table's `medium` config (16 layers x
+48 radial cells to the same 100 km, two years of injection in eight pressure steps of the published
+0.25 years, wells at radial indices 0 and 16, the monitor about 350 m from the injector, where the
+buoyant CO2 tongue arrives within the two years).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from posteriorjax.tasks import register
 from posteriorjax.tasks.base import AbstractPhysics, Channel, Task, check_options
 
 TINY = dict(nz=12, nr=24, years=0.5, pressure_steps=2, wells=(0, 10))
+MEDIUM = dict(nz=16, nr=48, years=2.0, pressure_steps=8, wells=(0, 16))
 
 
 class CCSPhysics(AbstractPhysics):
