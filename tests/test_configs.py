@@ -75,7 +75,7 @@ def test_full_scale_matches_the_published_study():
     main = _load("main_table").get_config("")
     assert set(main.tasks) == {"darcy", "poisson", "ccs", "ltmi"}
     assert main.tasks.darcy.resolution == 128 and main.num_cases == 50 and main.num_samples == 100
-    assert main.samplers.eci.tasks == ("darcy", "poisson")
+    assert main.samplers.eci.get("tasks") is None  # every task: points, columns or block averages
     published = {"fundps", "funddps", "ddis", "diffusionpde", "esmda", "eci"}
     assert {k for k, v in main.samplers.items() if v.options.get("profile") == "published"} == published
     parsed = sweep.settings(main)
@@ -180,7 +180,7 @@ def test_main_table_dry_runs_with_the_published_references_and_a_medium_scale():
     assert full["darcy"]["reference"]["eps"] == pytest.approx(3e-4)
     assert full["ltmi"]["reference"]["eps"] == pytest.approx(0.03)
     assert full["ccs"]["reference"]["surrogate"]["data"]["pool_size"] == 12_000
-    assert full["ccs"]["unknown_shape"] == (1, 64, 200) and "eci" not in full["ccs"]["samplers"]
+    assert full["ccs"]["unknown_shape"] == (1, 64, 200) and "eci" in full["ccs"]["samplers"]
     assert {n: t["reference"]["settings"]["pool_size"] for n, t in full.items()} == dict.fromkeys(
         full, 2_000_000
     )
