@@ -20,6 +20,7 @@ import jax.random as jr
 import numpy as np
 
 from posteriorjax import checks
+from posteriorjax.metrics import ordering
 from posteriorjax.metrics.posterior import wasserstein_1d
 
 DEFAULT_LEVELS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2).tolist())
@@ -38,13 +39,18 @@ def weighted_quantiles(samples, probs, weights=None):
     Piecewise-linear inverse of the weighted empirical CDF through the plotting
     positions p_i = C_i - w_(i) / 2 (C the running sum of sorted weights); for
     uniform weights p_i = (i - 1/2) / N, NumPy's ``method="hazen"``. Clamped to
-    the sample range outside [p_1, p_N].
+    the sample range outside [p_1, p_N]. Equal weights (None) sort the values alone
+    (`ordering.sort`; the weights need no reordering), others carry them by `argsort`.
     """
     x = jnp.asarray(samples)
     n = x.shape[0]
     w = jnp.full((n,), 1.0 / n, x.dtype) if weights is None else jnp.asarray(weights, x.dtype)
     flat = x.reshape(n, -1).T
     probs = jnp.asarray(probs, x.dtype)
+    if weights is None and ordering.INTEGER_KEYS:
+        pos = jnp.cumsum(w) - 0.5 * w
+        q = jax.vmap(lambda col: jnp.interp(probs, pos, col))(ordering.sort(flat, axis=1))
+        return q.T.reshape((probs.shape[0],) + x.shape[1:])
 
     def one(col):
         order = jnp.argsort(col)
@@ -194,7 +200,7 @@ def conformal_quantile(scores, level):
     For n calibration scores exchangeable with a test score s, P(s <= q) >= level,
     and without ties P(s <= q) <= level + 1/(n + 1) (Vovk et al. 2005; Lei et al. 2018).
     """
-    s = jnp.sort(jnp.ravel(scores))
+    s = ordering.sort(jnp.ravel(scores))
     n = s.shape[0]
     k = math.ceil((n + 1) * checks.open_unit("level", level))
     if k > n:
@@ -573,7 +579,7 @@ def ks_uniform(u):
     p from the asymptotic Kolmogorov law with Stephens' small-n correction
     lam = (sqrt(n) + 0.12 + 0.11 / sqrt(n)) D.
     """
-    u = jnp.sort(u, axis=-1)
+    u = ordering.sort(u, axis=-1)
     n = u.shape[-1]
     i = jnp.arange(1, n + 1, dtype=u.dtype)
     d = jnp.maximum(jnp.max(i / n - u, axis=-1), jnp.max(u - (i - 1) / n, axis=-1))

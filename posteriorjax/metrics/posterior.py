@@ -26,6 +26,7 @@ import numpy as np
 import scipy.fft
 
 from posteriorjax import checks, grids
+from posteriorjax.metrics import ordering
 
 MMD_SCALES = (0.2, 0.5, 1.0, 2.0, 5.0)
 SPECTRAL_EPS = 1e-10
@@ -158,12 +159,23 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     W1 = int |F_u(t) - F_v(t)| dt over the merged sorted support: the signed
     weights (+a, -b) are sorted by value, their running sum is F_u - F_v on each
     gap, times the gap length. Same value as `scipy.stats.wasserstein_distance`.
-    Weights default to uniform and are assumed normalized.
+    Weights default to uniform and are assumed normalized. With both uniform and one size a
+    multiple of the other (n = r m, the pooled marginal against its truth), the same integral
+    in quantile form, W1 = (1/n) sum_i |u_(i) - v_(floor(i / r))| (0-based order statistics;
+    exact, both quantile functions are constant on the grid i/n), from two payload-free
+    sorts (`ordering.sort`, several times faster than the merged `argsort`).
     """
     u, v = jnp.asarray(u), jnp.asarray(v)
     for name, a in (("u", u), ("v", v)):
         if a.ndim != 1 or a.shape[0] == 0:
             raise ValueError(f"{name}: expected a non-empty 1-D sample (n,), got shape {a.shape}")
+    n, m = u.shape[0], v.shape[0]
+    if u_weights is None and v_weights is None and ordering.INTEGER_KEYS and (n % m == 0 or m % n == 0):
+        if n < m:
+            u, v, n, m = v, u, m, n
+        dtype = jnp.result_type(u, v)
+        us, vs = ordering.sort(u.astype(dtype)), ordering.sort(v.astype(dtype))
+        return jnp.mean(jnp.abs(us.reshape(m, n // m) - vs[:, None]))
     a = jnp.full(u.shape, 1.0 / u.shape[0], u.dtype) if u_weights is None else u_weights
     b = jnp.full(v.shape, 1.0 / v.shape[0], v.dtype) if v_weights is None else v_weights
     values = jnp.concatenate([u, v])
