@@ -98,7 +98,8 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
 
     saved = scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING, ordering.INTEGER_KEYS
     try:  # compiled now, with the sorted paths baked in
-        scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING, ordering.INTEGER_KEYS = 0, False, False
+        scoring.PAIRWISE_MAX_MEMBERS = 0
+        calibration.COVERAGE_BY_COUNTING = ordering.INTEGER_KEYS = False
         sorted_suite = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
         sorted_suite = sorted_suite.lower(x, y, w, truth).compile()
     finally:
