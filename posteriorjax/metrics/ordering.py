@@ -65,3 +65,20 @@ def sort(x, axis: int = -1):
         return jnp.sort(x, axis=axis)
     keys = lax.sort(sortable_keys(x), dimension=axis % max(x.ndim, 1), is_stable=False)
     return from_keys(keys, x.dtype)
+
+
+def median(x):
+    """`jnp.median(x)` over all elements (NaN if any is NaN), from `sort`'s order statistics.
+
+    The same linear interpolation as `jnp.quantile(x, 0.5)`: q = (n - 1) / 2,
+    x_(floor q) (1 - f) + x_(ceil q) f with f = q - floor q.
+    """
+    x = jnp.asarray(x)
+    if not INTEGER_KEYS or not jnp.issubdtype(x.dtype, jnp.floating):
+        return jnp.median(x)
+    s = sort(x.ravel())
+    q = np.asarray(0.5, x.dtype) * np.asarray(x.size - 1, x.dtype)
+    low, high = int(np.floor(q)), int(np.ceil(q))
+    hw = np.asarray(q - np.floor(q), x.dtype)
+    value = s[low] * (np.asarray(1, x.dtype) - hw) + s[high] * hw
+    return jnp.where(jnp.any(jnp.isnan(x)), jnp.asarray(jnp.nan, x.dtype), value)
