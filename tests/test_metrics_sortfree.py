@@ -107,3 +107,20 @@ def test_integer_key_paths_equal_the_argsort_paths(key, monkeypatch):
     np.testing.assert_array_equal(fast[1], ref[1])  # same sorted values, same interpolation
     np.testing.assert_allclose(fast[2], ref[2], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(fast[3], ref[3], rtol=1e-5, atol=1e-6)
+
+
+def test_integer_key_paths_differentiate_as_the_argsort_paths(key, monkeypatch):
+    from posteriorjax.metrics import ordering, posterior
+
+    k1, k2 = jr.split(key)
+    u, v = jr.normal(k1, (40,)), jr.normal(k2, (20,)) + 0.3
+    x, t = _ensembles(key, 12)[0]
+
+    def loss(u, x):
+        return posterior.wasserstein_1d(u, v) + jnp.sum(scoring.crps(x, t, method="sort"))
+
+    fast = jax.grad(loss, argnums=(0, 1))(u, x)
+    monkeypatch.setattr(ordering, "INTEGER_KEYS", False)
+    ref = jax.grad(loss, argnums=(0, 1))(u, x)
+    for a, b in zip(fast, ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -22,6 +22,9 @@ benchmark's baseline (`scripts/bench/metrics.py`).
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -59,12 +62,28 @@ def from_keys(keys, dtype):
 
 
 def sort(x, axis: int = -1):
-    """`jnp.sort(x, axis)` for a real float `x` (-0.0 returned as +0.0), by integer keys."""
+    """`jnp.sort(x, axis)` for a real float `x` (-0.0 returned as +0.0), by integer keys.
+
+    Differentiable as `jnp.sort` (the derivative follows the sorting permutation, which only a
+    derivative computes, by `argsort`).
+    """
     x = jnp.asarray(x)
     if not INTEGER_KEYS or not jnp.issubdtype(x.dtype, jnp.floating):
         return jnp.sort(x, axis=axis)
-    keys = lax.sort(sortable_keys(x), dimension=axis % max(x.ndim, 1), is_stable=False)
+    return _sort_by_keys(x, axis % max(x.ndim, 1))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _sort_by_keys(x, axis):
+    keys = lax.sort(sortable_keys(x), dimension=axis, is_stable=False)
     return from_keys(keys, x.dtype)
+
+
+@_sort_by_keys.defjvp
+def _sort_by_keys_jvp(axis, primals, tangents):
+    (x,), (t,) = primals, tangents
+    order = jnp.argsort(x, axis=axis)
+    return jnp.take_along_axis(x, order, axis=axis), jnp.take_along_axis(t, order, axis=axis)
 
 
 def median(x):
