@@ -29,8 +29,6 @@ from posteriorjax import checks, grids
 from posteriorjax.metrics import ordering
 
 MMD_SCALES = (0.2, 0.5, 1.0, 2.0, 5.0)
-# `wasserstein_1d` with weights counts the CDFs up to this many merged values (else `argsort`)
-W1_COUNTING_MAX = 512
 SPECTRAL_EPS = 1e-10
 
 
@@ -165,9 +163,7 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     multiple of the other (n = r m, the pooled marginal against its truth), the same integral
     in quantile form, W1 = (1/n) sum_i |u_(i) - v_(floor(i / r))| (0-based order statistics;
     exact, both quantile functions are constant on the grid i/n), from two payload-free
-    sorts (`ordering.sort`, several times faster than the merged `argsort`). Other weights
-    with n + m <= `W1_COUNTING_MAX` (the SWD projections): the merged values sorted alone and
-    F_u, F_v at each of them by counting (O((n + m)^2) elementwise work, no payload).
+    sorts (`ordering.sort`, several times faster than the merged `argsort`).
     """
     u, v = jnp.asarray(u), jnp.asarray(v)
     for name, a in (("u", u), ("v", v)):
@@ -182,12 +178,6 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
         return jnp.mean(jnp.abs(us.reshape(m, n // m) - vs[:, None]))
     a = jnp.full(u.shape, 1.0 / u.shape[0], u.dtype) if u_weights is None else u_weights
     b = jnp.full(v.shape, 1.0 / v.shape[0], v.dtype) if v_weights is None else v_weights
-    if ordering.INTEGER_KEYS and n + m <= W1_COUNTING_MAX:
-        # the merged support sorted alone; F_u, F_v at each point by counting, O((n + m)^2)
-        z = ordering.sort(jnp.concatenate([u, v]))
-        cdf_u = jnp.sum(jnp.where(u[None, :] <= z[:-1, None], a[None, :], 0.0), axis=1)
-        cdf_v = jnp.sum(jnp.where(v[None, :] <= z[:-1, None], b[None, :], 0.0), axis=1)
-        return jnp.sum(jnp.abs(cdf_u - cdf_v) * jnp.diff(z))
     values = jnp.concatenate([u, v])
     signed = jnp.concatenate([a, -b]).astype(values.dtype)
     order = jnp.argsort(values)
