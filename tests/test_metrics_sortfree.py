@@ -74,7 +74,7 @@ def test_integer_key_sort_is_jnp_sort(key, dtype):
         ordering.sortable_keys(jnp.arange(3))
 
 
-def test_integer_key_paths_equal_the_argsort_paths(key, monkeypatch):
+def test_integer_key_paths_equal_the_argsort_paths(key):
     """W1 (quantile form), the median, equal-weight quantiles and the sorted CRPS
     against the `jnp.sort`/`argsort` paths."""
     from posteriorjax.metrics import ordering, posterior
@@ -96,9 +96,8 @@ def test_integer_key_paths_equal_the_argsort_paths(key, monkeypatch):
         )
 
     fast = run(u, v, ub, vb, x, t)
-    monkeypatch.setattr(ordering, "INTEGER_KEYS", False)
-    run = jax.jit(run.__wrapped__)
-    ref = run(u, v, ub, vb, x, t)
+    with ordering.integer_keys(False):  # traced afresh: the jitted helpers' caches are cleared
+        ref = run(u, v, ub, vb, x, t)
     np.testing.assert_allclose(fast[0], ref[0], rtol=1e-6, atol=1e-6)
     assert float(fast[0][3]) == pytest.approx(1.7, rel=1e-6)
     np.testing.assert_array_equal(fast[1], ref[1])  # same sorted values, same interpolation
@@ -106,7 +105,7 @@ def test_integer_key_paths_equal_the_argsort_paths(key, monkeypatch):
     np.testing.assert_allclose(fast[3], ref[3], rtol=1e-5, atol=1e-6)
 
 
-def test_integer_key_paths_differentiate_as_the_argsort_paths(key, monkeypatch):
+def test_integer_key_paths_differentiate_as_the_argsort_paths(key):
     from posteriorjax.metrics import ordering, posterior
 
     k1, k2 = jr.split(key)
@@ -117,7 +116,7 @@ def test_integer_key_paths_differentiate_as_the_argsort_paths(key, monkeypatch):
         return posterior.wasserstein_1d(u, v) + jnp.sum(scoring.crps(x, t, method="sort"))
 
     fast = jax.grad(loss, argnums=(0, 1))(u, x)
-    monkeypatch.setattr(ordering, "INTEGER_KEYS", False)
-    ref = jax.grad(loss, argnums=(0, 1))(u, x)
+    with ordering.integer_keys(False):
+        ref = jax.grad(loss, argnums=(0, 1))(u, x)
     for a, b in zip(fast, ref, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -17,11 +17,14 @@ in the same order: -0.0 comes back as +0.0, a NaN as the canonical NaN and, wher
 treats denormals as zero, a denormal as +0.0.
 
 `INTEGER_KEYS = False` (read when a program is traced) restores `jnp.sort`, the
-benchmark's baseline (`scripts/bench/metrics.py`).
+benchmark's baseline (`scripts/bench/metrics.py`). Jitted metric helpers keep the program
+they were first traced with, so switch it with `integer_keys(enabled)`, which clears JAX's
+caches on entry and exit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -30,6 +33,21 @@ import numpy as np
 from jax import lax
 
 INTEGER_KEYS = True
+
+
+@contextlib.contextmanager
+def integer_keys(enabled: bool):
+    """Trace with `INTEGER_KEYS = enabled` inside the block (JAX's caches cleared around it)."""
+    global INTEGER_KEYS
+    saved = INTEGER_KEYS
+    jax.clear_caches()
+    INTEGER_KEYS = bool(enabled)
+    try:
+        yield
+    finally:
+        INTEGER_KEYS = saved
+        jax.clear_caches()
+
 
 _INT = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}
 

@@ -94,18 +94,18 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
     # both suites compiled alike (the directions a constant of the program, as in the sweep's),
     # so neither side pays `suite.compute`'s eager dispatch (`eqx.filter_jit` converting the
     # 128 float64 directions on every call, ~4 MB)
-    full = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
-    full = full.lower(x, y, w, truth).compile()
     from posteriorjax.metrics import calibration, ordering
 
-    saved = scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING, ordering.INTEGER_KEYS
-    try:  # compiled now, with the sorted paths baked in
-        scoring.PAIRWISE_MAX_MEMBERS = 0
-        calibration.COVERAGE_BY_COUNTING = ordering.INTEGER_KEYS = False
-        sorted_suite = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
-        sorted_suite = sorted_suite.lower(x, y, w, truth).compile()
+    saved = scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING
+    try:  # compiled now, with the sorted paths baked in (traced afresh: `integer_keys` clears caches)
+        scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING = 0, False
+        with ordering.integer_keys(False):
+            sorted_suite = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
+            sorted_suite = sorted_suite.lower(x, y, w, truth).compile()
     finally:
-        scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING, ordering.INTEGER_KEYS = saved
+        scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING = saved
+    full = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
+    full = full.lower(x, y, w, truth).compile()
     got, ref = full(x, y, w, truth), sorted_suite(x, y, w, truth)
     for k in got:
         np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5, atol=1e-6)
