@@ -11,11 +11,12 @@
 #   reference_pool  Darcy / Poisson pool candidates/s (+ the time of a 2M-candidate pool)
 #   fundps_full     one FunDPS case at 128^2, untrained full-size UNO: time, NFE, samples/s
 #   sweep           the sweep program vs a Python loop of jitted calls
+#   roofline        matmul and FFT GFLOP/s, elementwise GB/s, sort Melem/s on this device
 # A step that fails or times out is recorded in OUT/status.txt and the next one runs.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
-STEPS=("spectral 100" "metrics 90" "reference_pool 90" "fundps_full 140" "sweep 130")
+STEPS=("spectral 100" "metrics 90" "reference_pool 90" "fundps_full 140" "sweep 130" "roofline 30")
 
 if [ "${1:-}" = "--dry-run" ]; then
     names=()

@@ -7,6 +7,16 @@ Test programs are small, so compilation dominates the suite's time: XLA's CPU
 backend runs at optimization level 0 here (about 2x faster compiles; the
 generated code is less optimized, the computation is the same). Benchmarks
 never use this setting.
+
+The persistent compilation cache is on (`parallel.enable_compilation_cache`) in
+`$POSTERIORJAX_COMPILATION_CACHE`, else ``~/.cache/posteriorjax/xla-tests`` (``off``
+disables it), for every program that takes over 0.1 s to compile: the two
+`pytest -n 2` workers and the entry points that tests start as subprocesses (the
+variable is exported to them) read what another process compiled, and a rerun reads
+what the last run wrote. No size limit: with one, JAX would lock the directory and
+scan every entry on each write (quadratic in the suite's thousands of programs). Writes
+are plain file writes; a worker that reads an entry the other is still writing fails to
+decompress it, which JAX reports as a warning and answers by compiling.
 """
 
 import os
@@ -21,6 +31,16 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 import jax  # noqa: E402
 import jax.random as jr  # noqa: E402
 import pytest  # noqa: E402
+
+from posteriorjax import parallel  # noqa: E402
+
+_setting = os.environ.get(parallel.CACHE_VARIABLE, "")
+_cache = parallel.enable_compilation_cache(
+    _setting or os.path.join(os.path.expanduser("~"), ".cache", "posteriorjax", "xla-tests"),
+    min_compile_time_s=0.1,
+)
+# the same directory (or "off") for the entry points tests start as subprocesses
+os.environ[parallel.CACHE_VARIABLE] = "off" if _cache is None else str(_cache)
 
 
 @pytest.fixture

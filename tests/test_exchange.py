@@ -17,6 +17,7 @@ import pytest
 from posteriorjax import exchange, sweep
 from posteriorjax.exchange import cases as given_cases
 from posteriorjax.exchange import posteriorbench, readers
+from posteriorjax.exchange import score as exchange_score
 from posteriorjax.sweep import store
 from posteriorjax.sweep.plan import Plan
 
@@ -227,8 +228,21 @@ def scored(study):
     x[1, :2] = np.nan
     path = study["wd"] / "nan.npz"
     np.savez(path, samples=x, case_ids=np.asarray(_ids()))
-    records = exchange.evaluate(study["wd"], TASK, path, name="nan", cases_file=study["dir"] / "cases.npz")
+    original = exchange_score._score_all
+    with pytest.MonkeyPatch.context() as mp:  # keep the scoring program's arguments for its test
+        mp.setattr(exchange_score, "_score_all", lambda *a: _SCORED.setdefault("args", a) and original(*a))
+        cases_file = study["dir"] / "cases.npz"
+        records = exchange.evaluate(study["wd"], TASK, path, name="nan", cases_file=cases_file)
     return records
+
+
+_SCORED = {}
+
+
+def test_scoring_program_holds_no_host_callback(scored):
+    """Its checks are outputs (`deferred.functionalize`): the persistent cache can store it."""
+    text = exchange_score._score_all.lower(*_SCORED["args"]).as_text()
+    assert "callback" not in text and "posteriorjax_check" not in text
 
 
 def test_nan_members_are_counted_not_averaged(scored):

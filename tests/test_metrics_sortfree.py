@@ -52,3 +52,71 @@ def test_sort_free_methods_reject_bad_options(key):
         calibration.coverage(x, t, method="rank")
     with pytest.raises(ValueError, match="equal weights"):
         calibration.coverage(x, t, weights=jnp.full((4,), 0.25), method="count")
+
+
+SPECIAL = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 3.4e38, -3.4e38, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_integer_key_sort_is_jnp_sort(key, dtype):
+    from posteriorjax.metrics import ordering
+
+    x = jnp.concatenate([jr.normal(key, (5, 37)), jnp.asarray(SPECIAL * 3)[:37].reshape(1, 37)]).astype(dtype)
+    keys = ordering.sortable_keys(x)
+    back = ordering.from_keys(keys, dtype)
+    np.testing.assert_array_equal(jnp.isnan(back), jnp.isnan(x))
+    assert bool(jnp.all((back == x) | jnp.isnan(x)))
+    for axis in (0, 1, -1):
+        got, ref = ordering.sort(x, axis), jnp.sort(x, axis=axis)
+        same = (got == ref) | (jnp.isnan(got) & jnp.isnan(ref))  # -0.0 and denormals compare equal
+        assert bool(jnp.all(same)), axis
+    with pytest.raises(TypeError, match="floating"):
+        ordering.sortable_keys(jnp.arange(3))
+
+
+def test_integer_key_paths_equal_the_argsort_paths(key):
+    """W1 (quantile form), the median, equal-weight quantiles and the sorted CRPS
+    against the `jnp.sort`/`argsort` paths."""
+    from posteriorjax.metrics import ordering, posterior
+
+    k1, k2 = jr.split(key)
+    u, v = jr.normal(k1, (60,)), 1.3 * jr.normal(k2, (20,)) + 0.2
+    ub, vb = jnp.where(u > 0.3, 12.0, 3.0), jnp.where(v > 0.0, 12.0, 3.0)  # ties
+    x, t = _ensembles(key, 40)[0]
+    probs = jnp.asarray([0.05, 0.5, 0.95, 0.0, 1.0])
+
+    @jax.jit  # traced once per setting of the flag
+    def run(u, v, ub, vb, x, t):
+        return (
+            [posterior.wasserstein_1d(a, b) for a, b in ((u, v), (v, u), (ub, vb), (u, u + 1.7))]
+            + [ordering.median(u), ordering.median(u[:59]), ordering.median(ub)],
+            calibration.weighted_quantiles(x, probs),
+            scoring.crps(x, t, method="sort"),
+            scoring.crps(x, t, estimator="fair", method="sort"),
+        )
+
+    fast = run(u, v, ub, vb, x, t)
+    with ordering.integer_keys(False):  # traced afresh: the jitted helpers' caches are cleared
+        ref = run(u, v, ub, vb, x, t)
+    np.testing.assert_allclose(fast[0], ref[0], rtol=1e-6, atol=1e-6)
+    assert float(fast[0][3]) == pytest.approx(1.7, rel=1e-6)
+    np.testing.assert_array_equal(fast[1], ref[1])  # same sorted values, same interpolation
+    np.testing.assert_allclose(fast[2], ref[2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fast[3], ref[3], rtol=1e-5, atol=1e-6)
+
+
+def test_integer_key_paths_differentiate_as_the_argsort_paths(key):
+    from posteriorjax.metrics import ordering, posterior
+
+    k1, k2 = jr.split(key)
+    u, v = jr.normal(k1, (40,)), jr.normal(k2, (20,)) + 0.3
+    x, t = _ensembles(key, 12)[0]
+
+    def loss(u, x):
+        return posterior.wasserstein_1d(u, v) + jnp.sum(scoring.crps(x, t, method="sort"))
+
+    fast = jax.grad(loss, argnums=(0, 1))(u, x)
+    with ordering.integer_keys(False):
+        ref = jax.grad(loss, argnums=(0, 1))(u, x)
+    for a, b in zip(fast, ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from posteriorjax import checks
+from posteriorjax import checks, deferred
 from posteriorjax.exchange import readers
 from posteriorjax.sweep import program, statistics
 from posteriorjax.sweep import samples as samples_store
@@ -60,11 +60,17 @@ def cases_label(path) -> str:
 
 @eqx.filter_jit
 def _score_all(task, options: tuple, data, case, samples):
-    """`program.score_program`'s metrics of `samples (K, N, C, H, W)` for cases `case (K,)`
-    (compiled once per task, options and shapes: notebooks and tests score many files)."""
+    """`(failure, metrics)`: `program.score_program`'s metrics of `samples (K, N, C, H, W)` for
+    cases `case (K,)` (compiled once per task, options and shapes: notebooks and tests score many
+    files). Its run-time checks are an output (`deferred.functionalize`; the caller raises
+    them), so the program holds no host callback and the persistent cache can store it."""
     seed, diagnostics, calibration, batch_size = options
     score = program.score_program(task, seed=seed, diagnostics=diagnostics, calibration_options=calibration)
-    return jax.lax.map(lambda a: score(data, a[0], a[1]), (case, samples), batch_size=batch_size)
+
+    def run(data, case, samples):
+        return jax.lax.map(lambda a: score(data, a[0], a[1]), (case, samples), batch_size=batch_size)
+
+    return deferred.functionalize(run)(data, case, samples)
 
 
 def evaluate(
@@ -104,7 +110,9 @@ def evaluate(
     data = statistics.program_data(t, cases, reference, seed=s.seed)
     grid = program.expand(len(ids), {}, (SEED,), {})
     options = (s.seed, tuple(s.diagnostics), s.calibration, s.batch_size)
-    metrics = jax.device_get(_score_all(t, options, data, jnp.asarray(grid.case), jnp.asarray(x)))
+    failure, metrics = _score_all(t, options, data, jnp.asarray(grid.case), jnp.asarray(x))
+    deferred.raise_failure(failure, f"{task}/{name}")
+    metrics = jax.device_get(metrics)
     config_ids = grid.ids()
     records = [
         record_store.Record(

@@ -20,6 +20,7 @@ import jax.random as jr
 import numpy as np
 
 from posteriorjax import checks
+from posteriorjax.metrics import ordering
 from posteriorjax.metrics.posterior import wasserstein_1d
 
 DEFAULT_LEVELS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2).tolist())
@@ -38,13 +39,18 @@ def weighted_quantiles(samples, probs, weights=None):
     Piecewise-linear inverse of the weighted empirical CDF through the plotting
     positions p_i = C_i - w_(i) / 2 (C the running sum of sorted weights); for
     uniform weights p_i = (i - 1/2) / N, NumPy's ``method="hazen"``. Clamped to
-    the sample range outside [p_1, p_N].
+    the sample range outside [p_1, p_N]. Equal weights (None) sort the values alone
+    (`ordering.sort`; the weights need no reordering), others carry them by `argsort`.
     """
     x = jnp.asarray(samples)
     n = x.shape[0]
     w = jnp.full((n,), 1.0 / n, x.dtype) if weights is None else jnp.asarray(weights, x.dtype)
     flat = x.reshape(n, -1).T
     probs = jnp.asarray(probs, x.dtype)
+    if weights is None and ordering.INTEGER_KEYS:
+        pos = jnp.cumsum(w) - 0.5 * w
+        q = jax.vmap(lambda col: jnp.interp(probs, pos, col))(ordering.sort(flat, axis=1))
+        return q.T.reshape((probs.shape[0],) + x.shape[1:])
 
     def one(col):
         order = jnp.argsort(col)
@@ -194,7 +200,7 @@ def conformal_quantile(scores, level):
     For n calibration scores exchangeable with a test score s, P(s <= q) >= level,
     and without ties P(s <= q) <= level + 1/(n + 1) (Vovk et al. 2005; Lei et al. 2018).
     """
-    s = jnp.sort(jnp.ravel(scores))
+    s = ordering.sort(jnp.ravel(scores))
     n = s.shape[0]
     k = math.ceil((n + 1) * checks.open_unit("level", level))
     if k > n:
@@ -257,6 +263,22 @@ def marginal_wasserstein(samples, truth):
     return checks.nan_if_nonfinite(wasserstein_1d(x.ravel(), t.ravel()), x)
 
 
+def _histogram(values, edges):
+    """`jnp.histogram(values, bins=edges)[0]` (`(bins,)`, float counts; out-of-range and NaN dropped).
+
+    With `ordering.INTEGER_KEYS`, from the sorted values (the sort `marginal_wasserstein` also
+    makes of the same pooled values, so XLA sorts once): count_b = #{e_b <= v < e_(b+1)}, the
+    last bin closed, by binary search of the edges; the same integer counts.
+    """
+    if not ordering.INTEGER_KEYS:
+        return jnp.histogram(values, bins=edges)[0]
+    s = ordering.sort(values)
+    left = jnp.searchsorted(s, edges, side="left")
+    right_end = jnp.searchsorted(s, edges[-1], side="right")
+    upper = jnp.concatenate([left[1:-1], right_end[None]])
+    return (upper - left[:-1]).astype(jnp.result_type(float))
+
+
 def histogram_ratio(samples, truth, *, bins=20, value_range=None):
     """Ratio of pooled predicted to pooled true histograms: `(edges (bins + 1,), ratio (bins,))`.
 
@@ -267,8 +289,7 @@ def histogram_ratio(samples, truth, *, bins=20, value_range=None):
     x, t = _pool(samples, truth)
     lo, hi = (jnp.min(t), jnp.max(t)) if value_range is None else value_range
     edges = jnp.linspace(lo, hi, bins + 1)
-    px, _ = jnp.histogram(x.ravel(), bins=edges)
-    pt, _ = jnp.histogram(t.ravel(), bins=edges)
+    px, pt = _histogram(x.ravel(), edges), _histogram(t.ravel(), edges)
     dx, dt = px / x.size, pt / t.size
     return edges, jnp.where(pt > 0, dx / jnp.where(pt > 0, dt, 1.0), jnp.nan)
 
@@ -288,8 +309,8 @@ def histogram_ratio_error(samples, truth, *, bins=20):
     """
     x, t = _pool(samples, truth)
     edges = jnp.linspace(jnp.min(t), jnp.max(t), bins + 1)
-    q = jnp.histogram(x.ravel(), bins=edges)[0] / x.size
-    p = jnp.histogram(t.ravel(), bins=edges)[0] / t.size
+    q = _histogram(x.ravel(), edges) / x.size
+    p = _histogram(t.ravel(), edges) / t.size
     return checks.nan_if_nonfinite(jnp.sum(jnp.where(p > 0, jnp.abs(q - p), 0.0)), x)
 
 
@@ -573,7 +594,7 @@ def ks_uniform(u):
     p from the asymptotic Kolmogorov law with Stephens' small-n correction
     lam = (sqrt(n) + 0.12 + 0.11 / sqrt(n)) D.
     """
-    u = jnp.sort(u, axis=-1)
+    u = ordering.sort(u, axis=-1)
     n = u.shape[-1]
     i = jnp.arange(1, n + 1, dtype=u.dtype)
     d = jnp.maximum(jnp.max(i / n - u, axis=-1), jnp.max(u - (i - 1) / n, axis=-1))
