@@ -67,7 +67,8 @@ TASK_CASES = [
     ("ltmi", {"pooled_size": 0}, "pooled_size"),
     ("interface_potential", {"resolution": 1}, "resolution"),
     ("interface_potential", {"width": 0.0}, "width"),
-    ("interface_potential", {"num_sensors": 0}, "num_sensors"),
+    ("interface_potential", {"num_sensors": -1}, "num_sensors"),
+    ("interface_potential", {"num_sensors": 0, "frames": 2}, "num_sensors"),  # 0: auxiliary alone
     ("ccs", {"nz": 0}, "nz"),
     ("ccs", {"rate": -0.36}, "rate"),
     ("ccs", {"noise_std": 0.0}, "noise_std"),

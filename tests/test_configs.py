@@ -200,16 +200,17 @@ def test_main_table_dry_runs_with_the_published_references_and_a_medium_scale():
     )
 
 
-def test_sweep_dry_run_flag_prints_the_plan_without_a_workdir(capsys):
-    from absl import flags
+def test_sweep_dry_run_flag_prints_the_plan_without_a_workdir():
+    """The entry point in its own process (absl flags are process-global: other tests import
+    entry points defining the same flag names)."""
+    import subprocess
+    import sys
 
-    from experiments import sweep as sweep_main
-
-    flags.FLAGS(["sweep", f"--config={CONFIG_DIR / 'main_table.py'}:tiny", "--dry_run"])
-    try:
-        sweep_main.main([])
-    finally:
-        flags.FLAGS.unparse_flags()
-    plan = json.loads(capsys.readouterr().out)
+    config = f"--config={CONFIG_DIR / 'main_table.py'}:tiny"
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.sweep", config, "--dry_run"],
+        capture_output=True, text=True, cwd=CONFIG_DIR.parent, timeout=600, check=True,
+    )  # fmt: skip
+    plan = json.loads(out.stdout)
     assert set(plan["tasks"]) == {"darcy", "poisson"} and plan["num_cases"] == 2
     assert plan["tasks"]["darcy"]["reference"]["method"] == "importance"
