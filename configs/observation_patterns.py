@@ -16,9 +16,9 @@ checkpoints x 500 epochs).
 
 `tiny`: 16 x 16, 48/24 records per family, every learned model at its tiny size
 (`DEFAULTS["tiny"]`, 60 steps of batch 8) plus gappy POD, mixed-pattern training for every
-model: a smoke test of the whole protocol, not a result (README: 63.5 min of wall time on the
-shared, loaded 2-core CPU for 1209 CPU-seconds; an estimated 10-13 min on two dedicated cores
-when the recovery and forecasting families run as two processes).
+model: a smoke test of the whole protocol, not a result (README: 8 min 36 s of wall time on an
+idle 2-core CPU from an empty compilation cache, the recovery and forecasting families run as
+two processes, then the report).
 
 `medium`: 32 x 32, 240/60 records, 600 steps of the tiny networks, mixed training for
 every model (configured, not yet run).
