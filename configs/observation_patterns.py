@@ -21,7 +21,7 @@ idle 2-core CPU from an empty compilation cache, the recovery and forecasting fa
 two processes, then the report).
 
 `medium`: 32 x 32, 240/60 records, 600 steps of the tiny networks, mixed training for
-every model (configured, not yet run).
+every model (README: Darcy and heat run as two processes, 49 min 47 s on an idle 2-core CPU).
 """
 
 import ml_collections
