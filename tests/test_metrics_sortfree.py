@@ -84,11 +84,17 @@ def test_integer_key_paths_equal_the_argsort_paths(key):
     ub, vb = jnp.where(u > 0.3, 12.0, 3.0), jnp.where(v > 0.0, 12.0, 3.0)  # ties
     x, t = _ensembles(key, 40)[0]
     probs = jnp.asarray([0.05, 0.5, 0.95, 0.0, 1.0])
+    a, b = jr.dirichlet(k1, jnp.ones(60)), jr.dirichlet(k2, jnp.ones(20))
 
     @jax.jit  # traced once per setting of the flag
     def run(u, v, ub, vb, x, t):
+        weighted = [  # the counting form (n + m <= COUNTING_MAX_SIZE), sizes not multiples
+            posterior.wasserstein_1d(*args)
+            for args in ((u, v, a, b), (v, u, b, a), (ub, vb, a, b), (u[:37], v, None, b), (ub[:37], vb))
+        ]
         return (
             [posterior.wasserstein_1d(a, b) for a, b in ((u, v), (v, u), (ub, vb), (u, u + 1.7))]
+            + weighted
             + [ordering.median(u), ordering.median(u[:59]), ordering.median(ub)],
             calibration.weighted_quantiles(x, probs),
             scoring.crps(x, t, method="sort"),
@@ -112,8 +118,11 @@ def test_integer_key_paths_differentiate_as_the_argsort_paths(key):
     u, v = jr.normal(k1, (40,)), jr.normal(k2, (20,)) + 0.3
     x, t = _ensembles(key, 12)[0]
 
+    a = jr.dirichlet(k1, jnp.ones(40))
+
     def loss(u, x):
-        return posterior.wasserstein_1d(u, v) + jnp.sum(scoring.crps(x, t, method="sort"))
+        weighted = posterior.wasserstein_1d(u, v, a)  # the counting form
+        return posterior.wasserstein_1d(u, v) + weighted + jnp.sum(scoring.crps(x, t, method="sort"))
 
     fast = jax.grad(loss, argnums=(0, 1))(u, x)
     with ordering.integer_keys(False):

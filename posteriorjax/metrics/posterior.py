@@ -153,6 +153,9 @@ def _mmd(x, y, wx, wy, bandwidth, scales):
 # Sliced Wasserstein
 
 
+COUNTING_MAX_SIZE = 256  # n + m: the counting W1 compares (n + m)^2 pairs (no argsort)
+
+
 def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     """Exact weighted 1-D Wasserstein-1 distance between samples `u (n,)` and `v (m,)`.
 
@@ -163,7 +166,11 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     multiple of the other (n = r m, the pooled marginal against its truth), the same integral
     in quantile form, W1 = (1/n) sum_i |u_(i) - v_(floor(i / r))| (0-based order statistics;
     exact, both quantile functions are constant on the grid i/n), from two payload-free
-    sorts (`ordering.sort`, several times faster than the merged `argsort`).
+    sorts (`ordering.sort`, several times faster than the merged `argsort`). Otherwise, for
+    n + m <= `COUNTING_MAX_SIZE` (the SWD's projections), the merged values z alone are sorted
+    and F_u(z_k) = sum_i a_i 1[u_i <= z_k] (likewise F_v) is counted, (n + m) x n and (n + m) x m products:
+    the same integral without the weights' `argsort` (1.4x faster for the SWD's 128 x 200
+    values, whose sort carried the weights as payload). Ties give zero gaps in every form.
     """
     u, v = jnp.asarray(u), jnp.asarray(v)
     for name, a in (("u", u), ("v", v)):
@@ -179,6 +186,15 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     a = jnp.full(u.shape, 1.0 / u.shape[0], u.dtype) if u_weights is None else u_weights
     b = jnp.full(v.shape, 1.0 / v.shape[0], v.dtype) if v_weights is None else v_weights
     values = jnp.concatenate([u, v])
+    if ordering.INTEGER_KEYS and n + m <= COUNTING_MAX_SIZE:
+        z = ordering.sort(values)
+        left = z[:-1, None]  # F_u - F_v is constant on each gap [z_k, z_k+1)
+
+        def cdf(s, weights):
+            below = (s[None, :] <= left).astype(values.dtype)
+            return jnp.matmul(below, weights.astype(values.dtype), precision=jax.lax.Precision.HIGHEST)
+
+        return jnp.sum(jnp.abs(cdf(u, a) - cdf(v, b)) * jnp.diff(z))
     signed = jnp.concatenate([a, -b]).astype(values.dtype)
     order = jnp.argsort(values)
     values, signed = values[order], signed[order]
