@@ -117,7 +117,6 @@ def test_integer_key_paths_differentiate_as_the_argsort_paths(key):
     k1, k2 = jr.split(key)
     u, v = jr.normal(k1, (40,)), jr.normal(k2, (20,)) + 0.3
     x, t = _ensembles(key, 12)[0]
-
     a = jr.dirichlet(k1, jnp.ones(40))
 
     def loss(u, x):
