@@ -10,7 +10,12 @@ For N = M = 100 member ensembles at 64 x 64 and 128 x 128 (single channel):
   * the whole suite again against itself as it was before the sort-free paths
     (`metrics/suite_vs_sort`: sorted CRPS and coverage, `jnp.sort`/`argsort` everywhere:
     `scoring.PAIRWISE_MAX_MEMBERS = 0`, `calibration.COVERAGE_BY_COUNTING = False` and
-    `ordering.INTEGER_KEYS = False` while it compiles).
+    `ordering.INTEGER_KEYS = False` while it compiles);
+  * the SWD against itself with the weights carried by `argsort` (`metrics/swd_vs_argsort`:
+    `posterior.COUNTING_MAX_SIZE = 0` while it compiles);
+  * the suite without the pooled marginal metrics (`metrics/suite_without_pooled`: marginal
+    W1, histogram ratio and variance ratio left out of `registry.METRICS_LIST` while it
+    compiles) against the whole suite: what their one sort of N x H x W values costs.
 Throughput unit: cases per second (higher is better); ratio = ours / baseline.
 """
 
@@ -55,7 +60,7 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
     import ot
     import properscoring
 
-    from posteriorjax.metrics import posterior, scoring, suite
+    from posteriorjax.metrics import posterior, registry, scoring, suite
 
     k1, k2 = jr.split(jr.key(h))
     x = jr.normal(k1, (n, 1, h, h))
@@ -106,14 +111,33 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
         scoring.PAIRWISE_MAX_MEMBERS, calibration.COVERAGE_BY_COUNTING = saved
     full = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
     full = full.lower(x, y, w, truth).compile()
+    pooled = {"marginal_w1", "histogram_ratio_error", "variance_ratio"}
+    saved_list = registry.METRICS_LIST
+    try:
+        registry.METRICS_LIST = tuple(m for m in saved_list if m.name not in pooled)
+        unpooled = jax.jit(functools.partial(suite._compute, field_stats=stats, directions=dirs))
+        unpooled = unpooled.lower(x, y, w, truth).compile()
+    finally:
+        registry.METRICS_LIST = saved_list
+    saved_size = posterior.COUNTING_MAX_SIZE
+    try:  # `_sliced_wasserstein` is jitted: traced afresh with the flag set, and again after
+        jax.clear_caches()
+        posterior.COUNTING_MAX_SIZE = 0
+        swd_argsort = swd.lower(x, y, w).compile()
+    finally:
+        posterior.COUNTING_MAX_SIZE = saved_size
+        jax.clear_caches()
+    swd_counting = swd.lower(x, y, w).compile()
     got, ref = full(x, y, w, truth), sorted_suite(x, y, w, truth)
     for k in got:
         np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5, atol=1e-6)
 
-    t_swd = best_time(swd, x, y, w, repeats=3)
+    t_swd, t_swd_argsort = best_times_interleaved([swd_counting, swd_argsort], x, y, w, repeats=5)
     t_crps = best_time(crps, x, truth, repeats=3)
     t_mmd = best_time(mmd, x, y, w, repeats=3)
-    t_suite, t_sorted = best_times_interleaved([full, sorted_suite], x, y, w, truth, repeats=5)
+    t_suite, t_sorted, t_unpooled = best_times_interleaved(
+        [full, sorted_suite, unpooled], x, y, w, truth, repeats=5
+    )
     base = "POT SWD + properscoring CRPS + NumPy MMD"
     return [
         record(f"metrics/suite {h}x{h}", "cases/s", 1 / t_suite, 1 / (t_pot + t_ps + t_np), base, **cfg),
@@ -126,7 +150,23 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
             **cfg,
         ),  # fmt: skip
         record(
+            f"metrics/suite_without_pooled {h}x{h}",
+            "cases/s",
+            1 / t_unpooled,
+            1 / t_suite,
+            "the whole suite (pooled marginal W1, histogram and variance ratios included)",
+            **cfg,
+        ),
+        record(
             f"metrics/swd {h}x{h}", "cases/s", 1 / t_swd, 1 / t_pot, "ot.sliced_wasserstein_distance", **cfg
+        ),
+        record(
+            f"metrics/swd_vs_argsort {h}x{h}",
+            "cases/s",
+            1 / t_swd,
+            1 / t_swd_argsort,
+            "same SWD, weights carried by argsort",
+            **cfg,
         ),
         record(
             f"metrics/crps {h}x{h}", "cases/s", 1 / t_crps, 1 / t_ps, "properscoring.crps_ensemble", **cfg
