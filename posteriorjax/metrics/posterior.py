@@ -169,9 +169,9 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     sorts (`ordering.sort`, several times faster than the merged `argsort`). Otherwise, for
     n + m <= `COUNTING_MAX_SIZE` (the SWD's projections), the merged values z alone are
     sorted and F_u(z_k) = sum_i a_i 1[u_i <= z_k] (likewise F_v) is counted by an
-    (n + m - 1) x n (and x m) product: the same integral without the weights' `argsort`
-    (1.4x faster for the SWD's 128 x 200 values, whose sort carried the weights as payload).
-    Ties give zero gaps in every form.
+    (n + m - 1) x n (and x m) product: the same integral without the weights' `argsort`, whose
+    payload makes XLA's CPU sort call a compiled comparator (`scripts/bench/metrics.py`,
+    ``metrics/swd_vs_argsort``). Ties give zero gaps in every form.
     """
     u, v = jnp.asarray(u), jnp.asarray(v)
     for name, a in (("u", u), ("v", v)):
