@@ -1,5 +1,7 @@
 """Sort-free metric paths give the sorted paths' values: pairwise CRPS and coverage by counting."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -128,3 +130,101 @@ def test_integer_key_paths_differentiate_as_the_argsort_paths(key):
         ref = jax.grad(loss, argnums=(0, 1))(u, x)
     for a, b in zip(fast, ref, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+@pytest.fixture
+def network_everywhere(monkeypatch):
+    """`method="auto"` takes the sorting network at every size (JAX's caches cleared around)."""
+    from posteriorjax.metrics import ordering
+
+    jax.clear_caches()
+    for name in ("NETWORK_MIN_COLUMNS", "NETWORK_MIN_SEQUENCE", "NETWORK_MIN_PAYLOAD"):
+        monkeypatch.setattr(ordering, name, 0)
+    monkeypatch.setattr(ordering, "NETWORK_ROWS", 16)  # short sequences span columns too
+    yield
+    jax.clear_caches()
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+def test_network_sort_is_the_key_sort_bit_for_bit(key, dtype, monkeypatch):
+    """Every stage kind (rows, columns, mirrors, padding of a non-power-of-two length)."""
+    from posteriorjax.metrics import ordering
+
+    monkeypatch.setattr(ordering, "NETWORK_ROWS", 16)  # 259 values: 17 columns of 16
+    x = jnp.concatenate([jr.normal(key, (6, 37)), jnp.asarray(SPECIAL * 3)[:37].reshape(1, 37)]).astype(dtype)
+    x = x.at[2].set(jnp.round(x[2]))  # ties
+    for values, axis in ((x.ravel(), 0), (x, 0), (x, 1), (x.reshape(7, 1, 37), 2), (x[:1, :8], 1)):
+        got = jax.jit(functools.partial(ordering.sort, axis=axis, method="network"))(values)
+        keys = jax.jit(functools.partial(ordering.sort, axis=axis, method="keys"))(values)
+        np.testing.assert_array_equal(_bits(got), _bits(keys))
+        ref = jnp.sort(values, axis=axis)
+        assert bool(jnp.all((got == ref) | (jnp.isnan(got) & jnp.isnan(ref)))), (values.shape, axis)
+    with pytest.raises(ValueError, match="method"):
+        ordering.sort(x, method="fast")
+
+
+def test_network_argsort_is_a_sorting_permutation(key, monkeypatch):
+    from posteriorjax.metrics import ordering
+
+    monkeypatch.setattr(ordering, "NETWORK_ROWS", 16)
+    x = jnp.round(4 * jr.normal(key, (7, 37)))  # many ties
+    for values, axis in ((x.ravel(), 0), (x, 0), (x, 1)):
+        order = jax.jit(functools.partial(ordering.argsort, axis=axis, method="network"))(values)
+        assert order.dtype == jnp.int32
+        np.testing.assert_array_equal(jnp.take_along_axis(values, order, axis), jnp.sort(values, axis=axis))
+        iota = jax.lax.broadcasted_iota(jnp.int32, values.shape, axis)
+        np.testing.assert_array_equal(jnp.sort(order, axis=axis), iota)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the network is a CPU path")
+def test_auto_method_takes_the_network_for_large_cpu_sorts():
+    from posteriorjax.metrics import ordering
+
+    assert ordering.uses_network(100, 4096) and not ordering.uses_network(32, 1024)
+    assert ordering.uses_network(409_600, 1) and not ordering.uses_network(100_000, 1)
+    assert ordering.uses_network(200, 128, payload=True) and not ordering.uses_network(96, 128, payload=True)
+    assert "stablehlo.sort" not in jax.jit(ordering.sort).lower(jnp.zeros(1 << 17)).as_text()
+    assert "stablehlo.sort" in jax.jit(ordering.sort).lower(jnp.zeros(1000)).as_text()
+
+
+def test_weighted_w1_through_the_network_is_scipys_and_differentiates_alike(key, network_everywhere):
+    import scipy.stats
+
+    from posteriorjax.metrics import posterior
+
+    k1, k2, k3 = jr.split(key, 3)
+    u, v = jr.normal(k1, (60,)), jnp.round(1.3 * jr.normal(k2, (20,)) + 0.2)
+    a, b = jr.dirichlet(k3, jnp.ones(60)), jnp.full((20,), 0.05)
+    got = posterior.wasserstein_1d(u, v, a, b)
+    ref = scipy.stats.wasserstein_distance(*(np.asarray(z, np.float64) for z in (u, v, a, b)))
+    assert float(got) == pytest.approx(ref, rel=1e-5)
+    grad = jax.grad(lambda s: posterior.wasserstein_1d(s, v, a, b))(u)
+    step = 1e-3 * jnp.sign(grad)  # W1 is linear in u between order changes: d W1 = grad . step
+    moved = posterior.wasserstein_1d(u + step, v, a, b) - got
+    assert float(moved) == pytest.approx(float(grad @ step), rel=1e-2)
+
+
+def test_suite_values_do_not_depend_on_the_sorting_method(key, network_everywhere):
+    """The whole suite with the network at every size against `lax.sort` of the keys everywhere."""
+    from posteriorjax.metrics import ordering, suite
+
+    k1, k2 = jr.split(key)
+    x, y = jr.normal(k1, (12, 1, 8, 8)), 1.1 * jr.normal(k2, (10, 1, 8, 8)) + 0.1
+    w = jr.dirichlet(k2, jnp.ones(10))
+    kwargs = {"field_stats": (0.0, 1.0)}
+    got = suite.compute(x, y, w, y[0], **kwargs)
+    jax.clear_caches()
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("NETWORK_MIN_COLUMNS", "NETWORK_MIN_SEQUENCE", "NETWORK_MIN_PAYLOAD"):
+            patch.setattr(ordering, name, 1 << 62)
+        ref = suite.compute(x, y, w, y[0], **kwargs)
+    assert set(got) == set(ref)
+    for name in got:
+        np.testing.assert_allclose(
+            np.asarray(got[name]), np.asarray(ref[name]), rtol=2e-6, atol=1e-7, err_msg=name
+        )

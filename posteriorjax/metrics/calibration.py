@@ -45,12 +45,13 @@ def weighted_quantiles(samples, probs, weights=None):
     x = jnp.asarray(samples)
     n = x.shape[0]
     w = jnp.full((n,), 1.0 / n, x.dtype) if weights is None else jnp.asarray(weights, x.dtype)
-    flat = x.reshape(n, -1).T
     probs = jnp.asarray(probs, x.dtype)
     if weights is None and ordering.INTEGER_KEYS:
         pos = jnp.cumsum(w) - 0.5 * w
-        q = jax.vmap(lambda col: jnp.interp(probs, pos, col))(ordering.sort(flat, axis=1))
-        return q.T.reshape((probs.shape[0],) + x.shape[1:])
+        members = ordering.sort(x.reshape(n, -1), axis=0)  # the sort `scoring.crps` makes too
+        q = jax.vmap(lambda col: jnp.interp(probs, pos, col), in_axes=1, out_axes=1)(members)
+        return q.reshape((probs.shape[0],) + x.shape[1:])
+    flat = x.reshape(n, -1).T
 
     def one(col):
         order = jnp.argsort(col)

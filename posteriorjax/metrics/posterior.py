@@ -166,12 +166,12 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
     multiple of the other (n = r m, the pooled marginal against its truth), the same integral
     in quantile form, W1 = (1/n) sum_i |u_(i) - v_(floor(i / r))| (0-based order statistics;
     exact, both quantile functions are constant on the grid i/n), from two payload-free
-    sorts (`ordering.sort`, several times faster than the merged `argsort`). Otherwise, for
-    n + m <= `COUNTING_MAX_SIZE` (the SWD's projections), the merged values z alone are
-    sorted and F_u(z_k) = sum_i a_i 1[u_i <= z_k] (likewise F_v) is counted by an
-    (n + m - 1) x n (and x m) product: the same integral without the weights' `argsort`, whose
-    payload makes XLA's CPU sort call a compiled comparator (`scripts/bench/metrics.py`,
-    ``metrics/swd_vs_argsort``). Ties give zero gaps in every form.
+    sorts (`ordering.sort`, several times faster than the merged `argsort`). Otherwise the
+    weights must follow the values, which an `argsort` makes XLA's CPU sort do with a compiled
+    comparator per comparison; `_weighted_w1` carries them through a sorting network on a
+    large CPU sort, or counts F_u(z_k) = sum_i a_i 1[u_i <= z_k] over the sorted merged values
+    for n + m <= `COUNTING_MAX_SIZE` (`scripts/bench/metrics.py`, ``metrics/swd_vs_argsort``).
+    Ties give zero gaps in every form.
     """
     u, v = jnp.asarray(u), jnp.asarray(v)
     for name, a in (("u", u), ("v", v)):
@@ -186,21 +186,36 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
         return jnp.mean(jnp.abs(us.reshape(m, n // m) - vs[:, None]))
     a = jnp.full(u.shape, 1.0 / u.shape[0], u.dtype) if u_weights is None else u_weights
     b = jnp.full(v.shape, 1.0 / v.shape[0], v.dtype) if v_weights is None else v_weights
-    values = jnp.concatenate([u, v])
-    if ordering.INTEGER_KEYS and n + m <= COUNTING_MAX_SIZE:
-        z = ordering.sort(values)
-        left = z[:-1, None]  # F_u - F_v is constant on each gap [z_k, z_k+1)
+    return _weighted_w1(u, v, a, b)
+
+
+def _weighted_w1(u, v, a, b):
+    """W1 per leading index of `u (..., n)`, `v (..., m)` weighted by `a (n,)`, `b (m,)` -> `(...)`.
+
+    The merged support z sorted, F_u - F_v on each gap [z_k, z_k+1) times its length: the
+    running sum of the signed weights (+a, -b) in sorted order, by `ordering.argsort` (on a CPU
+    from `ordering.NETWORK_MIN_PAYLOAD` values in all, through the sorting network). Below that
+    and up to `COUNTING_MAX_SIZE` merged values, the values alone are sorted and F_u(z_k) =
+    sum_i a_i 1[u_i <= z_k] (likewise F_v) is counted by an (n + m - 1) x n (and x m) product
+    instead, which XLA's comparator-bound CPU `argsort` makes faster.
+    """
+    values = jnp.concatenate([u, v], axis=-1)
+    dtype = values.dtype
+    length = values.shape[-1]
+    network = ordering.INTEGER_KEYS and ordering.uses_network(length, values.size // length, payload=True)
+    if not network and ordering.INTEGER_KEYS and length <= COUNTING_MAX_SIZE:
+        z = ordering.sort(values, axis=-1)
+        left = z[..., :-1, None]  # F_u - F_v is constant on each gap [z_k, z_k+1)
 
         def cdf(s, weights):
-            below = (s[None, :] <= left).astype(values.dtype)
-            return jnp.matmul(below, weights.astype(values.dtype), precision=jax.lax.Precision.HIGHEST)
+            below = (s[..., None, :] <= left).astype(dtype)
+            return jnp.matmul(below, weights.astype(dtype), precision=jax.lax.Precision.HIGHEST)
 
-        return jnp.sum(jnp.abs(cdf(u, a) - cdf(v, b)) * jnp.diff(z))
-    signed = jnp.concatenate([a, -b]).astype(values.dtype)
-    order = jnp.argsort(values)
-    values, signed = values[order], signed[order]
-    cdf_diff = jnp.cumsum(signed)[:-1]
-    return jnp.sum(jnp.abs(cdf_diff) * jnp.diff(values))
+        return jnp.sum(jnp.abs(cdf(u, a) - cdf(v, b)) * jnp.diff(z, axis=-1), axis=-1)
+    signed = jnp.broadcast_to(jnp.concatenate([a, -b]).astype(dtype), values.shape)
+    order = ordering.argsort(values, axis=-1, method="network" if network else "keys")
+    values, signed = jnp.take_along_axis(values, order, axis=-1), jnp.take_along_axis(signed, order, axis=-1)
+    return jnp.sum(jnp.abs(jnp.cumsum(signed, axis=-1)[..., :-1]) * jnp.diff(values, axis=-1), axis=-1)
 
 
 @functools.lru_cache(maxsize=8)
@@ -324,11 +339,12 @@ def _sliced_wasserstein(x, y, wx, wy, directions, stats):
 
     def project(z):
         z = (z - mean.reshape(shape)) / std.reshape(shape)
-        z = z.reshape(z.shape[0], channels, -1)
-        return jnp.einsum("ncd,ld->cln", z, dirs, precision=jax.lax.Precision.HIGHEST)
+        z = z.reshape(z.shape[0] * channels, -1)  # members x channels as the rows of one product
+        p = jnp.einsum("ld,md->lm", dirs, z, precision=jax.lax.Precision.HIGHEST)
+        return jnp.transpose(p.reshape(dirs.shape[0], -1, channels), (2, 0, 1))  # (C, L, N)
 
     px, py = project(x), project(y)
-    w1 = jax.vmap(jax.vmap(lambda u, v: wasserstein_1d(u, v, wx, wy)))(px, py)
+    w1 = _weighted_w1(px, py, wx, wy)  # (C, L): all projections sorted side by side
     return checks.nan_if_nonfinite(jnp.mean(w1), x)
 
 

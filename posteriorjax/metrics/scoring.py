@@ -118,10 +118,10 @@ def _sorted_spread(x, w, uniform):
         # members sorted per element as `calibration.weighted_quantiles` sorts them (one sort
         # in the suite); sum_i x_(i) (2 i - 1 - N) / N^2 as one matrix-vector product
         n = x.shape[0]
-        cols = ordering.sort(x.reshape(n, -1).T, axis=1)
+        members = ordering.sort(x.reshape(n, -1), axis=0)
         i = np.arange(1, n + 1)
         coef = jnp.asarray((2 * i - 1 - n) / n**2, x.dtype)
-        return jnp.matmul(cols, coef, precision=jax.lax.Precision.HIGHEST).reshape(x.shape[1:])
+        return jnp.matmul(coef, members, precision=jax.lax.Precision.HIGHEST).reshape(x.shape[1:])
     wb = w.reshape((-1,) + (1,) * (x.ndim - 1))
     if uniform:
         xs = jnp.sort(x, axis=0)

@@ -11,12 +11,15 @@ For N = M = 100 member ensembles at 64 x 64 and 128 x 128 (single channel):
     (`metrics/suite_vs_sort`: sorted CRPS and coverage, `jnp.sort`/`argsort` everywhere:
     `scoring.PAIRWISE_MAX_MEMBERS = 0`, `calibration.COVERAGE_BY_COUNTING = False` and
     `ordering.INTEGER_KEYS = False` while it compiles);
-  * the SWD against itself with the weights carried by `argsort` (`metrics/swd_vs_argsort`:
-    `posterior.COUNTING_MAX_SIZE = 0` while it compiles);
+  * the SWD against itself with the weights carried by XLA's `argsort` (`metrics/swd_vs_argsort`:
+    `posterior.COUNTING_MAX_SIZE = 0` and `ordering.NETWORK_MIN_PAYLOAD` out of reach while it
+    compiles);
   * the suite without the pooled marginal metrics (`metrics/suite_without_pooled`: marginal
     W1, histogram ratio and variance ratio left out of `registry.METRICS_LIST` while it
     compiles) against the whole suite: what their one sort of N x H x W values costs.
-Throughput unit: cases per second (higher is better); ratio = ours / baseline.
+  * the sorting network (`ordering`, ``method="network"``) on those sorts against `lax.sort`
+    (`metrics/sort_network_*`, `metrics/argsort_network_swd`).
+Throughput unit: cases (or sorts) per second (higher is better); ratio = ours / baseline.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
     def npmmd():
         return _numpy_mmd(xn, yn, np.full(n, 1 / n), wn)
 
+    # the baselines first, apart from the JAX programs: interleaved with them, NumPy's BLAS
+    # threads (which spin on after a call) take the cores from XLA's
     t_pot, t_ps, t_np = best_time(pot, repeats=3), best_time(ps, repeats=3), best_time(npmmd, repeats=3)
 
     swd = jax.jit(lambda a, b, c: posterior.sliced_wasserstein(a, b, c, field_stats=stats, directions=dirs))
@@ -119,27 +124,27 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
         unpooled = unpooled.lower(x, y, w, truth).compile()
     finally:
         registry.METRICS_LIST = saved_list
-    saved_size = posterior.COUNTING_MAX_SIZE
-    try:  # `_sliced_wasserstein` is jitted: traced afresh with the flag set, and again after
+    saved_sizes = posterior.COUNTING_MAX_SIZE, ordering.NETWORK_MIN_PAYLOAD
+    try:  # `_sliced_wasserstein` is jitted: traced afresh with the flags set, and again after
         jax.clear_caches()
-        posterior.COUNTING_MAX_SIZE = 0
+        posterior.COUNTING_MAX_SIZE, ordering.NETWORK_MIN_PAYLOAD = 0, 1 << 62
         swd_argsort = swd.lower(x, y, w).compile()
     finally:
-        posterior.COUNTING_MAX_SIZE = saved_size
+        posterior.COUNTING_MAX_SIZE, ordering.NETWORK_MIN_PAYLOAD = saved_sizes
         jax.clear_caches()
-    swd_counting = swd.lower(x, y, w).compile()
+    swd_ours = swd.lower(x, y, w).compile()
     got, ref = full(x, y, w, truth), sorted_suite(x, y, w, truth)
     for k in got:
         np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5, atol=1e-6)
 
-    t_swd, t_swd_argsort = best_times_interleaved([swd_counting, swd_argsort], x, y, w, repeats=5)
+    t_swd, t_swd_argsort = best_times_interleaved([swd_ours, swd_argsort], x, y, w, repeats=5)
     t_crps = best_time(crps, x, truth, repeats=3)
     t_mmd = best_time(mmd, x, y, w, repeats=3)
     t_suite, t_sorted, t_unpooled = best_times_interleaved(
         [full, sorted_suite, unpooled], x, y, w, truth, repeats=5
     )
     base = "POT SWD + properscoring CRPS + NumPy MMD"
-    return [
+    return _sort_records(h, n, x, truth) + [
         record(f"metrics/suite {h}x{h}", "cases/s", 1 / t_suite, 1 / (t_pot + t_ps + t_np), base, **cfg),
         record(
             f"metrics/suite_vs_sort {h}x{h}",
@@ -165,7 +170,7 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
             "cases/s",
             1 / t_swd,
             1 / t_swd_argsort,
-            "same SWD, weights carried by argsort",
+            "same SWD, weights carried by XLA's argsort",
             **cfg,
         ),
         record(
@@ -173,6 +178,45 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
         ),
         record(f"metrics/mmd {h}x{h}", "cases/s", 1 / t_mmd, 1 / t_np, "NumPy MMD (float64)", **cfg),
     ]
+
+
+def _sort_records(h: int, n: int, x, truth) -> list[dict]:
+    """The sorting network (`ordering`, ``method="network"``) against `lax.sort` of the same keys.
+
+    On the suite's own sorts: every member value of one case pooled (the marginal W1), the
+    members of each pixel (CRPS and the quantiles) and, with indices as payload, the SWD's 128
+    merged projections of 2 N values.
+    """
+    from posteriorjax.metrics import ordering
+
+    pooled = x.reshape(-1)
+    members = x.reshape(n, -1)
+    projections = (
+        jnp.concatenate([members[:, :128].T, members[:, 128:256].T], axis=1) + truth.reshape(-1)[:128, None]
+    )
+    cases = [  # name, sorting function, values, what they are, baseline, whether it returns indices
+        (f"metrics/sort_network_pooled {h}x{h}", ordering.sort, pooled, "pooled values",
+         "lax.sort of the integer keys", False),
+        (f"metrics/sort_network_members {h}x{h}", functools.partial(ordering.sort, axis=0), members,
+         "members per pixel", "lax.sort of the integer keys (minor axis)", False),
+        (f"metrics/argsort_network_swd {h}x{h}", functools.partial(ordering.argsort, axis=1), projections,
+         "SWD projections", "jnp.argsort", True),
+    ]  # fmt: skip
+    records = []
+    for name, fn, values, what, baseline, indices in cases:
+        network = jax.jit(functools.partial(fn, method="network")).lower(values).compile()
+        keys = jax.jit(functools.partial(fn, method="keys")).lower(values).compile()
+        a, b = network(values), keys(values)
+        if indices:
+            a, b = jnp.take_along_axis(values, a, axis=1), jnp.take_along_axis(values, b, axis=1)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        t_network, t_keys = best_times_interleaved([network, keys], values, repeats=5)
+        records.append(
+            record(
+                name, "sorts/s", 1 / t_network, 1 / t_keys, baseline, shape=list(values.shape), values=what
+            )
+        )
+    return records
 
 
 BENCHMARKS = {"metrics": run}
