@@ -160,7 +160,13 @@ def test_wasserstein_1d_against_scipy_and_shift(key, x64):
     assert float(P.wasserstein_1d(jnp.zeros(3), jnp.zeros(5))) == 0.0
 
 
-def test_sliced_wasserstein_against_pot_same_directions(key, x64):
+@pytest.mark.parametrize("network", [False, True], ids=["counting", "sorting_network"])
+def test_sliced_wasserstein_against_pot_same_directions(key, x64, network, monkeypatch):
+    from posteriorjax.metrics import ordering
+
+    if network:  # the projections' argsort through the sorting network (float64: int64 keys)
+        monkeypatch.setattr(ordering, "NETWORK_MIN_PAYLOAD", 0)
+    jax.clear_caches()  # `_sliced_wasserstein` is jitted: traced afresh with the threshold set
     x = _fields(key, 11, h=8, w=8) * 2 + 7.0
     y = _fields(jr.fold_in(key, 1), 13, h=8, w=8) * 3 + 6.0
     wy = np.asarray(jnp.asarray(_rng(jr.fold_in(key, 2)).dirichlet(np.ones(13))))
@@ -171,6 +177,7 @@ def test_sliced_wasserstein_against_pot_same_directions(key, x64):
     ref = ot.sliced_wasserstein_distance(
         xs, ys, np.full(11, 1 / 11), wy, p=1, projections=dirs.reshape(32, -1).T
     )
+    jax.clear_caches()
     assert got == pytest.approx(float(ref), rel=1e-8)
 
 

@@ -111,15 +111,20 @@ def sort(x, axis: int = -1, *, method: str = "auto"):
     if not INTEGER_KEYS or not jnp.issubdtype(x.dtype, jnp.floating):
         return jnp.sort(x, axis=axis)
     axis = axis % max(x.ndim, 1)
-    if method == "auto":
-        length = x.shape[axis] if x.ndim else 1
-        method = "network" if uses_network(length, max(x.size, 1) // max(length, 1)) else "keys"
-    return _sort_by_keys(x, axis, method)
+    return _sort_by_keys(x, axis, _resolve(method, x, axis, payload=False))
 
 
 def _check_method(method):
     if method not in SORT_METHODS:
         raise ValueError(f"method: expected one of {SORT_METHODS}, got {method!r}")
+
+
+def _resolve(method: str, x, axis: int, *, payload: bool) -> str:
+    """``"keys"`` or ``"network"`` for sorting `x` along `axis` (``"auto"`` by `uses_network`)."""
+    if method != "auto":
+        return method
+    length = x.shape[axis] if x.ndim else 1
+    return "network" if uses_network(length, max(x.size, 1) // max(length, 1), payload=payload) else "keys"
 
 
 def uses_network(length: int, columns: int, *, payload: bool = False) -> bool:
@@ -170,11 +175,9 @@ def argsort(x, axis: int = -1, *, method: str = "auto"):
     _check_method(method)
     x = jnp.asarray(x)
     axis = axis % max(x.ndim, 1)
-    length = x.shape[axis] if x.ndim else 1
-    if method == "auto":
-        payload = uses_network(length, x.size // max(length, 1), payload=True)
-        method = "network" if INTEGER_KEYS and payload and jnp.issubdtype(x.dtype, jnp.floating) else "keys"
-    if method == "keys" or not x.ndim:
+    if method == "auto" and not (INTEGER_KEYS and jnp.issubdtype(x.dtype, jnp.floating)):
+        method = "keys"
+    if _resolve(method, x, axis, payload=True) == "keys" or not x.ndim:
         return jnp.argsort(x, axis=axis).astype(jnp.int32)
     index = lax.broadcasted_iota(jnp.int32, x.shape, axis)
     return _network_sort(sortable_keys(lax.stop_gradient(x)), axis, index)[1]
@@ -196,13 +199,12 @@ def _network_sort(keys, axis: int, payload=None):
     span = 1 << max(length - 1, 1).bit_length()
     if columns > 1:
         out = _bitonic([m.reshape(length, columns) for m in moved], span, span)
-        out = [jnp.moveaxis(o.reshape(shape), 0, axis) for o in out]
     else:
         rows = min(NETWORK_ROWS, span)
         width = -(-length // rows)
         grids = [_pad(m.reshape(length), 0, rows * width).reshape(width, rows).T for m in moved]
         out = [o.T.reshape(-1)[:length] for o in _bitonic(grids, rows, span)]  # i at (i % rows, i // rows)
-        out = [jnp.moveaxis(o.reshape(shape), 0, axis) for o in out]
+    out = [jnp.moveaxis(o.reshape(shape), 0, axis) for o in out]
     return out[0] if payload is None else tuple(out)
 
 
@@ -248,14 +250,12 @@ def _stages(arrays, rows: int, block: int, *, mirror: bool, fused: bool):
         axis, units = 1, block // rows
     parts = 4 if fused else 2
     length = arrays[0].shape[axis]
+    padded = -(-length // units) * units  # whole blocks
     flips = ((axis + 1,) if axis == 0 else (0, axis + 1)) if mirror else ()
     wires = []  # wires[w][a]: quarter (or half) w of every block, of array a
     for a in arrays:
-        full = _pad(a, axis, -(-length // units) * units)
-        shape = (
-            full.shape[:axis] + (full.shape[axis] // units, parts, units // parts) + full.shape[axis + 1 :]
-        )
-        v = full.reshape(shape)
+        shape = a.shape[:axis] + (padded // units, parts, units // parts) + a.shape[axis + 1 :]
+        v = _pad(a, axis, padded).reshape(shape)
         wires.append([jnp.take(v, w, axis=axis + 1) for w in range(parts)])
     wires = [list(w) for w in zip(*wires, strict=True)]
 
@@ -278,7 +278,7 @@ def _stages(arrays, rows: int, block: int, *, mirror: bool, fused: bool):
         exchange(2, 3, False)
     out = []
     for k, a in enumerate(arrays):
-        full_shape = a.shape[:axis] + (-(-length // units) * units,) + a.shape[axis + 1 :]
+        full_shape = a.shape[:axis] + (padded,) + a.shape[axis + 1 :]
         stacked = jnp.stack([wires[w][k] for w in range(parts)], axis + 1).reshape(full_shape)
         out.append(lax.slice_in_dim(stacked, 0, length, axis=axis))
     return out
