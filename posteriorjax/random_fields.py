@@ -36,7 +36,7 @@ import numpy as np
 from jax.scipy.fft import dctn, idctn
 from jax.scipy.special import ndtr
 
-from posteriorjax import checks, grids
+from posteriorjax import checks, grids, rng
 
 BASES = ("cosine", "sine", "fourier")
 TRANSFORM_METHODS = ("auto", "matmul", "fft")
@@ -167,7 +167,7 @@ class GaussianRandomField(eqx.Module):
         return float(jnp.sum(self.mode_std() ** 2) / self.n**2)
 
     def latent(self, key) -> jnp.ndarray:
-        return jr.normal(key, self.shape)
+        return rng.normal(key, self.shape)
 
     def transform(self, latent: jnp.ndarray) -> jnp.ndarray:
         return self.sqrt_cov_apply(latent)
@@ -232,7 +232,7 @@ class HierarchicalGRF(eqx.Module):
 
     def latent(self, key) -> dict:
         k_xi, k_h = jr.split(key)
-        return {"xi": jr.normal(k_xi, self.shape), "hyper": jr.normal(k_h, (2,))}
+        return {"xi": rng.normal(k_xi, self.shape), "hyper": rng.normal(k_h, (2,))}
 
     def hyperparameters(self, latent: dict) -> tuple[jnp.ndarray, jnp.ndarray]:
         """(alpha, tau) encoded by a latent."""
@@ -321,7 +321,7 @@ class SmoothGRF(eqx.Module):
         return (1, self.n, self.n)
 
     def latent(self, key) -> jnp.ndarray:
-        return jr.normal(key, self.shape)
+        return rng.normal(key, self.shape)
 
     def transform(self, latent: jnp.ndarray) -> jnp.ndarray:
         m = np.fft.fftfreq(self.n, d=1.0 / self.n)
@@ -394,7 +394,7 @@ class AnisotropicLogNormal(eqx.Module):
 
     def latent(self, key) -> dict:
         k_xi, k_h = jr.split(key)
-        return {"xi": jr.normal(k_xi, self.fft_shape), "hyper": jr.normal(k_h, (4,))}
+        return {"xi": rng.normal(k_xi, self.fft_shape), "hyper": rng.normal(k_h, (4,))}
 
     def hyperparameters(self, latent: dict) -> dict:
         u = ndtr(latent["hyper"])

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks, random_fields
+from posteriorjax import checks, random_fields, rng
 
 
 def _check_shape(shape) -> tuple[int, int, int]:
@@ -35,7 +35,7 @@ class WhiteNoise(eqx.Module):
     """i.i.d. N(0, 1) per grid value (C_n = I)."""
 
     def sample(self, key, shape) -> jax.Array:
-        return jr.normal(key, tuple(shape))
+        return rng.normal(key, tuple(shape))
 
     def covariance_apply(self, v: jax.Array) -> jax.Array:
         return v
@@ -74,7 +74,7 @@ class GRFNoise(eqx.Module):
 
     def sample(self, key, shape) -> jax.Array:
         c, n, _ = _check_shape(shape)
-        xi = jr.normal(key, (c, n, n))
+        xi = rng.normal(key, (c, n, n))
         c_hat = random_fields.forward_transform(xi, self.basis) * self.mode_std(n)
         return random_fields.inverse_transform(c_hat, self.basis).astype(xi.dtype)
 
@@ -123,7 +123,7 @@ def _embedding_sample(key, shape, lam: np.ndarray) -> jax.Array:
     c, h, w = shape
     root = jnp.sqrt(jnp.asarray(lam, jnp.result_type(float)) / (4 * h * w))
     k_re, k_im = jr.split(key)
-    xi = jax.lax.complex(jr.normal(k_re, (c, 2 * h, 2 * w)), jr.normal(k_im, (c, 2 * h, 2 * w)))
+    xi = jax.lax.complex(rng.normal(k_re, (c, 2 * h, 2 * w)), rng.normal(k_im, (c, 2 * h, 2 * w)))
     return jnp.fft.fft2(root * xi).real[:, :h, :w]
 
 
@@ -156,7 +156,7 @@ class RBFNoise(eqx.Module):
         c, h, w = shape
         k_field, k_nug = jr.split(key)
         field = _embedding_sample(k_field, shape, _embedding_spectrum(h, w, self.scale))
-        return field + self.nugget_std * jr.normal(k_nug, (c, h, w))
+        return field + self.nugget_std * rng.normal(k_nug, (c, h, w))
 
     def covariance_apply(self, v: jax.Array) -> jax.Array:
         """C_n v for `v (..., H, W)`: the kernel matrix by the embedding's FFT, plus the nugget."""

@@ -5,10 +5,9 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks
+from posteriorjax import checks, rng
 
 
 class GaussianNoise(eqx.Module):
@@ -50,7 +49,7 @@ class GaussianNoise(eqx.Module):
         """Noise draw of `shape` (std broadcast along the trailing axis)."""
         shape = tuple(shape)
         self._check(shape, "shape")
-        return self.std * jr.normal(key, shape, dtype=self.std.dtype)
+        return self.std * rng.normal(key, shape, dtype=self.std.dtype)
 
     def whiten(self, residual) -> jax.Array:
         """`residual / std`, elementwise."""

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks, random_fields
+from posteriorjax import checks, random_fields, rng
 
 
 def _basis_weights(prior) -> np.ndarray:
@@ -80,8 +80,8 @@ def gram_matrix(task, at, offset, mode_std, basis):
 def _pathwise(task, key, idx, v, s_inv, y, std, mode_std, basis, batch_size):
     def one(i):
         k_x, k_eta = jr.split(jr.fold_in(key, i))
-        x0 = _spectral(jr.normal(k_x, v.shape[1:], v.dtype), mode_std.astype(v.dtype), basis)
-        r = y - task.forward(x0) - std * jr.normal(k_eta, y.shape, v.dtype)
+        x0 = _spectral(rng.normal(k_x, v.shape[1:], v.dtype), mode_std.astype(v.dtype), basis)
+        r = y - task.forward(x0) - std * rng.normal(k_eta, y.shape, v.dtype)
         return x0 + jnp.tensordot(s_inv @ r, v, axes=1)
 
     return jax.lax.map(one, idx, batch_size=batch_size)

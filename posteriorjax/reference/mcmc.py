@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks
+from posteriorjax import checks, rng
 from posteriorjax.observations import GaussianNoise
 
 METHODS = ("pcn", "gpcn", "mala")
@@ -58,7 +58,7 @@ def _tree_normal(key, tree):
     leaves, treedef = jax.tree.flatten(tree)
     keys = jr.split(key, len(leaves))
     return jax.tree.unflatten(
-        treedef, [jr.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)]
+        treedef, [rng.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)]
     )
 
 
@@ -149,7 +149,7 @@ def _kernel(task, y_obs, method: str, precond: Laplace | None = None, unravel=No
         def propose(key, z, psi_z, aux, step):
             beta = jnp.clip(step, 1e-6, 1.0)
             v, _ = jax.flatten_util.ravel_pytree(z)
-            xi = jr.normal(key, v.shape, v.dtype)
+            xi = rng.normal(key, v.shape, v.dtype)
             zp = unravel(m + jnp.sqrt(1 - beta**2) * (v - m) + beta * precond.sqrt_cov(xi))
             psip = psi(zp)
             return zp, psip, None, jnp.minimum(0.0, jnp.where(jnp.isfinite(psip), psi_z - psip, -jnp.inf))
@@ -225,7 +225,7 @@ def chains(
     def start(key):  # a prior draw, or for gpCN a draw of its Laplace approximation
         if precond is None:
             return task.prior.latent(key)
-        xi = jr.normal(key, precond.mode.shape, precond.mode.dtype)
+        xi = rng.normal(key, precond.mode.shape, precond.mode.dtype)
         return unravel(precond.mode + precond.sqrt_cov(xi))
 
     def chain(chain_key):

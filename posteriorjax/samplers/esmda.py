@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax.flatten_util import ravel_pytree
 
-from posteriorjax import checks
+from posteriorjax import checks, rng
 from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.base import AbstractSampler
 
@@ -120,7 +120,7 @@ class ESMDASampler(AbstractSampler):
         def update(z, inputs):
             alpha, k = inputs
             g = jax.vmap(predict)(z)
-            d = y + jnp.sqrt(alpha) * std * jr.normal(k, g.shape, g.dtype)
+            d = y + jnp.sqrt(alpha) * std * rng.normal(k, g.shape, g.dtype)
             za, ga = z - z.mean(0), g - g.mean(0)
             c_gg = ga.T @ ga / (size - 1) + jnp.diag(alpha * std**2)
             w = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(c_gg), (d - g).T)  # (M, N)
@@ -150,7 +150,7 @@ class ESMDASampler(AbstractSampler):
         def update(s, inputs):
             alpha, k = inputs
             pred = predict(s)
-            return augmented_update(s, pred, y, std, alpha, jr.normal(k, pred.shape, s.dtype)), None
+            return augmented_update(s, pred, y, std, alpha, rng.normal(k, pred.shape, s.dtype)), None
 
         alphas = jnp.asarray(self.alphas, state.dtype)
         state, _ = jax.lax.scan(update, state, (alphas, jr.split(k_obs, len(self.alphas))))

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, nn
+from posteriorjax import checks, nn, rng
 from posteriorjax.nn.fae import grid_coords
 from posteriorjax.observations.operators import MaskObservation
 from posteriorjax.samplers import guidance
@@ -180,7 +180,7 @@ class RectifiedFlowLoss(eqx.Module):
     def __call__(self, model, key, batch):
         z1, zc = batch
         k_noise, k_t = jr.split(key)
-        z0 = jr.normal(k_noise, z1.shape, z1.dtype)
+        z0 = rng.normal(k_noise, z1.shape, z1.dtype)
         t = jr.uniform(k_t, (z1.shape[0], 1, 1), z1.dtype)
         z_t = t * z1 + (1 - t) * z0
         v = jax.vmap(model)(z_t, t.reshape(-1), zc)
@@ -215,7 +215,7 @@ class FunDiffSampler(AbstractSampler):
         def step(z, i):
             return z + velocity(z, i * dt, zc) * dt, None
 
-        z0 = jr.normal(key, (num_samples, *zc.shape), dtype)
+        z0 = rng.normal(key, (num_samples, *zc.shape), dtype)
         z, _ = jax.lax.scan(step, z0, jnp.arange(self.num_steps, dtype=dtype))
         h, w = self.task.unknown_shape[1:]
         x = jax.vmap(lambda zi: self.target.x_norm.denormalize(self.target.net.decode_grid(zi, h, w)))(z)
