@@ -6,9 +6,11 @@
   on 16^2 to 128^2 and at the full-size shapes (FNO flow_fno / surrogate / inverse on the
   12.5 %-padded 144^2 grid, the UNO levels at 128^2). The chosen path is in the record.
 * ``spectral_grf``: cosine-basis GRF sampling, C^(1/2) xi = T^-1 (s . T xi) on a batch of
-  white fields: the automatic transform (`random_fields.forward_transform`, DCT-II matrices)
-  against `jax.scipy.fft.dctn` / `idctn` (`method="fft"`), with the white-noise draw
-  (shared by both) and without it (`spectral_grf_transform`).
+  white fields: the library's draw (`rng.normal`, the unrolled Threefry hash on the CPU)
+  and automatic transform (`random_fields.forward_transform`, DCT-II matrices) against
+  `jax.random.normal` and `jax.scipy.fft.dctn` / `idctn` (`method="fft"`), the path
+  before both; `spectral_grf_transform` times the transforms alone on given white noise,
+  `spectral_grf_normal` the draw alone (the same bits on both sides).
 Ratios are ours / baseline in throughput (higher is better), timed in alternation.
 """
 
@@ -20,7 +22,7 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from bench.common import best_times_interleaved, record
-from posteriorjax import random_fields
+from posteriorjax import random_fields, rng
 from posteriorjax.nn.layers import SpectralConv, spectral_path
 
 # (label, n_in, n_out, modes, c_in, c_out)
@@ -43,9 +45,11 @@ def _conv_fns(op, out_size, path):
     def apply(o, x):
         return jax.vmap(lambda v: o(v, out_size, path=path))(x)
 
-    # gradient w.r.t. the weights (training) and the input (guidance differentiates through it)
+    # gradient w.r.t. the weights (training) and the input (guidance differentiates through it);
+    # jax.jit on the layer's pytree: eqx.filter_jit's per-call partitioning (~0.1 ms) is
+    # Python overhead, not the layer's
     fwd_vjp = eqx.filter_value_and_grad(lambda ox: jnp.sum(apply(*ox) ** 2))
-    return eqx.filter_jit(lambda o, x: fwd_vjp((o, x)))
+    return jax.jit(lambda o, x: fwd_vjp((o, x)))
 
 
 def bench_conv(args):
@@ -57,7 +61,7 @@ def bench_conv(args):
         x = jr.normal(jr.key(1), (batch, ci, n, n))
         chosen = spectral_path((n, n), (s, s), (m, m), ci, co)
         fns = [_conv_fns(op, (s, s), p) for p in ("auto", "fft")]
-        t_auto, t_fft = best_times_interleaved(fns, op, x, repeats=5 if label.startswith("tiny") else 2)
+        t_auto, t_fft = best_times_interleaved(fns, op, x, repeats=20 if label.startswith("tiny") else 3)
         records.append(
             record(
                 f"spectral_conv fwd+vjp {label}",
@@ -85,7 +89,8 @@ def bench_grf(args):
         s = random_fields.grf_mode_std(n, 2.0, 3.0, "cosine")
 
         def sample(key, method, s=s, n=n, batch=batch):
-            xi = jr.normal(key, (batch, 1, n, n))
+            draw = rng.normal if method == "auto" else jr.normal
+            xi = draw(key, (batch, 1, n, n))
             c = random_fields.forward_transform(xi, "cosine", method=method) * s
             return random_fields.inverse_transform(c, "cosine", method=method)
 
@@ -98,9 +103,19 @@ def bench_grf(args):
         xi = jr.normal(jr.key(1), (batch, 1, n, n))
         fns = [jax.jit(lambda v, m=m: transform(v, m)) for m in ("auto", "fft")]
         t_mm_t, t_fft_t = best_times_interleaved(fns, xi, repeats=5)
+        fns = [jax.jit(lambda k, f=f, n=n: f(k, (batch, 1, n, n))) for f in (rng.normal, jr.normal)]
+        t_ours, t_jax = best_times_interleaved(fns, jr.key(0), repeats=5)
         base = "jax.scipy.fft dctn/idctn"
         records += [
-            record(f"spectral_grf cosine {n}", "samples/s", batch / t_mm, batch / t_fft, base, n=n),
+            record(
+                f"spectral_grf cosine {n}",
+                "samples/s",
+                batch / t_mm,
+                batch / t_fft,
+                "jax.random.normal + jax.scipy.fft dctn/idctn",
+                batch=batch,
+                n=n,
+            ),  # fmt: skip
             record(
                 f"spectral_grf_transform cosine {n}",
                 "samples/s",
@@ -110,6 +125,16 @@ def bench_grf(args):
                 batch=batch,
                 n=n,
                 note="T^-1 (s T xi) on given white noise (no random draw)",
+            ),  # fmt: skip
+            record(
+                f"spectral_grf_normal {n}",
+                "samples/s",
+                batch / t_ours,
+                batch / t_jax,
+                "jax.random.normal",
+                batch=batch,
+                n=n,
+                note="the white-noise draw alone; bit-identical outputs",
             ),  # fmt: skip
         ]
     return records
