@@ -35,7 +35,9 @@ def test_normal_equals_jax_random_normal(shape, raw):
 def test_normal_equals_jax_random_normal_vmapped_and_in_float64():
     keys = jr.split(jr.key(5), 6)
     ours = jax.vmap(lambda k: rng.normal(k, (2, 5, 3)))(keys)
-    np.testing.assert_array_equal(np.asarray(ours), np.asarray(jax.vmap(lambda k: jr.normal(k, (2, 5, 3)))(keys)))
+    np.testing.assert_array_equal(
+        np.asarray(ours), np.asarray(jax.vmap(lambda k: jr.normal(k, (2, 5, 3)))(keys))
+    )
     with jax.enable_x64(True):
         for dtype in (None, jnp.float64, jnp.float32):
             ours, theirs = rng.normal(jr.key(2), (4, 33), dtype), jr.normal(jr.key(2), (4, 33), dtype)
@@ -53,7 +55,8 @@ def test_cpu_draw_uses_the_unrolled_hash_and_other_cases_fall_back():
     # no unrolled form for 16-bit floats or other key kinds: jax.random.normal itself, same values
     for key, dtype in [(jr.key(0), jnp.bfloat16), (jr.key(0, impl="rbg"), jnp.float32)]:
         np.testing.assert_array_equal(
-            np.asarray(rng.normal(key, (3, 4), dtype), np.float32), np.asarray(jr.normal(key, (3, 4), dtype), np.float32)
+            np.asarray(rng.normal(key, (3, 4), dtype), np.float32),
+            np.asarray(jr.normal(key, (3, 4), dtype), np.float32),
         )
     assert rng.normal(jr.key(0), (0, 3)).shape == (0, 3)
 
