@@ -7,8 +7,8 @@ output words (64-bit dtypes: concatenates them), keeps the top mantissa bits as 
 u in [-1, 1) and returns sqrt(2) erfinv(u). On the CPU backend JAX emits the 20 rounds as
 a rolled 5-iteration loop whose rotation amounts are loop-carried (it keeps compile times
 down), which materializes the state between iterations and shifts by variable amounts:
-at 32 x 64 x 64 draws that loop is 3.7x slower than the same rounds unrolled into one
-fused elementwise kernel, and the whole draw 2.3x slower.
+at 32 x 64 x 64 draws that loop took about 4x as long as the same rounds unrolled into one
+fused elementwise kernel, and the whole draw 2.2x (`scripts/benchmark.py --only spectral_grf`).
 
 `normal` computes the same bits with the rounds unrolled (constant rotations, one
 fusion) wherever the result is provably the same: the CPU backend, a ``threefry2x32``
