@@ -30,7 +30,9 @@ DFT_PRECISION = jax.lax.Precision.HIGHEST
 MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 16.0, "tpu": 16.0}
 # The 2 m2 kept k_x columns ([cos | -sin]) are zero-padded to a multiple of this: XLA's CPU
 # GEMM with N = 2 m2 columns ran 1.9-2.2x faster at N = 16 than at N = 12 (and at 8, 24,
-# 32 than at 10-14, 28), on (8 x 16 x 64, 64) and (2 x 64 x 144, 144) products.
+# 32 than at 10-14, 28), on (8 x 16 x 64, 64) and (2 x 64 x 144, 144) products. The
+# selector's cost model (`spectral_cost`) counts the unpadded 2 m2: the padding adds no work
+# that costs time.
 DFT_COLUMN_MULTIPLE = 8
 
 
