@@ -20,6 +20,7 @@ float32 and float64), so a JAX release that changed its stream would fail them.
 
 from __future__ import annotations
 
+import functools
 import operator
 
 import jax
@@ -66,6 +67,9 @@ def _unrolled_applies(key, shape: tuple[int, ...], dtype) -> bool:
     return impl == "threefry2x32" and dtype in (np.float32, np.float64) and 0 < size < 2**32
 
 
+# Jitted like `jax.random.normal`'s own `_normal`: an eager call then compiles one program
+# per (shape, dtype), not each of the hash's ~100 operations separately.
+@functools.partial(jax.jit, static_argnums=(1, 2))
 def _normal_unrolled(key, shape: tuple[int, ...], dtype) -> jax.Array:
     words = jr.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
     k0, k1 = words[0], words[1]

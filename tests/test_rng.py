@@ -46,12 +46,24 @@ def test_normal_equals_jax_random_normal_vmapped_and_in_float64():
 
 
 def test_cpu_draw_uses_the_unrolled_hash_and_other_cases_fall_back():
-    def primitives(fn, *args):
-        return {e.primitive.name for e in jax.make_jaxpr(fn)(*args).jaxpr.eqns}
+    def primitives(jaxpr):  # the primitives of `jaxpr` and of the jaxprs nested in it
+        used = set()
+        for e in jaxpr.eqns:
+            used.add(e.primitive.name)
+            for value in e.params.values():
+                inner = getattr(value, "jaxpr", value)
+                if hasattr(inner, "eqns"):
+                    used |= primitives(inner)
+        return used
 
     if jax.default_backend() == "cpu":
-        used = primitives(lambda k: rng.normal(k, (4, 8)), jr.key(0))
-        assert "erf_inv" in used and not used & {"threefry2x32", "random_bits", "while", "pjit"}
+        jaxpr = jax.make_jaxpr(lambda k: rng.normal(k, (4, 8)))(jr.key(0)).jaxpr
+        # one jitted program (an eager call compiles it once per shape), holding the unrolled hash
+        assert [e.params.get("name") for e in jaxpr.eqns if e.primitive.name in ("jit", "pjit")] == [
+            "_normal_unrolled"
+        ]
+        used = primitives(jaxpr)
+        assert "erf_inv" in used and not used & {"threefry2x32", "random_bits", "while"}
     # no unrolled form for 16-bit floats or other key kinds: jax.random.normal itself, same values
     for key, dtype in [(jr.key(0), jnp.bfloat16), (jr.key(0, impl="rbg"), jnp.float32)]:
         np.testing.assert_array_equal(
