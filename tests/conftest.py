@@ -5,8 +5,11 @@ tight tolerances request the `x64` fixture, which enables float64 locally.
 
 Test programs are small, so compilation dominates the suite's time: XLA's CPU
 backend runs at optimization level 0 here (about 2x faster compiles; the
-generated code is less optimized, the computation is the same). Benchmarks
-never use this setting.
+generated code is less optimized, the computation is the same) and emits fusions
+with its older LLVM IR emitters instead of the MLIR fusion emitters
+(`--xla_cpu_use_fusion_emitters=false`, known to jaxlib 0.8 through 0.10: a third
+less time for the fusion-heavy network tests). Benchmarks, and the entry points run
+outside the suite, never use these settings.
 
 The persistent compilation cache is on (`parallel.enable_compilation_cache`) in
 `$POSTERIORJAX_COMPILATION_CACHE`, else ``~/.cache/posteriorjax/xla-tests`` (``off``
@@ -23,10 +26,9 @@ import os
 import zlib
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
-    ).strip()
+for _flag, _value in (("xla_backend_optimization_level", "0"), ("xla_cpu_use_fusion_emitters", "false")):
+    if _flag not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --{_flag}={_value}").strip()
 
 import jax  # noqa: E402
 import jax.random as jr  # noqa: E402
