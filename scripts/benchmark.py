@@ -96,8 +96,16 @@ def main(argv, flag_values=flags.FLAGS) -> None:
                 f"{rec['baseline_name']}",
                 flush=True,
             )
-    if flag_values.json:
-        Path(flag_values.json).write_text(json.dumps(records, indent=2))
+        if flag_values.json:  # after each benchmark: a run stopped by a time limit keeps what it measured
+            write_records(records, flag_values.json)
+
+
+def write_records(records: list[dict], path) -> None:
+    """`records` as JSON at `path`, replaced atomically (a reader never sees a partial file)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(records, indent=2))
+    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@
 #   fundps_full     one FunDPS case at 128^2, untrained full-size UNO: time, NFE, samples/s
 #   sweep           the sweep program vs a Python loop of jitted calls
 #   roofline        matmul and FFT GFLOP/s, elementwise GB/s, sort Melem/s on this device
-# A step that fails or times out is recorded in OUT/status.txt and the next one runs.
+# A step that fails or times out is recorded in OUT/status.txt and the next one runs; each
+# step's JSON is rewritten after every benchmark, so a step stopped by its limit keeps what
+# it measured. OUT/devices.txt records the devices and the versions the run used.
 set -u
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python}
-STEPS=("spectral 100" "metrics 90" "reference_pool 90" "fundps_full 140" "sweep 130" "roofline 30")
+PY=${PYTHON:-$(command -v python || command -v python3)}
+STEPS=("spectral 100" "metrics 120" "reference_pool 70" "fundps_full 120" "sweep 110" "roofline 30")
 
 if [ "${1:-}" = "--dry-run" ]; then
     names=()
@@ -26,7 +28,11 @@ fi
 
 OUT=${1:-gpu_check}
 mkdir -p "$OUT"
-"$PY" -c "import jax; print(jax.devices())" | tee "$OUT/devices.txt"
+"$PY" - <<'EOF' 2>&1 | tee "$OUT/devices.txt"
+import importlib.metadata as md, platform, jax
+print("devices:", jax.devices(), "backend:", jax.default_backend(), "python:", platform.python_version())
+print(", ".join(f"{n} {md.version(n)}" for n in ("jax", "jaxlib", "equinox", "optax", "numpy", "scipy")))
+EOF
 : > "$OUT/status.txt"
 for step in "${STEPS[@]}"; do
     name=${step%% *}

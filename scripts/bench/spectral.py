@@ -1,10 +1,14 @@
 """Spectral kernels: the automatic path (truncated-DFT matmuls where they win) vs today's FFT path.
 
 * ``spectral_conv``: forward + VJP (gradient of sum(y^2) w.r.t. the layer and its input)
-  of one `nn.SpectralConv` on a vmapped batch, `path="auto"` (`nn.layers.spectral_path`)
+  of one `nn.SpectralConv` on a vmapped batch, the path `nn.layers.spectral_path` picks
   against `path="fft"` (rfft2 / irfft2), at the tiny training config (6 modes, width 16)
   on 16^2 to 128^2 and at the full-size shapes (FNO flow_fno / surrogate / inverse on the
-  12.5 %-padded 144^2 grid, the UNO levels at 128^2). The chosen path is in the record.
+  12.5 %-padded 144^2 grid, the UNO levels at 128^2). Both paths are timed at every shape
+  (a shape where the FFT is picked reads 1.0); the record holds the chosen path, the
+  matmul path's speed-up over the FFT's (`matmul_over_fft`, what a backend's selector
+  threshold is set from) and the two paths' largest output difference relative to the
+  output's largest magnitude.
 * ``spectral_grf``: cosine-basis GRF sampling, C^(1/2) xi = T^-1 (s . T xi) on a batch of
   white fields: the library's draw (`rng.normal`, the unrolled Threefry hash on the CPU)
   and automatic transform (`random_fields.forward_transform`, DCT-II matrices) against
@@ -60,14 +64,20 @@ def bench_conv(args):
         op = SpectralConv(ci, co, (m, m), key=jr.key(0))
         x = jr.normal(jr.key(1), (batch, ci, n, n))
         chosen = spectral_path((n, n), (s, s), (m, m), ci, co)
-        fns = [_conv_fns(op, (s, s), p) for p in ("auto", "fft")]
-        t_auto, t_fft = best_times_interleaved(fns, op, x, repeats=20 if label.startswith("tiny") else 3)
+        # both paths are timed at every shape, so a backend's selector threshold
+        # (`MATMUL_COST_RATIO`) can be read off one run; "ours" is the path the selector picks
+        paths = ("matmul", "fft")
+        repeats = 20 if label.startswith("tiny") else 3
+        times = best_times_interleaved([_conv_fns(op, (s, s), p) for p in paths], op, x, repeats=repeats)
+        t = dict(zip(paths, times, strict=True))
+        y_mm, y_fft = (jax.vmap(lambda v, p=p, op=op, s=s: op(v, (s, s), path=p))(x) for p in paths)
+        difference = float(jnp.max(jnp.abs(y_mm - y_fft)) / jnp.max(jnp.abs(y_fft)))
         records.append(
             record(
                 f"spectral_conv fwd+vjp {label}",
                 "evals/s",
-                batch / t_auto,
-                batch / t_fft,
+                batch / t[chosen],
+                batch / t["fft"],
                 "rfft2/irfft2 path",
                 batch=batch,
                 n=n,
@@ -76,6 +86,8 @@ def bench_conv(args):
                 c_in=ci,
                 c_out=co,
                 path=chosen,
+                matmul_over_fft=t["fft"] / t["matmul"],
+                max_abs_difference_over_max=difference,
             )  # fmt: skip
         )
     return records
