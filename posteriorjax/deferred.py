@@ -17,14 +17,16 @@ The choice is made when the program is lowered, not when the check is traced: th
 one primitive (`check_p`) whose lowering is `eqx.error_if` and whose `checkify` rule is the
 functional form, so a jitted helper traced once serves both kinds of caller.
 
-The functional form uses two internals of `jax._src.checkify` (the rule table and
-`update_error`); `FUNCTIONAL` is False when they are missing, and every check then stays a
-callback (the programs still run and raise; they are only not cacheable).
+The functional form uses internals of `jax._src.checkify` (the rule table, `update_error`
+and the calling convention of its rules); `FUNCTIONAL` is False when they are missing or
+checkify calls its rules otherwise (jax 0.11 does), and every check then stays a callback
+(the programs still run and raise; they are only not cacheable).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import zlib
 
 import equinox as eqx
@@ -35,12 +37,29 @@ from jax.experimental import checkify
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+
+def _rule_convention_is_known(default_rule) -> bool:
+    """Whether checkify calls its rules as `rule(error, enabled_errors, *operands) -> (error, outs)`.
+
+    Read off checkify's own default rule (parameters `primitive, error, enabled_errors, ...`,
+    returning `tuple[Error, ...]`), as in jax 0.8-0.10; a JAX that calls its rules otherwise
+    keeps every check a host callback rather than being handed arguments in another order.
+    """
+    sig = inspect.signature(default_rule)
+    params = list(sig.parameters)[:3]
+    returns = sig.return_annotation
+    returns = returns if isinstance(returns, str) else getattr(returns, "__name__", repr(returns))
+    return params == ["primitive", "error", "enabled_errors"] and str(returns).replace(" ", "").startswith(
+        "tuple[Error,"
+    )
+
+
 try:  # the functional (callback-free) form needs these internals of jax's checkify
-    from jax._src.checkify import FailedCheckError, error_checks, update_error
+    from jax._src.checkify import FailedCheckError, default_checkify_rule, error_checks, update_error
 except ImportError:  # pragma: no cover - another JAX: checks stay host callbacks
     FUNCTIONAL = False
 else:
-    FUNCTIONAL = True
+    FUNCTIONAL = _rule_convention_is_known(default_checkify_rule)
 
 _CODE_BASE = 1 << 24  # failure codes stay clear of checkify's own counter (1, 2, ...)
 
