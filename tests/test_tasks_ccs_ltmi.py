@@ -36,7 +36,10 @@ def test_ccs_cases_observe_the_well_columns(ccs_task):
     u = np.asarray(cases.u_true)
     assert u.min() >= -1e-5 and u.max() <= 1 - 0.2 + 1e-5 and u[:, 0, :, 0].max() > 0.3
     forward = jax.vmap(ccs_task.forward)(cases.x_true)
-    np.testing.assert_allclose(forward, u[:, 0][:, :, [0, 10]].transpose(0, 2, 1).reshape(2, -1), atol=1e-6)
+    # the same saturation solve compiled in another program (vmapped here, batched in `cases`):
+    # float32 rounding of the nonlinear steps differs by a few ulps between the two
+    wells = u[:, 0][:, :, [0, 10]].transpose(0, 2, 1).reshape(2, -1)
+    np.testing.assert_allclose(forward, wells, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_less(np.abs(np.asarray(cases.y_obs) - np.asarray(forward)), 0.04 * 6)
 
 
