@@ -18,7 +18,7 @@
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$(command -v python || command -v python3)}
-STEPS=("spectral 100" "metrics 120" "reference_pool 70" "fundps_full 120" "sweep 110" "roofline 30")
+STEPS=("spectral 150" "metrics 100" "reference_pool 40" "fundps_full 150" "sweep 110" "roofline 20")
 
 if [ "${1:-}" = "--dry-run" ]; then
     names=()

@@ -25,9 +25,12 @@ DFT_PRECISION = jax.lax.Precision.HIGHEST
 # runs at 3-10 % of its matmul rate) won from ratio ~2.1 down (tiny config at 32^2 and up,
 # 1.8-7x) and was even or lost at 3.2-16 (16^2 tiny, modes near n/2, the full-size
 # shapes, where the channel mixing dominates); 2.5 keeps FFTs wherever matmuls did not
-# clearly win. gpu/tpu: not measured; matrix units favour dense DFTs, and
-# `scripts/benchmark.py --device --only spectral` records the ratio there.
-MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 16.0, "tpu": 16.0}
+# clearly win. GPU: one H200 run (`results/benchmarks/gpu_h200_2026-12-04.json`, both paths
+# timed at the 14 shapes of `scripts/bench/spectral.py`) had the matmul path 1.3-2.3x faster
+# at cost ratios 1.0-4.3 (0.77 and 0.92 at 2.35 and 2.1) and 0.94-0.95x at 8.4 (the
+# full-size FNO layers); 5 keeps the FFT there. TPU: not measured (matrix units favour
+# dense DFTs; a guess).
+MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 5.0, "tpu": 16.0}
 # The 2 m2 kept k_x columns ([cos | -sin]) are zero-padded to a multiple of this: XLA's CPU
 # GEMM with N = 2 m2 columns ran 1.9-2.2x faster at N = 16 than at N = 12 (and at 8, 24,
 # 32 than at 10-14, 28), on (8 x 16 x 64, 64) and (2 x 64 x 144, 144) products. The
