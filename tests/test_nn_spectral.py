@@ -77,11 +77,25 @@ def test_every_size_the_cpu_selector_picks_matmul_for_agrees(key):
     _assert_paths_agree(ops, xs, [(n, n) for n in sizes])
 
 
+def test_large_grid_shapes_the_cpu_selector_picks_matmul_for_agree(key):
+    """Shapes the CPU rule takes as matmuls only through its large-grid regime (cost ratio > 2.5)."""
+    shapes = [((64, 64), (64, 64), (16, 16)), ((64, 64), (128, 128), (16, 16))]
+    for in_size, out_size, modes in shapes:
+        mm, fft = layers.spectral_cost(in_size, out_size, modes, 4, 4)
+        assert mm > 2.5 * fft and layers.spectral_path(in_size, out_size, modes, 4, 4, "cpu") == "matmul"
+    pairs = [_pair(jr.fold_in(key, i), *shape, cin=4, cout=4) for i, shape in enumerate(shapes)]
+    ops, xs = zip(*pairs, strict=True)
+    _assert_paths_agree(ops, xs, [s[1] for s in shapes])
+
+
 def test_selector_keeps_the_fft_where_modes_approach_half_the_grid():
     path = layers.spectral_path
     assert path((64, 64), (64, 64), (6, 6), 16, 16, "cpu") == "matmul"
     assert path((64, 64), (64, 64), (32, 32), 16, 16, "cpu") == "fft"
-    assert path((144, 144), (144, 144), (32, 32), 64, 64, "cpu") == "fft"
+    assert path((64, 64), (64, 64), (32, 32), 64, 64, "cpu") == "fft"  # measured 0.65x at 16 ch.
+    # from 64^2 a CPU takes matmuls up to cost ratio 10 (the full-size FNO layer: 8.4, 1.8-2.7x)
+    assert path((144, 144), (144, 144), (32, 32), 64, 64, "cpu") == "matmul"
+    assert path((32, 32), (32, 32), (16, 16), 64, 64, "cpu") == "fft"  # 9.6 below 64^2: 0.84x
     # on a GPU, two shapes of the H200 run: a UNO level where matmuls won (2.3x) and the
     # full-size FNO layer where the FFT did (matmuls 0.94x)
     assert path((64, 64), (128, 128), (16, 16), 256, 64, "gpu") == "matmul"

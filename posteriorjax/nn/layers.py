@@ -31,6 +31,15 @@ DFT_PRECISION = jax.lax.Precision.HIGHEST
 # full-size FNO layers); 5 keeps the FFT there. TPU: not measured (matrix units favour
 # dense DFTs; a guess).
 MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 5.0, "tpu": 16.0}
+# (grid side, cost ratio): on grids with a side at least this large the matmul path is taken up
+# to the larger ratio. CPU, with the padded DFT columns (two runs of `scripts/benchmark.py
+# --only spectral_conv` and nine more shapes on the 2-core x86, 2026-12-04, both paths timed):
+# from 64^2 the matmul path won at every cost ratio measured up to 9.1 (1.2-2.7x: the
+# full-size FNO layers at 144^2, 8.4; UNO levels 2.6-4.3; 128^2 with 32 modes, 9.1; 256^2 with
+# 32, 6.0; 64^2 with 16, 5.3), while below 64^2 the FFT won from ratio 3.75 up (0.76-1.07x at
+# 12^2-32^2, modes near n/2) and at 16.0 (64^2, 32 modes: 0.65x). The cost model leaves out
+# the channel mixing, which the FFT path runs far slower on a CPU as channels grow.
+LARGE_GRID_MATMUL_COST_RATIO = {"cpu": (64, 10.0)}
 # The 2 m2 kept k_x columns ([cos | -sin]) are zero-padded to a multiple of this: XLA's CPU
 # GEMM with N = 2 m2 columns ran 1.9-2.2x faster at N = 16 than at N = 12 (and at 8, 24,
 # 32 than at 10-14, 28), on (8 x 16 x 64, 64) and (2 x 64 x 144, 144) products. The
@@ -261,12 +270,17 @@ def spectral_path(
     """``"matmul"`` where the truncated-DFT matmuls beat the FFTs on `backend`, else ``"fft"``.
 
     The rule: matmul multiply-adds <= `MATMUL_COST_RATIO[backend]` x the FFT's N log2 N
-    (`spectral_cost`). Few kept modes (modes << n/2) favour matmuls, modes near n/2 the
-    FFT. `backend` defaults to `jax.default_backend()`.
+    (`spectral_cost`), or the larger ratio of `LARGE_GRID_MATMUL_COST_RATIO[backend]` where
+    the input or output grid has a side at least its size. Few kept modes (modes << n/2)
+    favour matmuls, modes near n/2 the FFT. `backend` defaults to `jax.default_backend()`.
     """
     backend = jax.default_backend() if backend is None else backend
     mm, fft = spectral_cost(in_size, out_size, modes, in_channels, out_channels)
-    return "matmul" if mm <= MATMUL_COST_RATIO.get(backend, MATMUL_COST_RATIO["gpu"]) * fft else "fft"
+    limit = MATMUL_COST_RATIO.get(backend, MATMUL_COST_RATIO["gpu"])
+    side, large_limit = LARGE_GRID_MATMUL_COST_RATIO.get(backend, (None, None))
+    if side is not None and max(*in_size, *out_size) >= side:
+        limit = max(limit, large_limit)
+    return "matmul" if mm <= limit * fft else "fft"
 
 
 def periodic_coordinates(shape: tuple[int, int], dtype=jnp.float32) -> jax.Array:
