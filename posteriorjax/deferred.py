@@ -46,10 +46,8 @@ def _rule_convention_is_known(default_rule) -> bool:
     keeps every check a host callback rather than being handed arguments in another order.
     """
     sig = inspect.signature(default_rule)
-    params = list(sig.parameters)[:3]
-    returns = sig.return_annotation
-    returns = returns if isinstance(returns, str) else getattr(returns, "__name__", repr(returns))
-    return params == ["primitive", "error", "enabled_errors"] and str(returns).replace(" ", "").startswith(
+    returns = str(sig.return_annotation).replace(" ", "")
+    return list(sig.parameters)[:3] == ["primitive", "error", "enabled_errors"] and returns.startswith(
         "tuple[Error,"
     )
 

@@ -23,13 +23,13 @@ DFT_PRECISION = jax.lax.Precision.HIGHEST
 # Matmul path when its multiply-adds are at most this many times the FFT cost model's
 # N log2 N terms (see `spectral_path`). CPU: forward + VJP on the 2-core x86 (XLA's CPU FFT
 # runs at 3-10 % of its matmul rate) won from ratio ~2.1 down (tiny config at 32^2 and up,
-# 1.8-7x) and was even or lost at 3.2-16 (16^2 tiny, modes near n/2, the full-size
-# shapes, where the channel mixing dominates); 2.5 keeps FFTs wherever matmuls did not
-# clearly win. GPU: one H200 run (`results/benchmarks/gpu_h200_2026-12-04.json`, both paths
-# timed at the 14 shapes of `scripts/bench/spectral.py`) had the matmul path 1.3-2.3x faster
-# at cost ratios 1.0-4.3 (0.77 and 0.92 at 2.35 and 2.1) and 0.94-0.95x at 8.4 (the
-# full-size FNO layers); 5 keeps the FFT there. TPU: not measured (matrix units favour
-# dense DFTs; a guess).
+# 1.8-7x) and, before the DFT columns were padded, was even or lost at 3.2-16 (16^2 tiny,
+# modes near n/2, the full-size shapes); 2.5 keeps FFTs wherever matmuls did not clearly
+# win on small grids (large grids: `LARGE_GRID_MATMUL_COST_RATIO`). GPU: one H200 run
+# (`results/benchmarks/gpu_h200_2026-12-04.json`, both paths timed at the 14 shapes of
+# `scripts/bench/spectral.py`) had the matmul path 1.3-2.3x faster at cost ratios 1.0-4.3
+# (0.77 and 0.92 at 2.35 and 2.1) and 0.94-0.95x at 8.4 (the full-size FNO layers); 5 keeps
+# the FFT there. TPU: not measured (matrix units favour dense DFTs; a guess).
 MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 5.0, "tpu": 16.0}
 # (grid side, cost ratio): on grids with a side at least this large the matmul path is taken up
 # to the larger ratio. CPU, with the padded DFT columns (two runs of `scripts/benchmark.py
