@@ -15,7 +15,6 @@ Each module in `scripts/bench/` exposes `BENCHMARKS = {name: fn}` where
 from __future__ import annotations
 
 import importlib
-import json
 import pkgutil
 import sys
 from pathlib import Path
@@ -81,6 +80,8 @@ def main(argv, flag_values=flags.FLAGS) -> None:
 
     import jax
 
+    from posteriorjax.reference.store import atomic_write_json
+
     print(f"devices: {jax.devices()}")
     records = []
     header = f"{'name':<40} {'unit':<18} {'ours':>12} {'baseline':>12} {'ratio':>8}  baseline"
@@ -97,15 +98,7 @@ def main(argv, flag_values=flags.FLAGS) -> None:
                 flush=True,
             )
         if flag_values.json:  # after each benchmark: a run stopped by a time limit keeps what it measured
-            write_records(records, flag_values.json)
-
-
-def write_records(records: list[dict], path) -> None:
-    """`records` as JSON at `path`, replaced atomically (a reader never sees a partial file)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(records, indent=2))
-    tmp.replace(path)
+            atomic_write_json(flag_values.json, records)
 
 
 if __name__ == "__main__":

@@ -84,20 +84,20 @@ def test_a_message_with_braces_is_shown_as_written():
     assert deferred.failure_message(failure) == "v: in {0, 1}, got -1.0"
 
 
-def _rule(params: str, returns: str):
-    """A stand-in for checkify's default rule: its parameter names and return annotation."""
-    namespace = {}
-    exec(f"def rule({params}, *invals, **params): pass", namespace)
-    namespace["rule"].__annotations__["return"] = returns
-    return namespace["rule"]
-
-
 def test_functional_form_only_under_the_known_rule_convention():
     """checkify's rules take `(error, enabled_errors, *operands)` in jax 0.8-0.10; jax 0.11 puts a
     context first, where the functional rule would be handed the wrong arguments."""
-    jax_0_10 = _rule("primitive, error, enabled_errors", "tuple[Error, Sequence[core.Value]]")
-    jax_0_11 = _rule("primitive, ctx, error, enabled_errors", "tuple[Error, Sequence[core.Value]]")
-    outputs_first = _rule("primitive, error, enabled_errors", "tuple[Sequence[core.Value], Error]")
+
+    def jax_0_10(primitive, error, enabled_errors, *invals, **params): ...
+
+    def jax_0_11(primitive, ctx, error, enabled_errors, *invals, **params): ...
+
+    def outputs_first(primitive, error, enabled_errors, *invals, **params): ...
+
+    # string annotations, as jax's own (`from __future__ import annotations`)
+    jax_0_10.__annotations__["return"] = "tuple[Error, Sequence[core.Value]]"
+    jax_0_11.__annotations__["return"] = "tuple[Error, Sequence[core.Value]]"
+    outputs_first.__annotations__["return"] = "tuple[Sequence[core.Value], Error]"
     assert deferred._rule_convention_is_known(jax_0_10)
     assert not deferred._rule_convention_is_known(jax_0_11)
     assert not deferred._rule_convention_is_known(outputs_first)

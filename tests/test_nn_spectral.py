@@ -82,7 +82,8 @@ def test_large_grid_shapes_the_cpu_selector_picks_matmul_for_agree(key):
     shapes = [((64, 64), (64, 64), (16, 16)), ((64, 64), (128, 128), (16, 16))]
     for in_size, out_size, modes in shapes:
         mm, fft = layers.spectral_cost(in_size, out_size, modes, 4, 4)
-        assert mm > 2.5 * fft and layers.spectral_path(in_size, out_size, modes, 4, 4, "cpu") == "matmul"
+        assert mm > layers.MATMUL_COST_RATIO["cpu"] * fft
+        assert layers.spectral_path(in_size, out_size, modes, 4, 4, "cpu") == "matmul"
     pairs = [_pair(jr.fold_in(key, i), *shape, cin=4, cout=4) for i, shape in enumerate(shapes)]
     ops, xs = zip(*pairs, strict=True)
     _assert_paths_agree(ops, xs, [s[1] for s in shapes])

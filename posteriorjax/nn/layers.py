@@ -277,8 +277,8 @@ def spectral_path(
     backend = jax.default_backend() if backend is None else backend
     mm, fft = spectral_cost(in_size, out_size, modes, in_channels, out_channels)
     limit = MATMUL_COST_RATIO.get(backend, MATMUL_COST_RATIO["gpu"])
-    side, large_limit = LARGE_GRID_MATMUL_COST_RATIO.get(backend, (None, None))
-    if side is not None and max(*in_size, *out_size) >= side:
+    side, large_limit = LARGE_GRID_MATMUL_COST_RATIO.get(backend, (math.inf, limit))
+    if max(*in_size, *out_size) >= side:
         limit = max(limit, large_limit)
     return "matmul" if mm <= limit * fft else "fft"
 

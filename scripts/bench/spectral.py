@@ -45,14 +45,15 @@ FULL = [
 ]
 
 
-def _conv_fns(op, out_size, path):
-    def apply(o, x):
-        return jax.vmap(lambda v: o(v, out_size, path=path))(x)
+def _apply(op, x, out_size, path):
+    return jax.vmap(lambda v: op(v, out_size, path=path))(x)
 
+
+def _conv_fns(op, out_size, path):
     # gradient w.r.t. the weights (training) and the input (guidance differentiates through it);
     # jax.jit on the layer's pytree: eqx.filter_jit's per-call partitioning (~0.1 ms) is
     # Python overhead, not the layer's
-    fwd_vjp = eqx.filter_value_and_grad(lambda ox: jnp.sum(apply(*ox) ** 2))
+    fwd_vjp = eqx.filter_value_and_grad(lambda ox: jnp.sum(_apply(*ox, out_size, path) ** 2))
     return jax.jit(lambda o, x: fwd_vjp((o, x)))
 
 
@@ -70,7 +71,7 @@ def bench_conv(args):
         repeats = 20 if label.startswith("tiny") else 3
         times = best_times_interleaved([_conv_fns(op, (s, s), p) for p in paths], op, x, repeats=repeats)
         t = dict(zip(paths, times, strict=True))
-        y_mm, y_fft = (jax.vmap(lambda v, p=p, op=op, s=s: op(v, (s, s), path=p))(x) for p in paths)
+        y_mm, y_fft = (_apply(op, x, (s, s), p) for p in paths)
         difference = float(jnp.max(jnp.abs(y_mm - y_fft)) / jnp.max(jnp.abs(y_fft)))
         records.append(
             record(
