@@ -32,13 +32,14 @@ DFT_PRECISION = jax.lax.Precision.HIGHEST
 # the FFT there. TPU: not measured (matrix units favour dense DFTs; a guess).
 MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 5.0, "tpu": 16.0}
 # (grid side, cost ratio): on grids with a side at least this large the matmul path is taken up
-# to the larger ratio. CPU, with the padded DFT columns (two runs of `scripts/benchmark.py
-# --only spectral_conv` and nine more shapes on the 2-core x86, 2026-12-04, both paths timed):
-# from 64^2 the matmul path won at every cost ratio measured up to 9.1 (1.2-2.7x: the
-# full-size FNO layers at 144^2, 8.4; UNO levels 2.6-4.3; 128^2 with 32 modes, 9.1; 256^2 with
-# 32, 6.0; 64^2 with 16, 5.3), while below 64^2 the FFT won from ratio 3.75 up (0.76-1.07x at
-# 12^2-32^2, modes near n/2) and at 16.0 (64^2, 32 modes: 0.65x). The cost model leaves out
-# the channel mixing, which the FFT path runs far slower on a CPU as channels grow.
+# to the larger ratio. CPU, with the padded DFT columns (`scripts/benchmark.py --only
+# spectral_conv` and `--only conv_paths` on the 2-core x86, 2026-12-04, both paths timed;
+# `results/benchmarks/cpu_2026-12-04*.json`): from 64^2 the matmul path won at every cost
+# ratio up to 9.1 (1.5-2.7x: the full-size FNO layers at 144^2, 8.4; UNO levels 2.6-4.3;
+# 128^2 with 32 modes, 9.1; 256^2 with 32, 6.0; 64^2 with 16, 5.3), while below 64^2 the FFT
+# won at 5.0-9.6 (0.76-0.86x, modes near n/2; even at 3.75, the tiny 16^2) and at 16.0 (64^2,
+# 32 modes: 0.73x). The cost model leaves out the channel mixing, which the FFT path runs far
+# slower on a CPU as channels grow.
 LARGE_GRID_MATMUL_COST_RATIO = {"cpu": (64, 10.0)}
 # The 2 m2 kept k_x columns ([cos | -sin]) are zero-padded to a multiple of this: XLA's CPU
 # GEMM with N = 2 m2 columns ran 1.9-2.2x faster at N = 16 than at N = 12 (and at 8, 24,

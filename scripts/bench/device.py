@@ -3,13 +3,13 @@
 ``fundps_full``: `poisson_fixed` at 128^2 (64^2 without `--device`), the joint EDM denoiser
 with the full-size UNO of the ``joint`` kind (`training.kinds.get("joint").models["full"]`,
 54 M parameters, untrained, random weights: the cost, not the answer), 16 samples with 50
-FunDPS steps with `--device` (2 samples, 2 steps on a CPU). One guided network evaluation
-there costs about 120 GFLOP per sample (forward and input gradient at 128^2, XLA's count),
-so the default 500 steps (999 evaluations) on 16 samples, about 2 PFLOP, would not fit a
-ten-minute accelerator check; the shorter run's evaluations per second give the 500-step
-run's time (`seconds_at_published_steps`, linear in the evaluations). Records the wall time
-of one compiled ensemble, samples/s, network evaluations per sample and the first call's
-time (compilation included); no baseline (nothing else runs this network).
+FunDPS steps with `--device` (2 samples, 2 steps on a CPU). The default 500 steps (999
+guided evaluations, each the network's forward pass and input gradient at 128^2, for each of
+16 samples) did not finish within 170 s on an H200; the shorter run's evaluations per
+second give the 500-step run's time (`seconds_at_published_steps`, linear in the
+evaluations). Records the wall time of one compiled ensemble, samples/s, network evaluations
+per sample and the first call's time (compilation included); no baseline (nothing else runs
+this network).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@
   matmul path's speed-up over the FFT's (`matmul_over_fft`, what a backend's selector
   threshold is set from) and the two paths' largest output difference relative to the
   output's largest magnitude.
+* ``conv_paths``: the same measurement at nine more shapes (`PROBES`: grids 12^2 to 256^2,
+  modes up to n/2, 16-64 channels), from which the CPU selector's large-grid regime was set.
 * ``spectral_grf``: cosine-basis GRF sampling, C^(1/2) xi = T^-1 (s . T xi) on a batch of
   white fields: the library's draw (`rng.normal`, the unrolled Threefry hash on the CPU)
   and automatic transform (`random_fields.forward_transform`, DCT-II matrices) against
@@ -27,7 +29,7 @@ import jax.random as jr
 
 from bench.common import best_times_interleaved, record
 from posteriorjax import random_fields, rng
-from posteriorjax.nn.layers import SpectralConv, spectral_path
+from posteriorjax.nn.layers import SpectralConv, spectral_cost, spectral_path
 
 # (label, n_in, n_out, modes, c_in, c_out)
 TINY = [(f"tiny {n}", n, n, 6, 16, 16) for n in (16, 32, 64, 128)]
@@ -43,6 +45,11 @@ FULL = [
     ("uno up1 32->64", 32, 64, 8, 512, 128),
     ("uno up2 64->128", 64, 128, 16, 256, 64),
 ]
+# (n, modes, channels, batch) of `conv_paths`
+PROBES = [
+    (12, 6, 16, 8), (16, 6, 16, 8), (16, 8, 16, 8), (32, 16, 16, 8), (64, 16, 16, 8),
+    (64, 16, 64, 2), (64, 32, 16, 8), (128, 32, 32, 2), (256, 32, 16, 2),
+]  # fmt: skip
 
 
 def _apply(op, x, out_size, path):
@@ -57,41 +64,60 @@ def _conv_fns(op, out_size, path):
     return jax.jit(lambda o, x: fwd_vjp((o, x)))
 
 
+def _conv_record(name, n, s, m, ci, co, batch, repeats):
+    """Forward + VJP of one layer shape on both paths; "ours" is the path the selector picks.
+
+    Both paths are timed at every shape, so a backend's selector thresholds can be read off
+    one run (`matmul_over_fft` beside the shape's `cost_ratio`, `nn.layers.spectral_cost`).
+    """
+    op = SpectralConv(ci, co, (m, m), key=jr.key(0))
+    x = jr.normal(jr.key(1), (batch, ci, n, n))
+    chosen = spectral_path((n, n), (s, s), (m, m), ci, co)
+    paths = ("matmul", "fft")
+    times = best_times_interleaved([_conv_fns(op, (s, s), p) for p in paths], op, x, repeats=repeats)
+    t = dict(zip(paths, times, strict=True))
+    y_mm, y_fft = (_apply(op, x, (s, s), p) for p in paths)
+    difference = float(jnp.max(jnp.abs(y_mm - y_fft)) / jnp.max(jnp.abs(y_fft)))
+    mm, fft = spectral_cost((n, n), (s, s), (m, m), ci, co)
+    return record(
+        name,
+        "evals/s",
+        batch / t[chosen],
+        batch / t["fft"],
+        "rfft2/irfft2 path",
+        batch=batch,
+        n=n,
+        out=s,
+        modes=m,
+        c_in=ci,
+        c_out=co,
+        path=chosen,
+        cost_ratio=mm / fft,
+        matmul_over_fft=t["fft"] / t["matmul"],
+        max_abs_difference_over_max=difference,
+    )  # fmt: skip
+
+
 def bench_conv(args):
     device = getattr(args, "device", False)
     records = []
     for label, n, s, m, ci, co in TINY + FULL:
-        batch = (32 if device else 8) if label.startswith("tiny") else (16 if device else 2)
-        op = SpectralConv(ci, co, (m, m), key=jr.key(0))
-        x = jr.normal(jr.key(1), (batch, ci, n, n))
-        chosen = spectral_path((n, n), (s, s), (m, m), ci, co)
-        # both paths are timed at every shape, so a backend's selector threshold
-        # (`MATMUL_COST_RATIO`) can be read off one run; "ours" is the path the selector picks
-        paths = ("matmul", "fft")
-        repeats = 20 if label.startswith("tiny") else 3
-        times = best_times_interleaved([_conv_fns(op, (s, s), p) for p in paths], op, x, repeats=repeats)
-        t = dict(zip(paths, times, strict=True))
-        y_mm, y_fft = (_apply(op, x, (s, s), p) for p in paths)
-        difference = float(jnp.max(jnp.abs(y_mm - y_fft)) / jnp.max(jnp.abs(y_fft)))
-        records.append(
-            record(
-                f"spectral_conv fwd+vjp {label}",
-                "evals/s",
-                batch / t[chosen],
-                batch / t["fft"],
-                "rfft2/irfft2 path",
-                batch=batch,
-                n=n,
-                out=s,
-                modes=m,
-                c_in=ci,
-                c_out=co,
-                path=chosen,
-                matmul_over_fft=t["fft"] / t["matmul"],
-                max_abs_difference_over_max=difference,
-            )  # fmt: skip
-        )
+        tiny = label.startswith("tiny")
+        batch = (32 if device else 8) if tiny else (16 if device else 2)
+        repeats = 20 if tiny else 3
+        records.append(_conv_record(f"spectral_conv fwd+vjp {label}", n, s, m, ci, co, batch, repeats))
     return records
+
+
+def bench_paths(args):
+    """`conv_paths`: the selector's probe shapes (square, same grid in and out) beyond the
+    benchmark's own: small grids with modes near n/2 and large grids at cost ratios 5-16,
+    where the CPU rule's large-grid regime (`LARGE_GRID_MATMUL_COST_RATIO`) was set."""
+    scale = 4 if getattr(args, "device", False) else 1
+    return [
+        _conv_record(f"conv_paths fwd+vjp {n} modes {m} ch {c}", n, n, m, c, c, batch * scale, 10)
+        for n, m, c, batch in PROBES
+    ]
 
 
 def bench_grf(args):
@@ -153,4 +179,4 @@ def bench_grf(args):
     return records
 
 
-BENCHMARKS = {"spectral_conv": bench_conv, "spectral_grf": bench_grf}
+BENCHMARKS = {"spectral_conv": bench_conv, "spectral_grf": bench_grf, "conv_paths": bench_paths}
