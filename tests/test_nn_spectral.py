@@ -50,10 +50,19 @@ def test_matmul_path_equals_fft_path_with_gradients(key):
     _assert_paths_agree(ops, xs, [s[1] for s in SHAPES])
 
 
+def test_two_product_mixing_equals_fft_path_with_gradients(key, monkeypatch):
+    """The mixing form of layers above `BLOCK_MIXING_MAX_WEIGHTS` (full-size FNO and UNO)."""
+    assert all(2 * 3 * 2 * m1 * m2 <= layers.BLOCK_MIXING_MAX_WEIGHTS for _, _, (m1, m2) in SHAPES)
+    monkeypatch.setattr(layers, "BLOCK_MIXING_MAX_WEIGHTS", 0)
+    pairs = [_pair(jr.fold_in(key, i), *shape) for i, shape in enumerate(SHAPES)]
+    ops, xs = zip(*pairs, strict=True)
+    _assert_paths_agree(ops, xs, [s[1] for s in SHAPES])
+
+
 def _cpu_matmul_sizes(limit):
     return [
         n
-        for n in range(8, limit + 1)
+        for n in range(12, limit + 1)
         if layers.spectral_path((n, n), (n, n), (6, 6), 4, 4, "cpu") == "matmul"
     ]
 
@@ -61,9 +70,8 @@ def _cpu_matmul_sizes(limit):
 def test_sizes_the_cpu_selector_picks_matmul_for_agree(key):
     """Tiny-config (6 modes) grids where the CPU rule chooses matmul: the first ones, odd and even."""
     chosen = _cpu_matmul_sizes(64)
-    assert chosen and min(chosen) > 16  # 16^2 and below keep the FFT on a CPU
-    assert chosen == list(range(chosen[0], 65))  # one crossover, matmul above it
-    sizes = [chosen[0], 32]
+    assert chosen == list(range(12, 65))  # every grid that resolves 6 modes
+    sizes = [12, 13, 32]
     pairs = [_pair(jr.fold_in(key, n), (n, n), (n, n), (6, 6), 4, 4) for n in sizes]
     ops, xs = zip(*pairs, strict=True)
     _assert_paths_agree(ops, xs, [(n, n) for n in sizes])
@@ -77,12 +85,12 @@ def test_every_size_the_cpu_selector_picks_matmul_for_agrees(key):
     _assert_paths_agree(ops, xs, [(n, n) for n in sizes])
 
 
-def test_large_grid_shapes_the_cpu_selector_picks_matmul_for_agree(key):
-    """Shapes the CPU rule takes as matmuls only through its large-grid regime (cost ratio > 2.5)."""
-    shapes = [((64, 64), (64, 64), (16, 16)), ((64, 64), (128, 128), (16, 16))]
+def test_shapes_near_the_cpu_threshold_agree(key):
+    """The CPU rule's costliest matmul shapes: modes n/2 on small grids, resampling to twice the grid."""
+    shapes = [((16, 16), (16, 16), (8, 8)), ((32, 32), (32, 32), (16, 16)), ((32, 32), (64, 64), (16, 16))]
     for in_size, out_size, modes in shapes:
         mm, fft = layers.spectral_cost(in_size, out_size, modes, 4, 4)
-        assert mm > layers.MATMUL_COST_RATIO["cpu"] * fft
+        assert 5 * fft < mm <= layers.MATMUL_COST_RATIO["cpu"] * fft
         assert layers.spectral_path(in_size, out_size, modes, 4, 4, "cpu") == "matmul"
     pairs = [_pair(jr.fold_in(key, i), *shape, cin=4, cout=4) for i, shape in enumerate(shapes)]
     ops, xs = zip(*pairs, strict=True)
@@ -92,11 +100,12 @@ def test_large_grid_shapes_the_cpu_selector_picks_matmul_for_agree(key):
 def test_selector_keeps_the_fft_where_modes_approach_half_the_grid():
     path = layers.spectral_path
     assert path((64, 64), (64, 64), (6, 6), 16, 16, "cpu") == "matmul"
-    assert path((64, 64), (64, 64), (32, 32), 16, 16, "cpu") == "fft"
-    assert path((64, 64), (64, 64), (32, 32), 64, 64, "cpu") == "fft"  # measured 0.65x at 16 ch.
-    # from 64^2 a CPU takes matmuls up to cost ratio 10 (the full-size FNO layer: 8.4, 1.8-2.7x)
+    assert path((64, 64), (64, 64), (32, 32), 16, 16, "cpu") == "fft"  # cost ratio 16: 0.94x
+    assert path((64, 64), (64, 64), (32, 32), 64, 64, "cpu") == "fft"
+    # a CPU takes matmuls up to cost ratio 10: the full-size FNO layer (8.4, 2.3x), 32^2 with
+    # 16 modes (9.6, 1.3x)
     assert path((144, 144), (144, 144), (32, 32), 64, 64, "cpu") == "matmul"
-    assert path((32, 32), (32, 32), (16, 16), 64, 64, "cpu") == "fft"  # 9.6 below 64^2: 0.84x
+    assert path((32, 32), (32, 32), (16, 16), 64, 64, "cpu") == "matmul"
     # on a GPU, two shapes of the H200 run: a UNO level where matmuls won (2.3x) and the
     # full-size FNO layer where the FFT did (matmuls 0.94x)
     assert path((64, 64), (128, 128), (16, 16), 256, 64, "gpu") == "matmul"

@@ -21,32 +21,26 @@ SPECTRAL_PATHS = ("auto", "fft", "matmul")
 # the operands to bf16/TF32, which an FFT never does (CPU ignores the setting).
 DFT_PRECISION = jax.lax.Precision.HIGHEST
 # Matmul path when its multiply-adds are at most this many times the FFT cost model's
-# N log2 N terms (see `spectral_path`). CPU: forward + VJP on the 2-core x86 (XLA's CPU FFT
-# runs at 3-10 % of its matmul rate) won from ratio ~2.1 down (tiny config at 32^2 and up,
-# 1.8-7x) and, before the DFT columns were padded, was even or lost at 3.2-16 (16^2 tiny,
-# modes near n/2, the full-size shapes); 2.5 keeps FFTs wherever matmuls did not clearly
-# win on small grids (large grids: `LARGE_GRID_MATMUL_COST_RATIO`). GPU: one H200 run
-# (`results/benchmarks/gpu_h200_2026-12-04.json`, both paths timed at the 14 shapes of
-# `scripts/bench/spectral.py`) had the matmul path 1.3-2.3x faster at cost ratios 1.0-4.3
-# (0.77 and 0.92 at 2.35 and 2.1) and 0.94-0.95x at 8.4 (the full-size FNO layers); 5 keeps
-# the FFT there. TPU: not measured (matrix units favour dense DFTs; a guess).
-MATMUL_COST_RATIO = {"cpu": 2.5, "gpu": 5.0, "tpu": 16.0}
-# (grid side, cost ratio): on grids with a side at least this large the matmul path is taken up
-# to the larger ratio. CPU, with the padded DFT columns (`scripts/benchmark.py --only
-# spectral_conv` and `--only conv_paths` on the 2-core x86, 2026-12-04, both paths timed;
-# `results/benchmarks/cpu_2026-12-04*.json`): from 64^2 the matmul path won at every cost
-# ratio up to 9.1 (1.5-2.7x: the full-size FNO layers at 144^2, 8.4; UNO levels 2.6-4.3;
-# 128^2 with 32 modes, 9.1; 256^2 with 32, 6.0; 64^2 with 16, 5.3), while below 64^2 the FFT
-# won at 5.0-9.6 (0.76-0.86x, modes near n/2; even at 3.75, the tiny 16^2) and at 16.0 (64^2,
-# 32 modes: 0.73x). The cost model leaves out the channel mixing, which the FFT path runs far
-# slower on a CPU as channels grow.
-LARGE_GRID_MATMUL_COST_RATIO = {"cpu": (64, 10.0)}
-# The 2 m2 kept k_x columns ([cos | -sin]) are zero-padded to a multiple of this: XLA's CPU
-# GEMM with N = 2 m2 columns ran 1.9-2.2x faster at N = 16 than at N = 12 (and at 8, 24,
-# 32 than at 10-14, 28), on (8 x 16 x 64, 64) and (2 x 64 x 144, 144) products. The
-# selector's cost model (`spectral_cost`) counts the unpadded 2 m2: the padding adds no work
-# that costs time.
-DFT_COLUMN_MULTIPLE = 8
+# N log2 N terms (see `spectral_path`). CPU: forward + VJP on the 2-core x86, both paths timed
+# at 23 shapes (`scripts/benchmark.py --only spectral_conv conv_paths`, 2026-12-04; XLA's CPU
+# FFT runs at 3-10 % of its matmul rate): the matmul path won at every cost ratio up to 9.6
+# (1.05x at 12^2 with 6 modes, 1.3-1.4x for modes n/2 at 16^2 and 32^2, 1.6x for the tiny
+# config at 16^2, 3.6x at 64^2, 6.4x at 128^2, 1.8-3.1x at the full-size FNO and UNO shapes)
+# and lost at 16 (0.94x, 64^2 with 32 modes). GPU: one H200 run
+# (`results/benchmarks/gpu_h200_2026-12-04.json`, the 14 shapes of `scripts/bench/spectral.py`,
+# with this layer's earlier form: padded k_x columns, two-product mixing everywhere) had the
+# matmul path 1.3-2.3x faster at cost ratios 1.0-4.3 (0.77 and 0.92 at 2.35 and 2.1) and
+# 0.94-0.95x at 8.4 (the full-size FNO layers); 5 keeps the FFT there. TPU: not measured
+# (matrix units favour dense DFTs; a guess).
+MATMUL_COST_RATIO = {"cpu": 10.0, "gpu": 5.0, "tpu": 16.0}
+# `SpectralConv._mix` builds the real block matrix of the complex channel mixing up to this many
+# complex weights (C_out C_in 2 m1 m2): one product per mode instead of two, and fewer layout
+# copies. CPU, forward + VJP (2-core x86, 2026-12-04), against the two products: 1.1-1.4x at
+# 18-131 k weights (the tiny config at 16^2-64^2, even at 128^2; 12^2, 16^2 and 32^2 with
+# modes n/2; 64^2 with 16 modes), 0.8-0.97x at 524 k (64^2 and 256^2 with 32 modes) and
+# 0.35-0.7x at the full-size FNO and UNO layers (1-8 M), where building the block, four times
+# the weights, moves more memory than the one product saves.
+BLOCK_MIXING_MAX_WEIGHTS = 2**17
 
 
 def check_channels(x: jax.Array, expected: int, name: str = "x") -> None:
@@ -182,37 +176,54 @@ class SpectralConv(eqx.Module):
     def _matmul(self, x, out_size):
         """The same operator as `_fft` by real matmuls with truncated DFT matrices (`dft_matrices`).
 
-        With A = x [cos | -sin] along W (kept k_x), G = [C_r; C_i] A along H (kept k_y),
-        the kept rfft2 coefficients are f = (G_rr - G_ii) + i (G_ri + G_ir); after the
-        complex channel mixing Z = R f, B = [E_r | -E_i] [[Z_r, Z_i]; [Z_i, -Z_r]] is the
-        inverse DFT along H and B [c cos; -c sin] / (H W) the inverse real DFT along W,
-        c_k the Hermitian weights (1 at k_x = 0 and Nyquist, 2 elsewhere). The k_x axis
-        carries `DFT_COLUMN_MULTIPLE`-padding zeros through the products.
+        With A = x [cos | -sin] along W (kept k_x) and G the product of A with [cos; -sin]
+        along H (kept k_y), laid out `(C_in, 2 m2, 4 m1)` with blocks G_ab, a the k_x half
+        (c: cos, s: sin) and b the k_y half, the kept rfft2 coefficients are
+        f = (G_cc - G_ss) + i (G_sc + G_cs). After the complex channel mixing Z = R f
+        (`_mix`), the blocks [Z_r | Z_i] (k_x cos half) and [Z_i | -Z_r] (sin half) times
+        [cos | -sin] along H give the real and imaginary parts of the inverse DFT along H,
+        and [c cos; -c sin] / (H W) along W the inverse real DFT, c_k the Hermitian weights
+        (1 at k_x = 0 and Nyquist, 2 elsewhere).
         """
         h, w = x.shape[-2:]
         m1, m2 = self.modes
-        fw, fh, eh, pw = dft_matrices((h, w), tuple(out_size), self.modes)
-        pad = _padded_columns(m2) - 2 * m2  # zero k_x columns, for the GEMM's sake
-        fw = jnp.asarray(np.pad(fw, ((0, 0), (0, pad))), x.dtype)
-        pw = jnp.asarray(np.pad(pw, ((0, pad), (0, 0))), x.dtype)
-        fh, eh = jnp.asarray(fh, x.dtype), jnp.asarray(eh, x.dtype)
+        fw, fh, eh, pw = (jnp.asarray(a, x.dtype) for a in dft_matrices((h, w), tuple(out_size), self.modes))
         mm = functools.partial(jnp.einsum, precision=DFT_PRECISION)
-        a = mm("chw,wk->chk", x, fw)
-        g = mm("jh,chk->cjk", fh, a)
-        fr = g[:, : 2 * m1, :m2] - g[:, 2 * m1 :, m2 : 2 * m2]
-        fi = g[:, : 2 * m1, m2 : 2 * m2] + g[:, 2 * m1 :, :m2]
-        o, i = self.weight_re.shape[1:3]
-        wr = jnp.moveaxis(self.weight_re, 0, 2).reshape(o, i, 2 * m1, m2).astype(x.dtype)
-        wi = jnp.moveaxis(self.weight_im, 0, 2).reshape(o, i, 2 * m1, m2).astype(x.dtype)
-        # Z = R f as two batched products over the kept modes, each of R_r and R_i with the
-        # stacked [f_r, f_i], instead of four (XLA's CPU runs batched products mode by mode)
-        f = jnp.stack([fr, fi])
-        p, q = (jnp.einsum("oijk,sijk->sojk", r, f) for r in (wr, wi))
-        zr, zi = p[0] - q[1], p[1] + q[0]
+        # contracting H with the k_x columns before k_y rows keeps each product a plain GEMM
+        # and the mixing's input one transpose away from its batched layout
+        g = mm("chk,jh->ckj", mm("chw,wk->chk", x, fw), fh)
+        gc, gs = g[:, :m2], g[:, m2:]
+        zr, zi = self._mix(gc[..., : 2 * m1] - gs[..., 2 * m1 :], gs[..., : 2 * m1] + gc[..., 2 * m1 :])
         z = jnp.concatenate([jnp.concatenate([zr, zi], -1), jnp.concatenate([zi, -zr], -1)], axis=1)
-        z = jnp.pad(z, ((0, 0), (0, 0), (0, pad)))
-        b = mm("yj,ojk->oyk", eh, z)
-        return mm("oyk,kx->oyx", b, pw).astype(x.dtype)
+        return mm("oky,kx->oyx", mm("okj,yj->oky", z, eh), pw).astype(x.dtype)
+
+    def _mix(self, fr: jax.Array, fi: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Z = R f at each kept mode: real and imaginary `(C_in, m2, 2 m1)` -> `(C_out, m2, 2 m1)`.
+
+        Up to `BLOCK_MIXING_MAX_WEIGHTS` complex weights, one real product per mode with the
+        block matrix [[R_r, -R_i], [R_i, R_r]] on [f_r; f_i]; above it (where building the
+        block, four times the weights, costs more than the products it saves), two products,
+        of R_r and R_i with the stacked [f_r, f_i].
+        """
+        o, i = self.weight_re.shape[1:3]
+        m1, m2 = self.modes
+        if o * i * 2 * m1 * m2 <= BLOCK_MIXING_MAX_WEIGHTS:
+            # (2, o, i, m1, m2) -> (m2, 2 m1, o, i): the modes leading, k_y >= 0 then k_y < 0
+            wr, wi = (
+                jnp.transpose(wt, (4, 0, 3, 1, 2)).reshape(m2, 2 * m1, o, i).astype(fr.dtype)
+                for wt in (self.weight_re, self.weight_im)
+            )
+            block = jnp.concatenate([jnp.concatenate([wr, -wi], -1), jnp.concatenate([wi, wr], -1)], -2)
+            f = jnp.transpose(jnp.concatenate([fr, fi]), (1, 2, 0))
+            z = jnp.einsum("kjoi,kji->okj", block, f)
+            return z[:o], z[o:]
+        wr, wi = (
+            jnp.transpose(wt, (1, 2, 4, 0, 3)).reshape(o, i, m2, 2 * m1).astype(fr.dtype)
+            for wt in (self.weight_re, self.weight_im)
+        )
+        f = jnp.stack([fr, fi])
+        p, q = (jnp.einsum("oikj,sikj->sokj", wt, f) for wt in (wr, wi))
+        return p[0] - q[1], p[1] + q[0]
 
 
 @functools.lru_cache(maxsize=128)
@@ -246,11 +257,6 @@ def dft_matrices(in_size: tuple[int, int], out_size: tuple[int, int], modes: tup
     return fw, fh, eh, pw
 
 
-def _padded_columns(m2: int) -> int:
-    """The 2 m2 kept k_x columns rounded up to a multiple of `DFT_COLUMN_MULTIPLE`."""
-    return -(-2 * m2 // DFT_COLUMN_MULTIPLE) * DFT_COLUMN_MULTIPLE
-
-
 def spectral_cost(in_size, out_size, modes, in_channels: int, out_channels: int) -> tuple[float, float]:
     """`(matmul multiply-adds, FFT cost N log2 N)` of one `SpectralConv` call (channel mixing excluded).
 
@@ -271,17 +277,12 @@ def spectral_path(
     """``"matmul"`` where the truncated-DFT matmuls beat the FFTs on `backend`, else ``"fft"``.
 
     The rule: matmul multiply-adds <= `MATMUL_COST_RATIO[backend]` x the FFT's N log2 N
-    (`spectral_cost`), or the larger ratio of `LARGE_GRID_MATMUL_COST_RATIO[backend]` where
-    the input or output grid has a side at least its size. Few kept modes (modes << n/2)
-    favour matmuls, modes near n/2 the FFT. `backend` defaults to `jax.default_backend()`.
+    (`spectral_cost`). Few kept modes (modes << n/2) favour matmuls, modes near n/2 the FFT.
+    `backend` defaults to `jax.default_backend()`; an unknown one takes the GPU's threshold.
     """
     backend = jax.default_backend() if backend is None else backend
     mm, fft = spectral_cost(in_size, out_size, modes, in_channels, out_channels)
-    limit = MATMUL_COST_RATIO.get(backend, MATMUL_COST_RATIO["gpu"])
-    side, large_limit = LARGE_GRID_MATMUL_COST_RATIO.get(backend, (math.inf, limit))
-    if max(*in_size, *out_size) >= side:
-        limit = max(limit, large_limit)
-    return "matmul" if mm <= limit * fft else "fft"
+    return "matmul" if mm <= MATMUL_COST_RATIO.get(backend, MATMUL_COST_RATIO["gpu"]) * fft else "fft"
 
 
 def periodic_coordinates(shape: tuple[int, int], dtype=jnp.float32) -> jax.Array:

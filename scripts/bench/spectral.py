@@ -10,7 +10,7 @@
   threshold is set from) and the two paths' largest output difference relative to the
   output's largest magnitude.
 * ``conv_paths``: the same measurement at nine more shapes (`PROBES`: grids 12^2 to 256^2,
-  modes up to n/2, 16-64 channels), from which the CPU selector's large-grid regime was set.
+  modes up to n/2, 16-64 channels), with which the CPU selector's threshold was set.
 * ``spectral_grf``: cosine-basis GRF sampling, C^(1/2) xi = T^-1 (s . T xi) on a batch of
   white fields: the library's draw (`rng.normal`, the unrolled Threefry hash on the CPU)
   and automatic transform (`random_fields.forward_transform`, DCT-II matrices) against
@@ -112,7 +112,7 @@ def bench_conv(args):
 def bench_paths(args):
     """`conv_paths`: the selector's probe shapes (square, same grid in and out) beyond the
     benchmark's own: small grids with modes near n/2 and large grids at cost ratios 5-16,
-    where the CPU rule's large-grid regime (`LARGE_GRID_MATMUL_COST_RATIO`) was set."""
+    from which the CPU threshold (`nn.layers.MATMUL_COST_RATIO`) was set."""
     scale = 4 if getattr(args, "device", False) else 1
     return [
         _conv_record(f"conv_paths fwd+vjp {n} modes {m} ch {c}", n, n, m, c, c, batch * scale, 10)
