@@ -59,3 +59,16 @@ def test_gpu_check_dry_run_finds_every_step():
     )  # fmt: skip
     expected = {"spectral_conv", "spectral_grf", "metrics", "reference_pool", "fundps_full", "sweep"}
     assert expected <= set(out.stdout.split())
+
+
+def test_interleaved_timing_runs_each_function_back_to_back(monkeypatch):
+    """Warm-up first, then per round each function `calls` times in a row (order of `fns`)."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import common
+
+    monkeypatch.setattr(common, "SETTLE_SECONDS", 0.0)
+    calls = []
+    fns = [lambda name=name: calls.append(name) for name in "ab"]
+    times = common.best_times_interleaved(fns, repeats=2, warmup=1, calls=2)
+    assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2
+    assert len(times) == 2 and all(t >= 0 for t in times)

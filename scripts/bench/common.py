@@ -6,6 +6,12 @@ import time
 
 import jax
 
+# OpenBLAS's worker threads (NumPy's and SciPy's BLAS) spin for about 0.1 s after a call and take
+# the cores XLA's threads need: a batched Darcy solve timed right after NumPy products ran at half
+# its rate (1.7-1.9k against 3.5k solves/s on the 2-core CPU, 2026-12-04). Every timing waits this
+# long after its warm-up, so no program is timed in the wake of the one before it.
+SETTLE_SECONDS = 0.2
+
 
 def best_time(fn, *args, repeats: int = 5, warmup: int = 1) -> float:
     """Best wall time in seconds of `fn(*args)` over `repeats` runs (after warm-up/compile).
@@ -14,6 +20,7 @@ def best_time(fn, *args, repeats: int = 5, warmup: int = 1) -> float:
     """
     for _ in range(warmup):
         jax.block_until_ready(fn(*args))
+    time.sleep(SETTLE_SECONDS)
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -49,6 +56,7 @@ def best_times_interleaved(fns, *args, repeats: int = 5, warmup: int = 1, calls:
     for fn in fns:
         for _ in range(warmup):
             jax.block_until_ready(fn(*args))
+    time.sleep(SETTLE_SECONDS)
     best = [float("inf")] * len(fns)
     for _ in range(repeats):
         for i, fn in enumerate(fns):
