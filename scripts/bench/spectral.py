@@ -138,7 +138,7 @@ def bench_grf(args):
             return random_fields.inverse_transform(c, "cosine", method=method)
 
         fns = [jax.jit(lambda k, m=m: sample(k, m)) for m in ("auto", "fft")]
-        t_mm, t_fft = best_times_interleaved(fns, jr.key(0), repeats=5)
+        t_mm, t_fft = best_times_interleaved(fns, jr.key(0), repeats=20)
         xi = jr.normal(jr.key(1), (batch, 1, n, n))
         fns = [jax.jit(lambda v, m=m: transform(v, m)) for m in ("auto", "fft")]
         t_mm_t, t_fft_t = best_times_interleaved(fns, xi, repeats=5)
