@@ -22,8 +22,9 @@ SPECTRAL_PATHS = ("auto", "fft", "matmul")
 DFT_PRECISION = jax.lax.Precision.HIGHEST
 # Matmul path when its multiply-adds are at most this many times the FFT cost model's
 # N log2 N terms (see `spectral_path`). CPU: forward + VJP on the 2-core x86, both paths timed
-# at 23 shapes (`scripts/benchmark.py --only spectral_conv conv_paths`, 2026-12-04; XLA's CPU
-# FFT runs at 3-10 % of its matmul rate): the matmul path won at every cost ratio up to 9.6
+# at 23 shapes (`scripts/benchmark.py --only spectral_conv conv_paths`, 2026-12-04, records in
+# `results/benchmarks/cpu_2026-12-04_conv_paths_r2.json`; XLA's CPU FFT runs at 3-12 % of its
+# matmul rate): the matmul path won at every cost ratio up to 9.6
 # (1.05x at 12^2 with 6 modes, 1.3-1.4x for modes n/2 at 16^2 and 32^2, 1.6x for the tiny
 # config at 16^2, 3.6x at 64^2, 6.4x at 128^2, 1.8-3.1x at the full-size FNO and UNO shapes)
 # and lost at 16 (0.94x, 64^2 with 32 modes). GPU: one H200 run
