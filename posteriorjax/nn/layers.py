@@ -36,11 +36,12 @@ DFT_PRECISION = jax.lax.Precision.HIGHEST
 MATMUL_COST_RATIO = {"cpu": 10.0, "gpu": 5.0, "tpu": 16.0}
 # `SpectralConv._mix` builds the real block matrix of the complex channel mixing up to this many
 # complex weights (C_out C_in 2 m1 m2): one product per mode instead of two, and fewer layout
-# copies. CPU, forward + VJP (2-core x86, 2026-12-04), against the two products: 1.1-1.4x at
-# 18-131 k weights (the tiny config at 16^2-64^2, even at 128^2; 12^2, 16^2 and 32^2 with
-# modes n/2; 64^2 with 16 modes), 0.8-0.97x at 524 k (64^2 and 256^2 with 32 modes) and
-# 0.35-0.7x at the full-size FNO and UNO layers (1-8 M), where building the block, four times
-# the weights, moves more memory than the one product saves.
+# copies. CPU, forward + VJP (2-core x86, 2026-12-04; a one-off comparison of the two forms, not
+# a shipped benchmark), against the two products: 1.1-1.4x at 18-131 k weights (the tiny config
+# at 16^2-64^2, even at 128^2; 12^2, 16^2 and 32^2 with modes n/2; 64^2 with 16 modes),
+# 0.8-0.97x at 524 k (64^2 and 256^2 with 32 modes) and 0.35-0.7x at the full-size FNO and UNO
+# layers (1-8 M), where building the block, four times the weights, moves more memory than the
+# one product saves.
 BLOCK_MIXING_MAX_WEIGHTS = 2**17
 
 
@@ -210,6 +211,8 @@ class SpectralConv(eqx.Module):
         m1, m2 = self.modes
         if o * i * 2 * m1 * m2 <= BLOCK_MIXING_MAX_WEIGHTS:
             # (2, o, i, m1, m2) -> (m2, 2 m1, o, i): the modes leading, k_y >= 0 then k_y < 0
+            # (with the two-product branch's (o, i, m2, 2 m1) layout this product ran 1.2-1.55x
+            # slower on the CPU at the tiny config's shapes)
             wr, wi = (
                 jnp.transpose(wt, (4, 0, 3, 1, 2)).reshape(m2, 2 * m1, o, i).astype(fr.dtype)
                 for wt in (self.weight_re, self.weight_im)
