@@ -215,3 +215,20 @@ def test_tiny_backbones_are_finite_with_the_right_shape(name):
     assert y.shape == (3, cout, 16, 16) and bool(jnp.all(jnp.isfinite(y)))
     with pytest.raises(ValueError, match="t:"):
         net(x[0], None if conditioned else jnp.asarray(0.3))
+
+
+def test_medium_scale_shrinks_the_published_backbones_by_one_rule():
+    """Grid-tied sizes x 32/128, widths / 4, depths and ratios kept (`published.SCALE_RULES`)."""
+    assert published.get("fundps_prior", "medium") == (
+        "ddpmpp_uno",
+        dict(model_channels=16, channel_mult=(1, 2, 4, 4), num_blocks=4, attn_resolutions=(4,),
+             dropout=0.13, fmult=0.5, rank=0.1, resolution=16),
+    )  # fmt: skip
+    assert published.get("ddis_surrogate", "medium") == ("fno_pad", dict(modes=16, width=16, layers=4))
+    name, options = published.get("eci_velocity", "medium")
+    assert (options["modes"], options["width"], options["layers"], options["time_channels"]) == (8, 32, 6, 8)
+    assert options["lifting_ratio"] == options["projection_ratio"] == 4
+    assert training.kinds.get("prior").models["medium"] == published.get("fundps_prior", "medium")
+    assert training.config("darcy", "prior", "medium").task_options.resolution == 32
+    with pytest.raises(ValueError, match="scale"):
+        published.get("fundps_prior", "large")

@@ -23,7 +23,9 @@ Darcy configs `configs/training/*.yml`:
   mc_dropout_inverse  neuralop FNO 32 modes / 128 hidden / 6 layers, lifting ratio 2, projection
                       ratio 1, channel-MLP dropout 0.2, domain padding 0.1
 
-`TINY` holds proportionally smaller versions of each that run on 16 x 16 grids.
+`TINY` holds proportionally smaller versions of each that run on 16 x 16 grids. `scaled` gives
+any backbone at a smaller scale by one rule (`SCALE_RULES`: the ``medium`` scale of the 32 x 32
+CPU studies).
 """
 
 from __future__ import annotations
@@ -89,12 +91,51 @@ TINY: dict[str, tuple[str, dict]] = {
 }
 
 
+# One rule shrinks a published backbone for a smaller grid: sizes tied to the grid (Fourier modes,
+# the nominal and attention resolutions of the U-Nets, the function autoencoders' grid and patch
+# sizes) follow the grid by `resolution / 128`; widths (channels and embedding dimensions) are
+# divided by `width_divisor`; depths (blocks, layers, heads) and every ratio are kept. A scaled
+# network therefore sees the same fraction of the spectrum and the same patch grid as the
+# published one at 128 x 128.
+SCALE_RULES: dict[str, dict] = {"medium": {"resolution": 32, "width_divisor": 4}}
+PUBLISHED_RESOLUTION = 128
+GRID_KEYS = ("modes", "resolution", "attn_resolutions", "grid_size", "patch_size")
+WIDTH_KEYS = ("model_channels", "width", "embed_dim", "projection", "time_channels", "emb_dim", "dec_emb_dim")
+
+
+def scaled(spec: tuple[str, dict], scale: str) -> tuple[str, dict]:
+    """The backbone `spec` = (nn name, options), given at the published 128 x 128 scale, shrunk to
+    `scale` (a key of `SCALE_RULES`) by the rule above; integer sizes round to the nearest, at least 1."""
+    if scale not in SCALE_RULES:
+        raise ValueError(f"scale: expected one of {sorted(SCALE_RULES)}, got {scale!r}")
+    rule = SCALE_RULES[scale]
+    grid = rule["resolution"] / PUBLISHED_RESOLUTION
+    name, options = spec
+
+    def resize(value, factor):
+        if isinstance(value, tuple | list):
+            return tuple(resize(v, factor) for v in value)
+        return max(1, round(value * factor))
+
+    out = {}
+    for key, value in options.items():
+        if key in GRID_KEYS:
+            value = resize(value, grid)
+        elif key in WIDTH_KEYS and value:
+            value = resize(value, 1 / rule["width_divisor"])
+        out[key] = value
+    return name, out
+
+
 def get(name: str, scale: str = "full") -> tuple[str, dict]:
-    """(nn name, options) of the published backbone `name` (a key of `PUBLISHED`) at `scale`."""
-    table = {"full": PUBLISHED, "tiny": TINY}.get(scale)
-    if table is None:
-        raise ValueError(f"scale: expected 'full' or 'tiny', got {scale!r}")
+    """(nn name, options) of the published backbone `name` (a key of `PUBLISHED`) at `scale`
+    (``full``, ``tiny`` or a `SCALE_RULES` scale such as ``medium``)."""
+    if scale not in ("full", "tiny", *SCALE_RULES):
+        raise ValueError(f"scale: expected one of {('full', 'tiny', *SCALE_RULES)}, got {scale!r}")
+    table = TINY if scale == "tiny" else PUBLISHED
     if name not in table:
         raise ValueError(f"name: expected one of {sorted(table)}, got {name!r}")
     model, options = table[name]
+    if scale in SCALE_RULES:
+        return scaled((model, dict(options)), scale)
     return model, dict(options)

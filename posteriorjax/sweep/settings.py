@@ -40,6 +40,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from posteriorjax import training
 from posteriorjax.checks import as_dict, integer_at_least, path_component, positive_int
 from posteriorjax.metrics import mira
 from posteriorjax.reference import registry
@@ -83,8 +84,10 @@ class TrainingSettings:
         if isinstance(section, cls):
             return section
         values = _with_defaults(cls, as_dict(section), "config.training")
-        if values["scale"] not in ("tiny", "full"):
-            raise ValueError(f"config.training.scale: expected 'tiny' or 'full', got {values['scale']!r}")
+        if values["scale"] not in training.kinds.SCALES:
+            raise ValueError(
+                f"config.training.scale: expected one of {training.kinds.SCALES}, got {values['scale']!r}"
+            )
         steps = values["num_steps"]
         steps = None if steps is None else positive_int("config.training.num_steps", steps)
         return cls(values["scale"], steps)

@@ -9,7 +9,9 @@ A kind is one `Kind` entry (registered with `register`, looked up with `get`, li
   loss(task, noise, diffusion)        the loss `loss_fn(model, key, batch) -> scalar`;
   evaluate(loss_fn, held_out, x_norm, u_norm, task, key) -> eval_fn(model) -> {name: scalar};
   models, steps                       default backbones {"tiny" | "full": (nn name, options)} and
-                                      step counts {"tiny" | "full": steps};
+                                      step counts {"tiny" | "full": steps}; the ``medium``
+                                      backbone is the full one shrunk by `nn.published.scaled`
+                                      unless given, its step count `MEDIUM_STEPS` unless given;
   generative                          trained like a generative model (learning rate, EMA);
   edm                                 the data are rescaled to `diffusion.data_scale` (EDM priors);
   uses_state                          needs the state normalization (`u_norm`);
@@ -55,8 +57,9 @@ from posteriorjax.samplers import eci, flow_fno, fundiff
 from posteriorjax.training import losses
 from posteriorjax.training.checkpoints import parameter_digest
 
-SCALES = ("tiny", "full")
+SCALES = ("tiny", "medium", "full")
 TINY_STEPS = 300  # about a minute on one CPU at 16 x 16
+MEDIUM_STEPS = 6000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,11 @@ class Kind:
     inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        if "medium" not in self.models and "full" in self.models:
+            medium = published.scaled(self.models["full"], "medium")
+            object.__setattr__(self, "models", {**self.models, "medium": medium})
+        if "medium" not in self.steps:
+            object.__setattr__(self, "steps", {**self.steps, "medium": MEDIUM_STEPS})
         for field in ("models", "steps"):
             if set(getattr(self, field)) != set(SCALES):
                 raise ValueError(

@@ -3,9 +3,10 @@
 `config(task, kind, scale)` is the full ml_collections config of one network (task, backbone,
 diffusion noise, normalization, data, evaluation, `train` section) that `training.run` trains;
 `configs/train/network.py` exposes it on the command line and the sweep trains its networks
-from it. The backbone and full-scale step count come from the kind's registry entry
-(`training.kinds`). ``tiny`` trains in about a minute on one CPU at 16 x 16; ``full`` is sized
-like the published benchmark networks at 128 x 128 and is meant for a GPU. The state
+from it. The backbone and step count come from the kind's registry entry (`training.kinds`).
+``tiny`` trains in about a minute on one CPU at 16 x 16; ``medium`` is the published backbone
+shrunk to 32 x 32 by `nn.published.scaled` (a 2-core CPU trains one in tens of minutes);
+``full`` is sized like the published benchmark networks at 128 x 128 and is meant for a GPU. The state
 normalization is estimated from `normalization.num_draws` prior draws (seed
 `normalization.seed`) when the run starts and stored in the model and `provenance.json`.
 """
@@ -97,14 +98,14 @@ def train_config(section) -> TrainConfig:
 
 
 def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDict:
-    """The training config of a `kind` network (`training.kinds`) for `task` at `scale` (tiny | full)."""
+    """The training config of a `kind` network (`training.kinds`) for `task` at `scale` (`kinds.SCALES`)."""
     if scale not in kinds.SCALES:
         raise ValueError(f"scale: expected one of {kinds.SCALES}, got {scale!r}")
     entry = kinds.get(kind)
     tiny = scale == "tiny"
     c = ml_collections.ConfigDict()
     c.task = task
-    c.task_options = ml_collections.ConfigDict(_task_options(task, tiny))
+    c.task_options = ml_collections.ConfigDict(_task_options(task, scale))
     c.kind = kind
     name, options = copy.deepcopy(entry.models[scale])
     c.model = ml_collections.ConfigDict({"name": name, "options": options, "seed": 0})
@@ -124,36 +125,42 @@ def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDi
     c.normalization = ml_collections.ConfigDict({"num_draws": 256, "seed": 0})
     c.data = ml_collections.ConfigDict({"source": "task", "pool_size": 1024, "seed": 1})
     c.eval = ml_collections.ConfigDict({"num_examples": 64 if tiny else 256, "seed": 12345})
-    c.train = ml_collections.ConfigDict(_train_section(entry, tiny))
+    c.train = ml_collections.ConfigDict(_train_section(entry, scale))
     if entry.inputs:  # the workdirs of the trained networks the kind's examples need (`run.trained`)
         c.inputs = ml_collections.ConfigDict({role: "" for role in entry.inputs})
     return c
 
 
-def _task_options(task: str, tiny: bool) -> dict:
-    """The task options of a scale: 16 x 16 / 128 x 128 for the square-grid tasks; CCS: its `TINY`
-    scale / the published 64 x 200 grid (the defaults)."""
+def _task_options(task: str, scale: str) -> dict:
+    """The task options of a scale: 16 x 16 / 32 x 32 / 128 x 128 for the square-grid tasks; CCS:
+    its `TINY` / `MEDIUM` scale / the published 64 x 200 grid (the defaults)."""
     from posteriorjax.tasks import ccs
 
     if task == "ccs":
-        return dict(ccs.TINY) if tiny else {}
-    return {"resolution": 16 if tiny else 128}
+        return {"tiny": dict(ccs.TINY), "medium": dict(ccs.MEDIUM)}.get(scale, {})
+    return {"resolution": {"tiny": 16, "medium": 32}.get(scale, 128)}
 
 
-def _train_section(entry: kinds.Kind, tiny: bool) -> dict:
+def _train_section(entry: kinds.Kind, scale: str) -> dict:
+    """Optimization settings per scale. The published networks train 20k-200k steps at 2e-4
+    (generative) with EMA 0.9999; the medium scale's few thousand steps need a larger rate and a
+    shorter EMA to converge, the tiny scale's few hundred larger still."""
     generative = entry.generative
+    by_scale = {
+        "tiny": dict(batch_size=16, learning_rate=3e-3, warmup_steps=20, ema_decay=0.99, log_every=25,
+                     eval_every=100),
+        "medium": dict(batch_size=32, learning_rate=1e-3 if generative else 2e-3, warmup_steps=200,
+                       ema_decay=0.999, log_every=100, eval_every=1000),
+        "full": dict(batch_size=32, learning_rate=2e-4 if generative else 1e-3, warmup_steps=1000,
+                     ema_decay=0.9999 if generative else 0.999, log_every=200, eval_every=5000),
+    }[scale]  # fmt: skip
     return {
-        "num_steps": entry.steps["tiny" if tiny else "full"],
-        "batch_size": 16 if tiny else 32,
-        "learning_rate": 3e-3 if tiny else 2e-4 if generative else 1e-3,
-        "warmup_steps": 20 if tiny else 1000,
+        "num_steps": entry.steps[scale],
+        **by_scale,
         "end_learning_rate_factor": 0.01,
         "weight_decay": 1e-4,
         "clip_norm": 1.0,
-        "ema_decay": 0.99 if tiny else 0.9999 if generative else 0.999,
-        "log_every": 25 if tiny else 200,
-        "eval_every": 100 if tiny else 5000,
-        "checkpoint_every": 100 if tiny else 5000,
+        "checkpoint_every": by_scale["eval_every"],
         "keep_checkpoints": 3,
         "seed": 0,
         "progress": True,
