@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from posteriorjax.metrics import registry
+from posteriorjax.report import split
 from posteriorjax.report.provenance import summary_header
 from posteriorjax.sweep.store import row_key
 
@@ -110,6 +111,29 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
             )
         out.append("")
     return "\n".join(out)
+
+
+def split_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
+    """Markdown error split (`report.split`): per learned sampler with an oracle twin, each metric
+    as learned = the sampler's own (the twin's) + the trained prior's; "" if there is no twin."""
+    rows = split.split_rows(aggregate(records, [k for k, _ in metrics]), [k for k, _ in metrics])
+    if not rows:
+        return ""
+    out = [
+        "Each cell: learned = the sampler's own error (its oracle twin, run with the exact prior "
+        "score) + the trained prior's (the difference); each side at its best configuration for "
+        "that metric.\n",
+        "| task | sampler | " + " | ".join(h for _, h in metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for row in rows:
+        cells = []
+        for k, _ in metrics:
+            v = row["metrics"][k]
+            finite = math.isfinite(v["learned"]) and math.isfinite(v["sampler"])
+            cells.append(f"{v['learned']:.4g} = {v['sampler']:.4g} + {v['prior']:.4g}" if finite else "NaN")
+        out.append(f"| {row['task']} | {row['sampler']} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 def _cases(record: Mapping) -> str:
@@ -366,6 +390,9 @@ def write_tables(workdir, records: Sequence[dict]) -> str:
         + "\n## Calibration over cases\n\n"
         + calibration_table(calib)
     )
+    errors = split_table(records)
+    if errors:
+        summary += "\n## Error split: sampler and prior\n\n" + errors
     if (workdir / "references.json").exists():
         summary += "\n" + reference_table(json.loads((workdir / "references.json").read_text()))
     (workdir / "summary.md").write_text(summary + "\n")
