@@ -12,7 +12,9 @@ and provenance.json records the list. `--memory_limit_bytes` caps the memory the
 compiled programs may need (`sweep.run`); a sweep over it stops before compute, naming
 `batch_size` and `num_samples`. `--dry_run` validates the config and prints (as JSON) what it
 would build per task: options, reference method, rule, settings, eps and surrogate spec, and the
-samplers (`sweep.dry_run`); nothing is computed and no workdir is needed.
+samplers (`sweep.dry_run`); nothing is computed and no workdir is needed. `--stage=networks`
+trains (or resumes) every network the study needs and stops: the long part of a learned study,
+run first and interruptible.
 """
 
 import json
@@ -29,6 +31,10 @@ _PLUGINS = plugins.define_flag()
 _DRY_RUN = flags.DEFINE_bool(
     "dry_run", False, "Validate the config and print what it would build (JSON); compute nothing."
 )
+_STAGE = flags.DEFINE_enum(
+    "stage", "all", sweep.STAGES,
+    "all: the whole study; networks: train (or resume) every network the study needs, then stop.",
+)  # fmt: skip
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
 _MEMORY = flags.DEFINE_integer(
     "memory_limit_bytes", None,
@@ -49,7 +55,10 @@ def main(argv):
         raise app.UsageError("--workdir is required (except with --dry_run)")
     if _DISTRIBUTED.value:
         jax.distributed.initialize()
-    sweep.run(_CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value, memory_limit_bytes=_MEMORY.value)
+    sweep.run(
+        _CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value, memory_limit_bytes=_MEMORY.value,
+        stage=_STAGE.value,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

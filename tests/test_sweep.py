@@ -595,6 +595,27 @@ def test_networks_are_trained_once_shared_and_reused(tmp_path, console_log):
     assert (net / "metrics.jsonl").read_text() == log  # loaded, not trained again
 
 
+def test_networks_stage_trains_only_the_networks(tmp_path):
+    """`stage="networks"` trains every network and samples nothing; the study then only loads them."""
+    config = _tiny_config(
+        tasks={"poisson_fixed": {"resolution": 16, "num_sensors": 6}},
+        samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": "inverse"}}},
+        training={"scale": "tiny", "num_steps": 10},
+        save_samples=0,
+        figures=False,
+    )
+    assert sweep.run(config, tmp_path, progress=False, stage="networks") == []
+    (net,) = (tmp_path / "networks" / "poisson_fixed").iterdir()
+    log = (net / "metrics.jsonl").read_text()
+    assert json.loads(log.splitlines()[-1])["step"] == 10
+    assert not (tmp_path / "results.jsonl").exists() or not (tmp_path / "results.jsonl").read_text()
+    assert not (tmp_path / "references").exists()
+    assert len(sweep.run(config, tmp_path, progress=False)) == 2
+    assert (net / "metrics.jsonl").read_text() == log  # loaded, not trained again
+    with pytest.raises(ValueError, match="stage"):
+        sweep.run(config, tmp_path, stage="references")
+
+
 MULTIHOST_WORKER = textwrap.dedent(
     """
     import json, sys

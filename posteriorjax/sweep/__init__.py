@@ -23,7 +23,7 @@ from posteriorjax.sweep.program import (
     local_rows,
     sample_program,
 )
-from posteriorjax.sweep.run import run, run_pair
+from posteriorjax.sweep.run import STAGES, run, run_pair
 from posteriorjax.sweep.samples import save_samples
 from posteriorjax.sweep.settings import (
     CALIBRATION_DEFAULTS,
@@ -74,6 +74,6 @@ __all__ = [
     "expand", "hparams_key", "jsonable", "local_rows", "migrate_config_id", "mira_case_key", "network",
     "network_config", "observation_anchor", "observation_values", "prepare_workdir", "process_results_path",
     "program_data", "published_eps", "read_records", "reference_config", "row_key", "run", "run_pair",
-    "sample_program", "save_samples", "settings", "stream_keys", "tarp_normalization",
+    "STAGES", "sample_program", "save_samples", "settings", "stream_keys", "tarp_normalization",
     "tarp_reference_fields", "validate",
 ]  # fmt: skip

@@ -142,7 +142,7 @@ class Plan:
         plain = {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}
         surrogate, spec = None, s.reference_networks.get(task_name)
         if spec is not None:  # trained (or loaded) on every process, like a sampler's network
-            surrogate = self._network(task_name, s.tasks[task_name], spec, workdir, progress)
+            surrogate = self.reference_network(task_name, workdir, progress)
             options = s.tasks[task_name]
             plain["surrogate_network"] = networks.network_config(
                 task_name, options, spec, s.training_scale, s.training_steps
@@ -161,6 +161,11 @@ class Plan:
         if not lead:
             out = registry.load_or_build(rc, task, cases, key, directory, **build)
         return out
+
+    def reference_network(self, task_name: str, workdir: Path, progress: bool):
+        """The trained surrogate of a task's reference (`settings.reference_networks`)."""
+        spec = self.settings.reference_networks[task_name]
+        return self._network(task_name, self.settings.tasks[task_name], spec, workdir, progress)
 
     def networks(self, task_name: str, entry: SamplerEntry, workdir: Path, progress: bool) -> dict:
         """{option: trained model} of an entry (`networks.network`); one shared by entries is trained once."""

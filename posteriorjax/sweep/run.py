@@ -116,11 +116,19 @@ def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) 
     )  # fmt: skip
 
 
+STAGES = ("all", "networks")
+
+
 def run(
     config, workdir: str | os.PathLike, *, progress: bool = True, plugins: Sequence[str] = (),
-    memory_limit_bytes: int | None = None,
+    memory_limit_bytes: int | None = None, stage: str = "all",
 ) -> list[record_store.Record]:  # fmt: skip
     """Run every (task, sampler) pair of `config`; write results, tables, samples, provenance to `workdir`.
+
+    `stage`: ``"all"`` (the study), or ``"networks"``: train (or resume) every network the study
+    needs, samplers' and references' alike, under `workdir/networks/`, and stop there (returns
+    []): the long training runs of a study, interruptible and resumed by the next call of
+    either stage, which then trains nothing.
 
     `plugins`: modules registering out-of-tree samplers/tasks (`posteriorjax.plugins.load`, a
     no-op for loaded ones), recorded in `provenance.json` so a report or a resume can name them.
@@ -134,6 +142,8 @@ def run(
     from posteriorjax import plugins as plugin_modules
     from posteriorjax.report import provenance, tables
 
+    if stage not in STAGES:
+        raise ValueError(f"stage: expected one of {STAGES}, got {stage!r}")
     plugins = plugin_modules.parse(plugins)
     plugin_modules.load(plugins)
     needed = plugin_modules.required_names(json.loads(config.to_json_best_effort()))
@@ -154,6 +164,9 @@ def run(
         prov = provenance.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
         prov["plugins"] = plugins
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
+    if stage == "networks":
+        _train_networks(plan, workdir, progress)
+        return []
     study = _Study(plan, workdir, store, own, parallel.data_mesh(), progress, memory_limit_bytes)
     reports = {}
     for task_name in s.tasks:
@@ -169,6 +182,16 @@ def run(
     if s.figures:
         _render_figures(workdir, progress)
     return store.records
+
+
+def _train_networks(plan: Plan, workdir: Path, progress: bool) -> None:
+    """Train or load every network of the study: each task's reference surrogate and each entry's."""
+    s = plan.settings
+    for task_name in s.tasks:
+        if s.reference_networks.get(task_name) is not None and task_name not in plan.given:
+            plan.reference_network(task_name, workdir, progress)
+        for entry in (e for e in s.samplers if task_name in e.tasks):
+            plan.networks(task_name, entry, workdir, progress)
 
 
 @dataclasses.dataclass
