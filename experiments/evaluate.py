@@ -32,7 +32,7 @@ def main(argv):
     plugins.load(_PLUGINS.value)
     records = evaluate(
         _WORKDIR.value, _TASK.value, _SAMPLES.value, name=_NAME.value, cases_file=_CASES.value,
-        wall_time_s=_WALL.value, figures=_FIGURES.value,
+        wall_time_s=_WALL.value, figures=_FIGURES.value, progress=True,
     )  # fmt: skip
     results = Path(_WORKDIR.value) / "results.jsonl"
     print(f"{len(records)} record(s) of {_NAME.value!r} on {_TASK.value!r} appended to {results}")

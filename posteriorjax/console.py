@@ -7,6 +7,7 @@
   errors always pass.
 * `interactive()`: progress bars (tqdm) only on a terminal outside CI; under `CI=true` or when
   stderr is not a TTY, long stages print one line when they start and one when they end.
+* `Steps`: the stages of a command run one after the other, a line as each starts and ends.
 * `StudyProgress`: the progress of a whole sweep (pair k of n, configurations done of the
   study, compile vs run time, ETA) and `bar` for pool builds and training.
 """
@@ -108,6 +109,30 @@ class Stage:
                 "%s: %d %s in %s", self.description, self.done - self.initial, self.unit,
                 duration(time.perf_counter() - self.start),
             )  # fmt: skip
+
+
+class Steps:
+    """The stages of one command, one after the other (`exchange.evaluate`): `steps(what)` ends the
+    running stage and starts `what`, `close()` ends the last. INFO lines, when `enabled`:
+    `[name k/n] what` when a stage starts and `[name k/n] what: done in X` when it ends."""
+
+    def __init__(self, name: str, total: int, *, enabled: bool = True):
+        self.name, self.total, self.enabled = name, int(total), enabled
+        self.index, self.what, self.start = 0, None, None
+
+    def __call__(self, what: str) -> None:
+        self.close()
+        self.index, self.what, self.start = self.index + 1, what, time.perf_counter()
+        if self.enabled:
+            absl_logging.info("[%s %d/%d] %s", self.name, self.index, self.total, what)
+
+    def close(self) -> None:
+        if self.what is not None and self.enabled:
+            absl_logging.info(
+                "[%s %d/%d] %s: done in %s", self.name, self.index, self.total, self.what,
+                duration(time.perf_counter() - self.start),
+            )  # fmt: skip
+        self.what = None
 
 
 class StudyProgress:
