@@ -85,3 +85,21 @@ def test_console_command_and_packages():
     assert data["project"]["scripts"] == {"posteriorjax": "posteriorjax.cli:main"}
     include = data["tool"]["setuptools"]["packages"]["find"]["include"]
     assert {"posteriorjax", "posteriorjax.*", "experiments", "configs", "configs.*"} <= set(include)
+
+
+def test_ruff_is_one_version_everywhere():
+    """The pre-commit hook runs the ruff that constraints.txt pins (and .ci/run installs)."""
+    hooks = (ROOT / ".pre-commit-config.yaml").read_text()
+    pinned = _pins((ROOT / "constraints.txt").read_text())["ruff"]
+    assert f"rev: v{pinned}\n" in hooks and "id: ruff-check" in hooks and "id: ruff-format" in hooks
+
+
+def test_citation_and_changelog_name_this_version():
+    import yaml
+
+    from posteriorjax import __version__
+
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["version"] == _project()["version"] == __version__
+    assert len(citation["references"]) == 5 and all(r["authors"] for r in citation["references"])
+    assert (ROOT / "CHANGELOG.md").read_text().startswith("# Changelog\n")
