@@ -92,6 +92,7 @@ def execute(
     imported then, not before; neither starts a backend).
     """
     from absl import app, flags
+    from absl import logging as absl_logging
 
     argv = list(sys.argv if argv is None else argv)
     prog = argv[0] if argv[0].startswith("posteriorjax") else f"experiments.{_stem(argv[0])}"
@@ -100,8 +101,8 @@ def execute(
     if any(a in HELP for a in args):
         try:
             print(help_text(prog, doc, main.__module__))
-        except BrokenPipeError:  # `posteriorjax sweep --help | head`
-            sys.stderr.close()
+        except BrokenPipeError:  # `posteriorjax sweep --help | head`: nothing more to write
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
     if required:
         flags.mark_flags_as_required(list(required))
@@ -127,7 +128,7 @@ def execute(
         try:
             return main(argv)
         except (*USER_ERRORS, app.UsageError) as e:
-            if _verbose(argv):
+            if absl_logging.get_verbosity() >= 1:  # --verbosity, parsed by now
                 raise
             _fail(prog, error_message(e))
 
@@ -234,7 +235,8 @@ def _flag_holding(path: str) -> str | None:
 
 
 def _verbose(argv: Sequence[str]) -> bool:
-    """True when `argv` asks for `--verbosity` >= 1 (`-v`, `--v`; tracebacks are shown then)."""
+    """True when `argv` asks for `--verbosity` >= 1 (`-v`, `--v`): read from the arguments, since
+    an error while parsing them can come before absl has parsed `--verbosity`."""
     level = 0
     for i, arg in enumerate(argv):
         match = re.match(r"^--?(?:verbosity|v)(?:=(-?\d+))?$", arg)

@@ -108,6 +108,30 @@ def test_verbosity_one_shows_the_traceback(config_file):
     assert out.returncode != 0 and "Traceback (most recent call last)" in out.stderr
 
 
+_RAISES = """
+import sys
+from posteriorjax import cli
+
+def main(argv):
+    raise ValueError("samples: expected an existing file, got 'mine.npz'")
+
+cli.execute(main, ["posteriorjax evaluate", *sys.argv[1:]], doc="A command that fails.")
+"""
+
+
+@pytest.mark.parametrize("verbosity", ["0", "1"])
+def test_error_raised_by_a_command_is_one_line_unless_verbose(verbosity):
+    out = _run("-c", _RAISES, f"--verbosity={verbosity}")
+    if verbosity == "0":
+        assert out.returncode == cli.EXIT_USAGE
+        assert (
+            out.stderr == "posteriorjax evaluate: error: samples: expected an existing file, got 'mine.npz'\n"
+        )
+    else:
+        assert out.returncode == 1 and "Traceback (most recent call last)" in out.stderr
+        assert out.stderr.rstrip().endswith("ValueError: samples: expected an existing file, got 'mine.npz'")
+
+
 def test_unknown_command_and_no_command():
     out = _run("-m", "posteriorjax", "sweeep")
     assert out.returncode == cli.EXIT_USAGE
