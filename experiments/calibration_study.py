@@ -11,10 +11,10 @@ sweep of the same config (`python -m experiments.sweep --config=configs/calibrat
 import json
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel
+from posteriorjax import cli, console
 from posteriorjax.studies import bimodal
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -36,7 +36,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    parallel.enable_compilation_cache()  # persistent XLA cache, ~/.cache/posteriorjax/xla (see parallel)
-    flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.execute(
+        main, doc=__doc__, required=["config", "workdir"], reserve_cpu_threads=True, compilation_cache=True
+    )

@@ -3,10 +3,10 @@
 python -m experiments.demo --config=configs/demo.py [--workdir=DIR] [--plugins=mod1,mod2]
 """
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel, plugins
+from posteriorjax import cli, console, plugins
 from posteriorjax.studies import demo
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
@@ -22,7 +22,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    parallel.enable_compilation_cache()  # persistent XLA cache, ~/.cache/posteriorjax/xla (see parallel)
-    flags.mark_flags_as_required(["config"])
-    app.run(main)
+    cli.execute(main, doc=__doc__, required=["config"], reserve_cpu_threads=True, compilation_cache=True)

@@ -10,10 +10,9 @@ with `--figures`, the figures; `python -m experiments.report --workdir=DIR` redr
 
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
-from posteriorjax import console, plugins
-from posteriorjax.exchange import evaluate
+from posteriorjax import cli, console, plugins
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep or export workdir (holds config.json).")
 _TASK = flags.DEFINE_string("task", None, "Task name of the study.")
@@ -27,17 +26,23 @@ _PLUGINS = plugins.define_flag()
 
 def main(argv):
     del argv
+    from posteriorjax.exchange import evaluate
+
     console.setup_logging()
     plugins.load(_PLUGINS.value)
     records = evaluate(
         _WORKDIR.value, _TASK.value, _SAMPLES.value, name=_NAME.value, cases_file=_CASES.value,
-        wall_time_s=_WALL.value, figures=_FIGURES.value,
+        wall_time_s=_WALL.value, figures=_FIGURES.value, progress=True,
     )  # fmt: skip
     results = Path(_WORKDIR.value) / "results.jsonl"
     print(f"{len(records)} record(s) of {_NAME.value!r} on {_TASK.value!r} appended to {results}")
     print((Path(_WORKDIR.value) / "summary.md").read_text())
 
 
+def entry(argv=None):
+    """`posteriorjax evaluate` (`cli.execute`: help, one-line user errors)."""
+    cli.execute(main, argv, doc=__doc__, required=["workdir", "task", "samples"])
+
+
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["workdir", "task", "samples"])
-    app.run(main)
+    entry()

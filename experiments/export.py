@@ -6,11 +6,10 @@ DIR/references/ and DIR/config.json (the same config resumes, another is refused
 sampler's samples with `python -m experiments.evaluate --workdir=DIR --task=T --samples=PATH`.
 """
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel, plugins
-from posteriorjax.exchange import export
+from posteriorjax import cli, console, plugins
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (shared with the sweep and evaluate).")
@@ -19,13 +18,18 @@ _PLUGINS = plugins.define_flag()
 
 def main(argv):
     del argv
+    from posteriorjax.exchange import export
+
     console.setup_logging()
     plugins.load(_PLUGINS.value)
     for task, directory in export(_CONFIG.value, _WORKDIR.value, progress=True).items():
         print(f"{task}: {directory}")
 
 
+def entry(argv=None):
+    """`posteriorjax export` (`cli.execute`: help, one-line user errors, XLA cache)."""
+    cli.execute(main, argv, doc=__doc__, required=["config", "workdir"], compilation_cache=True)
+
+
 if __name__ == "__main__":
-    parallel.enable_compilation_cache()
-    flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    entry()

@@ -5,10 +5,10 @@
 Writes `summary.md` (Tables 1-4), `results.json` and `figures/` in DIR.
 """
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel
+from posteriorjax import cli, console
 from posteriorjax.studies.geometry import study
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
@@ -22,7 +22,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    parallel.enable_compilation_cache()  # persistent XLA cache, ~/.cache/posteriorjax/xla (see parallel)
-    flags.mark_flags_as_required(["config"])
-    app.run(main)
+    cli.execute(main, doc=__doc__, required=["config"], reserve_cpu_threads=True, compilation_cache=True)

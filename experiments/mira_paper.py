@@ -8,9 +8,10 @@ Writes `DIR/mira_paper.md` (the tables) and `DIR/mira_paper.json` (every number 
 import json
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
+from posteriorjax import cli
 from posteriorjax.studies import mira_paper
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "configs/mira_paper.py", lock_config=True)
@@ -31,5 +32,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.execute(main, doc=__doc__, required=["config", "workdir"])

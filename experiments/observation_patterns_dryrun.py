@@ -6,8 +6,9 @@ Prints, per learned model and task, the parameter count, the nine-view state mem
 and (with `--compile`) the XLA memory of one compiled nine-view training step.
 """
 
-from absl import app, flags
+from absl import flags
 
+from posteriorjax import cli
 from posteriorjax.studies.transfer import dryrun
 
 _RESOLUTION = flags.DEFINE_integer("resolution", 128, "Grid points per axis.")
@@ -20,4 +21,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.execute(main, doc=__doc__)

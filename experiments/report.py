@@ -18,9 +18,7 @@ from pathlib import Path
 
 from absl import app, flags
 
-from posteriorjax import console, plugins
-from posteriorjax.report import figures
-from posteriorjax.sweep import store
+from posteriorjax import cli, console, plugins
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.jsonl.")
 _PLUGINS = plugins.define_flag()
@@ -38,6 +36,8 @@ def check_workdir(workdir, repair: bool = False) -> None:
     Repair reruns the sweep of `workdir/config.json`: the sweep's own readers set aside
     every bad line and file and recompute only those configurations, references and samples.
     """
+    from posteriorjax.sweep import store
+
     problems = store.verify_workdir(workdir)
     if problems and repair:
         import ml_collections
@@ -67,6 +67,8 @@ def main(argv):
             check_workdir(workdir, repair=_REPAIR.value)
         except ValueError as e:
             raise app.UsageError(str(e)) from e
+    from posteriorjax.report import figures
+
     table, paths = figures.report(_WORKDIR.value, noise_workdirs=_NOISE_WORKDIRS.value)
     print(table)
     print(f"{len(paths)} figure(s):")
@@ -74,6 +76,10 @@ def main(argv):
         print(f"  {path}")
 
 
+def entry(argv=None):
+    """`posteriorjax report` (`cli.execute`: help, one-line user errors)."""
+    cli.execute(main, argv, doc=__doc__, required=["workdir"])
+
+
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["workdir"])
-    app.run(main)
+    entry()

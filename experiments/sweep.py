@@ -19,11 +19,10 @@ run first and interruptible.
 
 import json
 
-import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel, plugins, sweep
+from posteriorjax import cli, console, plugins
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
@@ -46,6 +45,10 @@ _MEMORY = flags.DEFINE_integer(
 
 def main(argv):
     del argv
+    import jax
+
+    from posteriorjax import sweep
+
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)  # on every process, before anything is built
     if _DRY_RUN.value:
@@ -61,8 +64,12 @@ def main(argv):
     )  # fmt: skip
 
 
+def entry(argv=None):
+    """`posteriorjax sweep` (`cli.execute`: help, one-line user errors, CPU threads, XLA cache)."""
+    cli.execute(
+        main, argv, doc=__doc__, required=["config"], reserve_cpu_threads=True, compilation_cache=True
+    )
+
+
 if __name__ == "__main__":
-    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    parallel.enable_compilation_cache()  # persistent XLA cache, ~/.cache/posteriorjax/xla (see parallel)
-    flags.mark_flags_as_required(["config"])
-    app.run(main)
+    entry()

@@ -6,10 +6,10 @@ Resumes from the latest checkpoint in DIR. Writes DIR/config.json, provenance.js
 metrics.jsonl and checkpoints/.
 """
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import console, parallel, plugins, training
+from posteriorjax import cli, console, plugins
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections training config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics (resumed from).")
@@ -18,13 +18,24 @@ _PLUGINS = plugins.define_flag()  # out-of-tree tasks to train for
 
 def main(argv):
     del argv
+    from posteriorjax import training
+
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)
     training.run(_CONFIG.value, _WORKDIR.value)
 
 
+def entry(argv=None):
+    """`posteriorjax train` (`cli.execute`: help, one-line user errors, CPU threads, XLA cache)."""
+    cli.execute(
+        main,
+        argv,
+        doc=__doc__,
+        required=["config", "workdir"],
+        reserve_cpu_threads=True,
+        compilation_cache=True,
+    )
+
+
 if __name__ == "__main__":
-    parallel.reserve_cpu_threads()  # before JAX starts (several CPU devices; see parallel)
-    parallel.enable_compilation_cache()  # persistent XLA cache, ~/.cache/posteriorjax/xla (see parallel)
-    flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    entry()

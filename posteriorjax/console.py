@@ -7,12 +7,14 @@
   errors always pass.
 * `interactive()`: progress bars (tqdm) only on a terminal outside CI; under `CI=true` or when
   stderr is not a TTY, long stages print one line when they start and one when they end.
+* `Steps`: the stages of a command run one after the other, a line as each starts and ends.
 * `StudyProgress`: the progress of a whole sweep (pair k of n, configurations done of the
   study, compile vs run time, ETA) and `bar` for pool builds and training.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -109,22 +111,72 @@ class Stage:
             )  # fmt: skip
 
 
+class Steps:
+    """The stages of one command, one after the other (`exchange.evaluate`): `steps(what)` ends the
+    running stage and starts `what`, `close()` ends the last. INFO lines, when `enabled`:
+    `[name k/n] what` when a stage starts and `[name k/n] what: done in X` when it ends."""
+
+    def __init__(self, name: str, total: int, *, enabled: bool = True):
+        self.name, self.total, self.enabled = name, int(total), enabled
+        self.index, self.what, self.start = 0, None, None
+
+    def __call__(self, what: str) -> None:
+        self.close()
+        self.index, self.what, self.start = self.index + 1, what, time.perf_counter()
+        if self.enabled:
+            absl_logging.info("[%s %d/%d] %s", self.name, self.index, self.total, what)
+
+    def close(self) -> None:
+        if self.what is not None and self.enabled:
+            absl_logging.info(
+                "[%s %d/%d] %s: done in %s", self.name, self.index, self.total, self.what,
+                duration(time.perf_counter() - self.start),
+            )  # fmt: skip
+        self.what = None
+
+
 class StudyProgress:
     """Progress over a whole sweep of `pairs` (task, sampler) pairs and `total` configurations,
     `done` of them already on disk.
 
     One INFO line per pair when it starts, and per chunk it finishes (on a terminal) or when
     its last chunk finishes (`interactive()` false: CI, a log file):
-    `[pair k/n] task / sampler: i/m configurations | study d/N | compile X, run Y | ETA Z`
-    (compile and run: the study's totals so far).
-    The ETA counts the configurations left at the mean run time per configuration so far, and
-    one compilation (at the mean compile time so far) for every pair still to start.
+    `[pair k/n] task / sampler: i/m configurations | study d/N | compile X, run Y[, S T] | ETA Z`
+    (compile, run and every other stage S: the study's totals so far). The other stages are
+    timed with `stage` (a line when one starts and one when it ends) or `add`: building a
+    task's reference, training a pair's networks, storing a pair's samples.
+    The ETA counts the configurations left at the mean run time per configuration so far, one
+    compilation (at the mean compile time so far) for every pair still to start, and every
+    other stage at its mean time so far for each time it still has to run.
     """
 
     def __init__(self, pairs: int, total: int, done: int = 0, *, enabled: bool = True):
         self.pairs, self.total, self.done, self.enabled = int(pairs), int(total), int(done), enabled
         self.pair_index, self.compile_s, self.run_s, self.compiled, self.ran = 0, 0.0, 0.0, 0, 0
         self.label, self.pair_todo, self.pair_done = "", 0, 0
+        self.stages: dict[str, list] = {}  # name -> [seconds so far, times done, times in the study]
+
+    def add(self, name: str, seconds: float, *, of: int) -> None:
+        """Count one run of stage `name` that took `seconds`; it runs `of` times in the whole study."""
+        entry = self.stages.setdefault(name, [0.0, 0, int(of)])
+        entry[0] += float(seconds)
+        entry[1] += 1
+
+    @contextlib.contextmanager
+    def stage(self, name: str, what: str, *, of: int):
+        """Time stage `name` of the current pair (`add`), with a line when it starts and one when it ends:
+        `[pair k/n] task / sampler: <what>` and `... : <name> in X | study d/N | ETA Z`."""
+        if self.enabled:
+            absl_logging.info("[pair %d/%d] %s: %s", self.pair_index, self.pairs, self.label, what)
+        start = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - start
+        self.add(name, seconds, of=of)
+        if self.enabled:
+            absl_logging.info(
+                "[pair %d/%d] %s: %s in %s | study %d/%d | ETA %s", self.pair_index, self.pairs, self.label,
+                name, duration(seconds), self.done, self.total, self.eta(),
+            )  # fmt: skip
 
     def start_pair(self, label: str, todo: int, size: int) -> None:
         self.pair_index += 1
@@ -142,10 +194,11 @@ class StudyProgress:
             self.compile_s, self.compiled = self.compile_s + compile_s, self.compiled + 1
         self.run_s, self.ran = self.run_s + run_s, self.ran + new
         if self.enabled and (self.pair_done >= self.pair_todo or interactive()):
+            others = "".join(f", {name} {duration(s)}" for name, (s, _, _) in self.stages.items() if s >= 0.5)
             absl_logging.info(
-                "[pair %d/%d] %s: %d/%d configurations | study %d/%d | compile %s, run %s | ETA %s",
+                "[pair %d/%d] %s: %d/%d configurations | study %d/%d | compile %s, run %s%s | ETA %s",
                 self.pair_index, self.pairs, self.label, self.pair_done, self.pair_todo, self.done,
-                self.total, duration(self.compile_s), duration(self.run_s), self.eta(),
+                self.total, duration(self.compile_s), duration(self.run_s), others, self.eta(),
             )  # fmt: skip
 
     def eta(self) -> str:
@@ -154,4 +207,6 @@ class StudyProgress:
         left = self.run_s / self.ran * (self.total - self.done)
         if self.compiled:
             left += self.compile_s / self.compiled * (self.pairs - self.pair_index)
+        for seconds, times, of in self.stages.values():
+            left += seconds / times * max(of - times, 0)
         return duration(left)

@@ -107,10 +107,12 @@ OBSERVATION_CASES = {
     "sampler.sample": lambda t, x, y, k: samplers.get("prior", t).sample(k, _nan_obs(y), 2, {}),
     "exact.sample": lambda t, x, y, k: exact.sample(k, t, _nan_obs(y), 2),
     "exact.posterior": lambda t, x, y, k: exact.posterior(t, _nan_obs(y)),
-    "evaluate": lambda t, x, y, k: suite.evaluate(x[None].repeat(2, 0), x[None].repeat(2, 0), task=t,
-                                                  y_obs=_nan_obs(y)),  # fmt: skip
-    "evaluate without task": lambda t, x, y, k: suite.evaluate(x[None].repeat(2, 0), x[None].repeat(2, 0),
-                                                               y_obs=_nan_obs(y)),  # fmt: skip
+    "evaluate": lambda t, x, y, k: suite.evaluate(
+        x[None].repeat(2, 0), x[None].repeat(2, 0), task=t, y_obs=_nan_obs(y)
+    ),
+    "evaluate without task": lambda t, x, y, k: suite.evaluate(
+        x[None].repeat(2, 0), x[None].repeat(2, 0), y_obs=_nan_obs(y)
+    ),
     "shape": lambda t, x, y, k: exact.sample(k, t, y[:3], 2),
 }
 

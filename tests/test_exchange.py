@@ -336,3 +336,23 @@ def test_round_trip_equals_the_sweeps_exact_rows(study, tmp_path):
     for a, b in zip(rows, given, strict=True):
         for k, v in a.metrics.items():
             np.testing.assert_allclose(b.metrics[k], v, rtol=2e-4, atol=1e-6, err_msg=f"given: {k}")
+
+
+def test_evaluate_reports_each_stage(study, scored, console_log):
+    """With `progress` (the `evaluate` command), a line as each stage starts and as it ends."""
+    import re
+
+    path = study["wd"] / "again.npz"
+    np.savez(path, samples=_samples(study, seed=1), case_ids=np.asarray(_ids()))
+    exchange.evaluate(study["wd"], TASK, path, name="again", progress=True)
+    stages = [
+        "reading the study",
+        f"reading the samples of {K} case(s) from {path}",
+        f"the reference posterior of {TASK} (read from the workdir, or built)",
+        f"scoring {K} case(s) x {N} samples (compiling the scoring program, then running it)",
+        "writing the records, the stored samples and the tables",
+    ]
+    shown = re.findall(r"\[evaluate (\d)/5\] (.*)", console_log.stream.getvalue())
+    expected = [(str(i), line) for i, stage in enumerate(stages, 1) for line in (stage, f"{stage}: done in ")]
+    assert len(shown) == len(expected)
+    assert all(i == j and text.startswith(line) for (i, text), (j, line) in zip(shown, expected, strict=True))

@@ -121,9 +121,10 @@ def test_calibration_table_marks_band_and_nan(sweep_records):
     table = tables.calibration_table(list(rows.values()))
     assert f"| diverged | - | {NUM_CASES} | NaN |" in table
     ok = rows["exact"]
-    lo, hi = ok["mira_expected"] - 2 * ok["mira_se_boot"], ok["mira_expected"] + 2 * ok["mira_se_boot"]
-    mark = "" if lo <= ok["mira"] <= hi else " †"
-    assert f"| exact | - | {NUM_CASES} | {ok['mira']:.4f}{mark} | {ok['mira_expected']:.4f} ± " in table
+    # fewer than 20 conditions: no dagger whatever the band says, and the legend says why
+    assert NUM_CASES < tables.MIRA_FLAG_MIN_CONDITIONS and not tables.mira_flagged(ok)
+    assert f"| exact | - | {NUM_CASES} | {ok['mira']:.4f} | {ok['mira_expected']:.4f} ± " in table
+    assert f"MIRA: † only from 20 conditions (L = {NUM_CASES}" in table
     # fewer than 20 cases: a one-bin ECP curve, whose ATC and KS say nothing, is shown as "-"
     assert ok["tarp_bins"] == 1 and f"| - | {ok['tarp_ks_p']:.3g} | - |" in table
     assert 0.0 <= ok["tarp_ks_p"] <= 1.0

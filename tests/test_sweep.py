@@ -298,6 +298,26 @@ def test_bad_configs_fail_before_compute(tmp_path):
     sweep.prepare_workdir(tmp_path, config)  # the same config resumes
 
 
+def test_study_progress_eta_counts_every_stage(console_log):
+    """ETA = configurations left x mean run time + a compilation per pair to start + each other
+    stage (references, training, storing samples) at its mean time for every run still to come."""
+    from posteriorjax import console
+
+    bar = console.StudyProgress(pairs=3, total=6, done=0)
+    bar.add("reference", 4.0, of=2)  # one of two tasks' references built, 4 s
+    bar.start_pair("a / x", 2, 2)
+    bar.add("train", 6.0, of=3)
+    bar.chunk(2, compile_s=10.0, run_s=2.0)
+    # 4 configurations x 1 s + 2 pairs x 10 s compile + 1 reference x 4 s + 2 trainings x 6 s
+    assert bar.eta() == console.duration(4 + 20 + 4 + 12)
+    with bar.stage("samples", "storing the samples of 1 configuration(s)", of=3):
+        pass
+    shown = console_log.stream.getvalue()
+    assert "[pair 1/3] a / x: storing the samples of 1 configuration(s)" in shown
+    assert "[pair 1/3] a / x: samples in 0 s | study 2/6 | ETA 40 s" in shown
+    assert "| compile 10 s, run 2 s, reference 4 s, train 6 s | ETA 40 s" in shown
+
+
 def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_log):
     """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume;
     the console under CI: a line per stage, the study's progress with an ETA, no third-party INFO."""
@@ -325,7 +345,11 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_lo
     progress = [line for line in shown if "[pair " in line and "ETA" in line]
     assert "[pair 1/2] poisson_fixed / prior: 2/2 configurations | study 2/4 | compile" in progress[0]
     assert "ETA unknown" not in progress[0] and progress[-1].endswith("ETA 0 s")
-    assert "[pair 2/2] poisson_fixed / smooth: 2/2 configurations | study 4/4" in progress[-1]
+    assert "[pair 2/2] poisson_fixed / smooth: 2/2 configurations | study 4/4" in progress[-2]
+    # storing samples is a stage of its own: announced, timed and counted in the ETA
+    storing = "[pair 1/2] poisson_fixed / prior: storing the samples of 1 configuration(s)"
+    assert any(storing in line for line in shown)
+    assert "[pair 2/2] poisson_fixed / smooth: samples in " in progress[-1]
     assert {p.name for p in tmp_path.iterdir()} >= {
         "results.jsonl",
         "results.csv",

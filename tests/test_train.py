@@ -246,8 +246,9 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
     small = {"modes": 3, "width": 4, "layers": 1, "projection": 4, "depth": 1, "dec_depth": 1}
     options = {**options, **{k: v for k, v in small.items() if k in options}}
     inputs = {  # the trained networks a kind's examples need (the FunDiff DiT's encoders), untrained here
-        role: training.build_model(k, *training.kinds.get(k).models["tiny"], task, x_norm, u_norm,
-                                   jax.random.key(2))  # fmt: skip
+        role: training.build_model(
+            k, *training.kinds.get(k).models["tiny"], task, x_norm, u_norm, jax.random.key(2)
+        )
         for role, k in entry.inputs.items()
     }
     model = training.build_model(kind, name, options, task, x_norm, u_norm, jax.random.key(0), inputs=inputs)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from posteriorjax import checks, deferred
+from posteriorjax import checks, console, deferred
 from posteriorjax.exchange import readers
 from posteriorjax.sweep import program, statistics
 from posteriorjax.sweep import samples as samples_store
@@ -75,7 +75,7 @@ def _score_all(task, options: tuple, data, case, samples):
 
 def evaluate(
     workdir, task: str, samples, *, name: str = "file", cases_file=None, wall_time_s: float = 0.0,
-    figures: bool = False,
+    figures: bool = False, progress: bool = False,
 ) -> list[record_store.Record]:  # fmt: skip
     """Score the samples at `samples` (a path, `readers`) for `task` of the study in `workdir`.
 
@@ -84,8 +84,11 @@ def evaluate(
     of this file (export format or PosteriorBench rows) in place of the study's;
     `wall_time_s`: the sampler's time per case, as the caller measured it (recorded as is;
     0 = unknown). Writes the tables (`results.csv`, `summary.md`) and, with `figures`, the
-    figures. Returns the new records.
+    figures. With `progress`, a line as each stage starts and ends (`console.Steps`). Returns
+    the new records.
     """
+    steps = console.Steps("evaluate", 5 + bool(figures), enabled=progress)
+    steps("reading the study")
     name = checks.path_component("name", name)  # a file name under workdir/samples/<task>/
     workdir = Path(workdir)
     config = study_config(workdir)
@@ -105,14 +108,20 @@ def evaluate(
             "pass another --name (earlier records are never replaced)"
         )
     t, ids, cases = plan.tasks[task], plan.case_ids(task), plan.cases(task)
+    steps(f"reading the samples of {len(ids)} case(s) from {samples}")
     x = readers.read_samples(samples, ids, t.unknown_shape, task=task)
+    steps(f"the reference posterior of {task} (read from the workdir, or built)")
     reference = plan.reference(task, workdir, lead=True, progress=False)[:2]
+    steps(
+        f"scoring {len(ids)} case(s) x {x.shape[1]} samples (compiling the scoring program, then running it)"
+    )
     data = statistics.program_data(t, cases, reference, seed=s.seed)
     grid = program.expand(len(ids), {}, (SEED,), {})
     options = (s.seed, tuple(s.diagnostics), s.calibration, s.batch_size)
     failure, metrics = _score_all(t, options, data, jnp.asarray(grid.case), jnp.asarray(x))
     deferred.raise_failure(failure, f"{task}/{name}")
     metrics = jax.device_get(metrics)
+    steps("writing the records, the stored samples and the tables")
     config_ids = grid.ids()
     records = [
         record_store.Record(
@@ -146,5 +155,7 @@ def evaluate(
     if figures:
         from posteriorjax.sweep.run import _render_figures
 
+        steps("drawing the figures")
         _render_figures(workdir, progress=False)
+    steps.close()
     return records

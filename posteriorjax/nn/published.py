@@ -32,6 +32,7 @@ from __future__ import annotations
 
 _UNO_TINY = dict(model_channels=16, channel_mult=(1, 2), num_blocks=1, attn_resolutions=(8,))
 
+# fmt: off
 PUBLISHED: dict[str, tuple[str, dict]] = {
     "fundps_prior": (
         "ddpmpp_uno",
@@ -39,14 +40,14 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             model_channels=64, channel_mult=(1, 2, 4, 4), num_blocks=4, attn_resolutions=(16,),
             dropout=0.13, fmult=0.5, rank=0.1, resolution=64,
         ),
-    ),  # fmt: skip
+    ),
     "diffusionpde_prior": (
         "ddpmpp",
         dict(
             model_channels=128, channel_mult=(2, 2, 2), num_blocks=4, attn_resolutions=(16,),
             dropout=0.13, resolution=128,
         ),
-    ),  # fmt: skip
+    ),
     "funddps_surrogate": (
         "fno", dict(style="neuralop", modes=16, width=48, layers=4, projection_ratio=1, padding=0.1)
     ),
@@ -57,14 +58,14 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             style="neuralop", modes=32, width=128, layers=6, lifting_ratio=4, projection_ratio=4,
             padding=0.1, time_channels=32,
         ),
-    ),  # fmt: skip
+    ),
     "mc_dropout_inverse": (
         "fno",
         dict(
             style="neuralop", modes=32, width=128, layers=6, lifting_ratio=2, projection_ratio=1,
             dropout=0.2, padding=0.1,
         ),
-    ),  # fmt: skip
+    ),
 }
 
 TINY: dict[str, tuple[str, dict]] = {
@@ -73,7 +74,7 @@ TINY: dict[str, tuple[str, dict]] = {
         "ddpmpp",
         dict(model_channels=8, channel_mult=(2, 2), num_blocks=1, attn_resolutions=(8,), dropout=0.13,
              resolution=16),
-    ),  # fmt: skip
+    ),
     "funddps_surrogate": (
         "fno", dict(style="neuralop", modes=8, width=16, layers=3, projection_ratio=1, padding=0.1)
     ),
@@ -82,13 +83,14 @@ TINY: dict[str, tuple[str, dict]] = {
         "fno",
         dict(style="neuralop", modes=8, width=16, layers=3, lifting_ratio=4, projection_ratio=4,
              padding=0.1, time_channels=32),
-    ),  # fmt: skip
+    ),
     "mc_dropout_inverse": (
         "fno",
         dict(style="neuralop", modes=8, width=16, layers=3, lifting_ratio=2, projection_ratio=1,
              dropout=0.2, padding=0.1),
-    ),  # fmt: skip
+    ),
 }
+# fmt: on
 
 
 # One rule shrinks a published backbone for a smaller grid: sizes tied to the grid (Fourier modes,

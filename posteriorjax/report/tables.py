@@ -33,7 +33,7 @@ import numpy as np
 from posteriorjax.metrics import registry
 from posteriorjax.report import split
 from posteriorjax.report.provenance import summary_header
-from posteriorjax.sweep.store import row_key
+from posteriorjax.sweep.store import hparams_key, row_key
 
 # columns of the main table: (metric key, header); all lower-is-better (`metrics.registry.TABLE`)
 TABLE_METRICS: tuple[tuple[str, str], ...] = tuple((k, registry.HEADERS[k]) for k in registry.TABLE)
@@ -53,7 +53,7 @@ def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
         row = {"task": task, "sampler": sampler, "hparams": dict(hparams), "count": len(recs)}
         row["nonfinite"] = int(sum(r["metrics"].get("num_nonfinite", 0) or 0 for r in recs))
         row["invalid"] = int(sum(r["metrics"].get("num_invalid", 0) or 0 for r in recs))
-        row["time_s"] = float(np.mean([r["wall_time_s"] for r in recs]))
+        row["time_s"] = _measured_time(recs)
         for m in metrics:
             vals = [r["metrics"].get(m) for r in recs]
             arr = np.asarray([np.nan if v is None else v for v in vals], np.float64)
@@ -65,20 +65,37 @@ def aggregate(records: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
     return rows
 
 
+def _measured_time(records: Sequence[dict]) -> float:
+    """Mean wall time (s) of the records that measured one; NaN when none did.
+
+    Samples scored from a file (`exchange.evaluate`) record 0 unless the caller gave the
+    sampler's time (`--wall_time_s`): 0 means "not measured", never "instantaneous".
+    """
+    times = [r["wall_time_s"] for r in records if r["wall_time_s"] > 0]
+    return float(np.mean(times)) if times else math.nan
+
+
+def row_order(row: Mapping) -> tuple:
+    """Sort key of a table row: sampler, then hyperparameters by name and numeric value."""
+    return (row["sampler"], hparams_key(row["hparams"]))
+
+
 def hparam_label(hparams: Mapping[str, float]) -> str:
     """``"a=1, b=0.5"`` (sorted by name), or ``"-"`` for no hyperparameters."""
     return ", ".join(f"{k}={v:g}" for k, v in sorted(hparams.items())) or "-"
 
 
 def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
-    """The Markdown summary: per task, samplers x metrics, best **bold**, second *italic*."""
+    """The Markdown summary: per task, samplers x metrics, best **bold**, second *italic*.
+
+    Rows in sampler order, hyperparameters in numeric order (`row_order`); after each task's
+    table, a sampler's best configuration per metric (`best_configuration_lines`).
+    """
     keys = [k for k, _ in metrics]
     rows = aggregate(records, keys)
     out = []
     for task in sorted({r["task"] for r in rows}):
-        trows = sorted(
-            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], hparam_label(r["hparams"]))
-        )
+        trows = sorted((r for r in rows if r["task"] == task), key=row_order)
         ranks = {}
         for k in keys:
             finite = sorted({r[k][0] for r in trows if math.isfinite(r[k][0])})
@@ -107,9 +124,10 @@ def main_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
             out.append(
                 f"| {r['sampler']} | {hparam_label(r['hparams'])} | "
                 + " | ".join(cells)
-                + f" | {r['time_s']:.3g} | {r['nonfinite']} | {r['invalid']} |"
+                + f" | {_fmt(r['time_s'], '.3g', missing='—')} | {r['nonfinite']} | {r['invalid']} |"
             )
         out.append("")
+        out.extend(best_configuration_lines(trows, metrics))
     return "\n".join(out)
 
 
@@ -136,6 +154,55 @@ def split_table(records: Sequence[dict], metrics=TABLE_METRICS) -> str:
     return "\n".join(out) + "\n"
 
 
+def best_configurations(rows: Sequence[dict], metrics: Sequence[str]) -> dict[str, dict[tuple, list[str]]]:
+    """`{sampler: {hparams_key: [metrics]}}`: per sampler with at least two configurations, the
+    configuration of lowest mean over cases and seeds of every metric (`aggregate` rows of one task).
+
+    The rule is PosteriorBench's metric-specific optimum, lambda*_m = argmin_lambda m (Sec. 4.6:
+    the best guidance weight differs between metrics, so there is one per metric), applied
+    within each sampler as the main table's bold marks are applied across samplers: every
+    metric is lower-is-better, a NaN row is never best, ties go to the first configuration in
+    numeric order. A sampler whose rows are all NaN in a metric has no best for it.
+    """
+    by_sampler: dict[str, list[dict]] = defaultdict(list)
+    for r in sorted(rows, key=row_order):
+        by_sampler[r["sampler"]].append(r)
+    out = {}
+    for sampler, srows in by_sampler.items():
+        if len(srows) < 2:
+            continue
+        best: dict[tuple, list[str]] = {}
+        for m in metrics:
+            finite = [r for r in srows if math.isfinite(r[m][0])]
+            if finite:
+                winner = min(finite, key=lambda r: r[m][0])  # min keeps the first of equal means
+                best.setdefault(hparams_key(winner["hparams"]), []).append(m)
+        out[sampler] = best
+    return out
+
+
+def best_configuration_lines(trows: Sequence[dict], metrics=TABLE_METRICS) -> list[str]:
+    """The main table's "best configuration" lines: one per sampler with several configurations."""
+    headers = dict(metrics)
+    best = best_configurations(trows, [k for k, _ in metrics])
+    if not best:
+        return []
+    out = [
+        "Best configuration per sampler: the lowest mean over cases of each column (PosteriorBench's "
+        "metric-specific optimum, argmin over the sampler's grid; a NaN row is never best), the "
+        "columns it wins in brackets.",
+        "",
+    ]
+    for sampler, winners in best.items():
+        text = "; ".join(
+            f"{hparam_label(dict(key))} ({', '.join(headers[m] for m in ms)})"
+            for key, ms in sorted(winners.items())
+        )
+        out.append(f"- {sampler}: {text or 'no finite row'}")
+    out.append("")
+    return out
+
+
 def _cases(record: Mapping) -> str:
     """Which cases a record was scored on (`Record.cases`; "study" where the line has no key)."""
     return record.get("cases", "study")
@@ -155,7 +222,8 @@ def _main_legend(records: Sequence[dict], task: str) -> str:
         "**bold**, second *italic*. Against the reference posterior: Mean, Std = relative L2 error of "
         "the ensemble mean / pointwise std; MMD, SWD = distances of the ensembles (field units); "
         "Spectral = geometric-mean relative error of the radial power spectrum. Against the truth: CRPS "
-        f"(field units), RelL2(mean). {scored}; non-finite / invalid = members counted over the row."
+        f"(field units), RelL2(mean). {scored}; non-finite / invalid = members counted over the row; "
+        "time/config: mean wall time of a configuration, — where not measured (samples scored from a file)."
     )
 
 
@@ -287,15 +355,16 @@ def _bootstrap_ecp(f, bins: int):
     return jax.vmap(lambda v: calibration.expected_coverage(v, bins)[0])(jnp.asarray(f, jnp.float32))
 
 
-def _fmt(v, spec=".3f"):
-    return format(v, spec) if math.isfinite(v) else "NaN"
+def _fmt(v, spec=".3f", missing="NaN"):
+    return format(v, spec) if math.isfinite(v) else missing
 
 
 def calibration_table(rows: Sequence[dict]) -> str:
     """Markdown table of `calibration_rows`: MIRA with its bootstrap band, TARP KS with its band, per task.
 
     The MIRA band is the calibrated mean ± 2 bootstrap standard errors of the
-    row's score; the column marks scores outside it with a dagger; z (boot) and
+    row's score; the column marks scores outside it with a dagger (`mira_flagged`: only from
+    `MIRA_FLAG_MIN_CONDITIONS` conditions, the legend says why otherwise); z (boot) and
     z (1-region) use the bootstrap and the analytic single-region se. TARP KS is
     the largest distance of the ECP curve to the diagonal with its 95 %
     bootstrap interval and the KS-test p-value (`calibration_rows`); the sign
@@ -306,9 +375,7 @@ def calibration_table(rows: Sequence[dict]) -> str:
     """
     out = []
     for task in sorted({r["task"] for r in rows}):
-        trows = sorted(
-            (r for r in rows if r["task"] == task), key=lambda r: (r["sampler"], hparam_label(r["hparams"]))
-        )
+        trows = sorted((r for r in rows if r["task"] == task), key=row_order)
         out.append(f"### {task}\n")
         out.append(_calibration_legend(trows) + "\n")
         out.append(
@@ -318,11 +385,9 @@ def calibration_table(rows: Sequence[dict]) -> str:
         out.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in trows:
             boot = r.get("mira_se_boot", math.nan)
-            lo, hi = r["mira_expected"] - 2 * boot, r["mira_expected"] + 2 * boot
             score = "NaN"
             if math.isfinite(r["mira"]):
-                inside = not math.isfinite(boot) or lo <= r["mira"] <= hi
-                score = f"{r['mira']:.4f}" + ("" if inside else " †")
+                score = f"{r['mira']:.4f}" + (" †" if mira_flagged(r) else "")
             ks = f"{_fmt(r['tarp_ks'])} [{_fmt(r['tarp_ks_lo'])}, {_fmt(r['tarp_ks_hi'])}]"
             atc = _fmt(abs(r["tarp_atc"]))
             if r.get("tarp_bins", 2) < 2:
@@ -340,6 +405,19 @@ def calibration_table(rows: Sequence[dict]) -> str:
 # (0.691 vs 0.666 calibrated at N = 500, README "Metrics")
 MIRA_RESOLVED_SHIFT = 0.02
 TARP_MIN_CONDITIONS = 20  # 2 ECP bins (K = L // 10): fewer leave only the curve's end points
+# the fewest conditions for a MIRA dagger: a bootstrap se of L values is itself uncertain by about
+# 1 / sqrt(2 (L - 1)) (16 % at 20, 50 % at 3, where a z of 8 is common for a calibrated sampler);
+# the same minimum as TARP's curve, the one the README gives for calibration over cases
+MIRA_FLAG_MIN_CONDITIONS = TARP_MIN_CONDITIONS
+
+
+def mira_flagged(row: Mapping) -> bool:
+    """The calibration table's dagger: `row`'s MIRA score lies outside the calibrated mean ± 2
+    bootstrap se, over at least `MIRA_FLAG_MIN_CONDITIONS` conditions (`calibration_rows` row)."""
+    boot, score = row.get("mira_se_boot", math.nan), row["mira"]
+    if row["num_conditions"] < MIRA_FLAG_MIN_CONDITIONS or not (math.isfinite(score) and math.isfinite(boot)):
+        return False
+    return not row["mira_expected"] - 2 * boot <= score <= row["mira_expected"] + 2 * boot
 
 
 def mira_conditions_needed(num_samples: int, shift: float = MIRA_RESOLVED_SHIFT) -> int:
@@ -353,8 +431,9 @@ def mira_conditions_needed(num_samples: int, shift: float = MIRA_RESOLVED_SHIFT)
 def _calibration_legend(trows: Sequence[dict]) -> str:
     text = (
         "L = conditions (cases x seeds). MIRA: the score, and a calibrated sampler's mean ± 2 bootstrap "
-        "standard errors († outside); z = (score - mean) / se, with the bootstrap se and with the "
-        "single-region one. TARP: KS (largest distance of the expected-coverage curve to the diagonal; "
+        f"standard errors († outside, from L = {MIRA_FLAG_MIN_CONDITIONS}); z = (score - mean) / se, with "
+        "the bootstrap se and with the single-region one. TARP: KS (largest distance of the "
+        "expected-coverage curve to the diagonal; "
         "0 is calibrated) with its 95 % bootstrap interval and a KS-test p-value; |ATC| (its sign is no "
         "reading of over- or under-confidence)."
     )
@@ -367,6 +446,11 @@ def _calibration_legend(trows: Sequence[dict]) -> str:
         notes.append(
             f"MIRA: with L = {little_l} the band is ±{band:.3f}, too wide to resolve a shift of "
             f"{MIRA_RESOLVED_SHIFT} (about {needed} conditions at N = {n} would)"
+        )
+    if little_l < MIRA_FLAG_MIN_CONDITIONS:
+        notes.append(
+            f"MIRA: † only from {MIRA_FLAG_MIN_CONDITIONS} conditions (L = {little_l}: a bootstrap se of so "
+            "few is too uncertain to flag a row)"
         )
     if little_l < TARP_MIN_CONDITIONS:
         notes.append(f"TARP: '-' = fewer than {TARP_MIN_CONDITIONS} conditions (L = {little_l}), one ECP bin")
@@ -409,10 +493,14 @@ def reference_table(references: Mapping) -> str:
 
 
 def to_csv(records: Sequence[dict]) -> str:
-    """One row per record; scalar metrics as columns (vector metrics JSON-encoded)."""
+    """One row per record; scalar metrics as columns (vector metrics JSON-encoded).
+
+    Every column name appears once: a metric named as a record field (`num_samples`, the
+    ensemble size the suite also reports) is the record's column.
+    """
     hp_keys = sorted({k for r in records for k in r["hparams"]})
-    m_keys = sorted({k for r in records for k in r["metrics"]})
     base = ["task", "sampler", "case", "seed", "num_samples", "wall_time_s", "compile_time_s", "evaluation"]
+    m_keys = sorted({k for r in records for k in r["metrics"]} - {*base, "cases"})
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(base + ["cases"] + [f"hp.{k}" for k in hp_keys] + m_keys)

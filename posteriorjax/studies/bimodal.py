@@ -310,9 +310,7 @@ def run(config: Mapping) -> dict:
     )
     dim, width, depth = problem.dim, int(c["width"]), int(c["depth"])
     point, _ = fit(k_fit_p, PointEstimator(k_point, dim, width, depth), z_train, x_train, **opts)
-    point_mae, _ = fit(
-        k_fit_mae, PointEstimator(k_mae, dim, width, depth, "mae"), z_train, x_train, **opts
-    )
+    point_mae, _ = fit(k_fit_mae, PointEstimator(k_mae, dim, width, depth, "mae"), z_train, x_train, **opts)
     mixture, _ = fit(
         k_fit_m, MixtureDensity(k_mix, dim, width, depth, int(c["components"])), z_train, x_train, **opts
     )

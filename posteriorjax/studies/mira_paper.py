@@ -329,7 +329,11 @@ def exp_e5(cfg: dict, seed: int) -> list[dict]:
         for shift in cfg["shifts"]:
             cand = _gmm_sample(rng, means + shift, scales, (c["num_conditions"], c["num_samples"]))
             res = mira.mira(
-                jr.key(seed), cand.astype(np.float32), truth, num_regions=c["num_regions"], num_bootstrap=300,
+                jr.key(seed),
+                cand.astype(np.float32),
+                truth,
+                num_regions=c["num_regions"],
+                num_bootstrap=300,
                 **opts,
             )
             rows.append(_mira_row(res, factor=factor, value=str(value), shift=shift, paper="ranks kept"))

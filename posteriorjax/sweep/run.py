@@ -170,7 +170,9 @@ def run(
     study = _Study(plan, workdir, store, own, parallel.data_mesh(), progress, memory_limit_bytes)
     reports = {}
     for task_name in s.tasks:
+        start = time.perf_counter()
         *reference, reports[task_name] = plan.reference(task_name, workdir, lead=lead, progress=progress)
+        study.bar.add("reference", time.perf_counter() - start, of=len(s.tasks))
         for entry in (e for e in s.samplers if task_name in e.tasks):
             study.pair(task_name, entry, tuple(reference))
     if not lead:
@@ -213,11 +215,14 @@ class _Study:
     def pair(self, task_name: str, entry: SamplerEntry, reference: tuple) -> None:
         """Train or reuse the entry's networks, run the pair, assemble its records, store its samples."""
         s, plan, pair = self.plan.settings, self.plan, (task_name, entry.label)
+        start = time.perf_counter()
         nets = plan.networks(task_name, entry, self.workdir, self.progress)
+        train_s = time.perf_counter() - start
         sampler, grid = plan.pair(task_name, entry, nets)
         multi = jax.process_count() > 1
         skip = record_store.done_everywhere(self.workdir, pair) if multi else self.store.done(pair)
         self.bar.start_pair(f"{task_name} / {entry.label}", len(set(grid.ids()) - skip), grid.size)
+        self.bar.add("train", train_s, of=self.bar.pairs)  # networks trained, or read from the workdir
         run_pair(
             plan.tasks[task_name], sampler, plan.cases(task_name), reference, grid,
             num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
@@ -231,11 +236,15 @@ class _Study:
         if multi:
             record_store.assemble(self.workdir, self.store, pair)
         if s.save_samples:
-            save_samples(
-                self.workdir / "samples" / task_name / f"{entry.label}.npz", sampler,
-                plan.cases(task_name), grid, num_samples=s.num_samples, seed=s.seed,
-                max_case=s.save_samples, batch_size=s.batch_size,
-            )  # fmt: skip
+            stored = int((grid.case < s.save_samples).sum())
+            with self.bar.stage(
+                "samples", f"storing the samples of {stored} configuration(s)", of=self.bar.pairs
+            ):
+                save_samples(
+                    self.workdir / "samples" / task_name / f"{entry.label}.npz", sampler,
+                    plan.cases(task_name), grid, num_samples=s.num_samples, seed=s.seed,
+                    max_case=s.save_samples, batch_size=s.batch_size,
+                )  # fmt: skip
 
 
 def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
@@ -287,6 +296,8 @@ def _render_figures(workdir: Path, progress: bool) -> list:
             raise
         absl_logging.warning("posteriorjax.report.figures is not available; no figures rendered")
         return []
+    if progress:
+        absl_logging.info("[figures] drawing the figures of %s", workdir)
     paths = figures.render(workdir)
     if progress:
         absl_logging.info("[figures] %d figure(s) in %s", len(paths), workdir / "figures")

@@ -81,7 +81,8 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     calibrated mean, and the dashed ticks mark -+ 2 single-region standard
     errors sqrt(Var / L) (`mira_se`, wider: drawn for comparison, labelled as
     such). A score outside the grey box is drawn as a filled marker with a
-    dagger, as in the table; rows without finite statistics are left out. With
+    dagger where the table has one (`tables.mira_flagged`: from
+    `tables.MIRA_FLAG_MIN_CONDITIONS` conditions); rows without finite statistics are left out. With
     fewer conditions than `tables.mira_conditions_needed` (the table's "too few
     cases" note), a red note on the panel says so. Size: clip(1.5 + 0.5 rows,
     5, 24) x 4.0 inches.
@@ -96,7 +97,7 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     rows = [r for r in tables.calibration_rows(records) if np.isfinite(r["mira"])]
     if not rows:
         raise ValueError("records: no (sampler, hparams) row has finite mira_statistic values")
-    rows.sort(key=lambda r: (r["task"], r["sampler"], tables.hparam_label(r["hparams"])))
+    rows.sort(key=lambda r: (r["task"], *tables.row_order(r)))
     fig = style.new(min(max(1.5 + 0.5 * len(rows), 5.0), 24.0), 4.0)
     ax = style.panels(fig, 1, 1, left=0.7, bottom=1.4, top=0.35)[0, 0]
     samplers = sorted({r["sampler"] for r in rows})
@@ -111,7 +112,7 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
             label = "± 2 single-region se" if first and sign < 0 else None
             ax.plot([i - 0.35, i + 0.35], [mean + sign * single] * 2, "--", color="0.55", lw=0.7,
                     gid="mira_single_region", label=label)  # fmt: skip
-        outside = np.isfinite(boot) and not (mean - boot <= r["mira"] <= mean + boot)  # the table's dagger
+        outside = tables.mira_flagged(r)  # the table's dagger
         color = f"C{samplers.index(r['sampler']) % 10}"
         ax.plot(i, r["mira"], "o", color=color, ms=6, mfc=color if outside else "white", gid="mira_score")
         if outside:
@@ -130,8 +131,8 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     n = min(r["num_samples"] for r in rows)
     needed = tables.mira_conditions_needed(n)
     if little_l < needed:  # the band cannot resolve the table's shift: say so on the figure
-        note = (f"too few conditions: L = {little_l} < {needed}, the L a shift of "
-                f"{tables.MIRA_RESOLVED_SHIFT} needs at N = {n}")  # fmt: skip
+        note = (f"too few conditions: L = {little_l} < {needed}, the L needed to resolve a shift of "
+                f"{tables.MIRA_RESOLVED_SHIFT} at N = {n}")  # fmt: skip
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.12 * (hi - lo))  # headroom: the note never covers a band
         ax.text(0.01, 0.98, note, transform=ax.transAxes, ha="left", va="top", fontsize=7, color="C3",
