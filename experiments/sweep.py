@@ -30,8 +30,8 @@ _PLUGINS = plugins.define_flag()
 _DRY_RUN = flags.DEFINE_bool(
     "dry_run", False, "Validate the config and print what it would build (JSON); compute nothing."
 )
-_STAGE = flags.DEFINE_enum(
-    "stage", "all", sweep.STAGES,
+_STAGE = flags.DEFINE_enum(  # `sweep.STAGES`, spelled out: the sweep (and JAX) load after parsing
+    "stage", "all", ["all", "networks"],
     "all: the whole study; networks: train (or resume) every network the study needs, then stop.",
 )  # fmt: skip
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")

@@ -160,3 +160,11 @@ def test_error_messages():
         "    File \"c.py\", line 3\n  ValueError: config argument: expected '', got 'x'\n"
     )
     assert cli.flag_error(parse, []) == "flag --config=c.py:x: config argument: expected '', got 'x'"
+
+
+def test_sweep_stage_flag_lists_the_sweeps_stages():
+    """The --stage choices, spelled out in the entry point (no JAX before parsing), are sweep.STAGES."""
+    from experiments import sweep as entry
+    from posteriorjax import sweep
+
+    assert tuple(entry.flags.FLAGS["stage"].enum_values) == sweep.STAGES
