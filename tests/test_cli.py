@@ -167,4 +167,4 @@ def test_sweep_stage_flag_lists_the_sweeps_stages():
     from experiments import sweep as entry
     from posteriorjax import sweep
 
-    assert tuple(entry.flags.FLAGS["stage"].enum_values) == sweep.STAGES
+    assert tuple(entry.flags.FLAGS["stage"].parser.enum_values) == sweep.STAGES
