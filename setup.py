@@ -35,6 +35,13 @@ setup(
         "exchange": ["h5py>=3.16.0,<4"],
         # posteriorjax.exchange.posteriorbench: PosteriorBench's DatasetDict rows (pulls pyarrow)
         "posteriorbench": ["datasets>=5.2.0,<6"],
+        # the documentation site: mkdocs build --strict (mkdocs.yml, docs/)
+        "docs": [
+            "mkdocs>=1.6.1,<1.7",
+            "mkdocs-material>=9.8.2,<9.9",
+            "mkdocstrings>=1.0.8,<1.1",
+            "mkdocstrings-python>=2.0.11,<2.1",
+        ],
         "test": [
             "pytest>=9.2,<10",
             "pytest-xdist>=3.8,<4",
