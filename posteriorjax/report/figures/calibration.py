@@ -130,7 +130,7 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     n = min(r["num_samples"] for r in rows)
     needed = tables.mira_conditions_needed(n)
     if little_l < needed:  # the band cannot resolve the table's shift: say so on the figure
-        note = (f"too few conditions: L = {little_l} < {needed}, the L a shift of "
+        note = (f"too few conditions: L = {little_l} < {needed}, the L that a shift of "
                 f"{tables.MIRA_RESOLVED_SHIFT} needs at N = {n}")  # fmt: skip
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.12 * (hi - lo))  # headroom: the note never covers a band
