@@ -53,6 +53,44 @@ def test_add_a_metric_tutorial_runs_and_leaves_the_registry_as_it_was():
     assert out["log_spread_ratio"] == pytest.approx(np.log(0.5), abs=0.1)
 
 
+def test_add_a_task_tutorial_task_meets_the_contract_and_solves_its_pde():
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    from posteriorjax import grids, tasks, testing
+
+    t = _load("add_a_task")
+    t.register()
+    try:
+        task = tasks.get(t.NAME, resolution=16, num_sensors=32)
+        testing.check_task(task)
+        x = task.prior.sample(jr.key(0))
+        residual = task.physics.residual(x, task.physics(x))
+        assert float(jnp.max(jnp.abs(residual))) < 1e-4 * float(jnp.max(jnp.abs(x)))
+        resonant = float(np.sqrt(grids.dirichlet_laplacian_eigenvalues(16, 1.0).min()))  # k^2 = lambda_11
+        with pytest.raises(ValueError, match=r"k: expected k\^2 - damping away"):
+            tasks.get(t.NAME, resolution=16, k=resonant, damping=0.0)
+    finally:
+        tasks.unregister(t.NAME)
+
+
+@pytest.mark.slow
+def test_add_a_task_tutorial_end_to_end(tmp_path):
+    """On the new linear-Gaussian task the exact sampler beats the prior on every posterior metric."""
+    from posteriorjax import tasks
+
+    t = _load("add_a_task")
+    try:
+        t.main(tmp_path)
+    finally:
+        tasks.unregister(t.NAME)
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    for metric in ("mean_error", "std_error", "mmd", "swd", "spectral_error"):
+        exact = np.mean([r["metrics"][metric] for r in records if r["sampler"] == "exact"])
+        prior = np.mean([r["metrics"][metric] for r in records if r["sampler"] == "prior"])
+        assert exact < prior, metric
+
+
 @pytest.mark.slow
 def test_score_your_own_sampler_tutorial_end_to_end(tmp_path):
     t = _load("score_your_own_sampler")
