@@ -103,7 +103,8 @@ def test_score_your_own_sampler_tutorial_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_add_a_sampler_tutorial_end_to_end(tmp_path):
-    """RML with enough steps is an exact sampler on poisson_fixed: it scores as `exact` does."""
+    """RML with enough steps is an exact sampler on poisson_fixed: it scores as `exact` does;
+    the read-outputs tutorial on the same workdir finds step size 0.01 best."""
     t = _load("add_a_sampler")
     try:
         t.main(tmp_path)
@@ -124,3 +125,8 @@ def test_add_a_sampler_tutorial_end_to_end(tmp_path):
         converged = mean("rml", metric, step_size=0.01)
         assert converged < mean("prior", metric)
         assert converged < 1.25 * mean("exact", metric)
+    read = _load("read_outputs").main(tmp_path)["poisson_fixed"]
+    assert set(read["optima"]) == {("rml", "step_size")}
+    assert read["optima"][("rml", "step_size")]["mmd"] == pytest.approx(0.01)
+    [row] = [v for (sampler, h), v in read["means"].items() if sampler == "rml" and np.isclose(h[0][1], 0.01)]
+    assert row["mmd"] == pytest.approx(mean("rml", "mmd", step_size=0.01))
