@@ -110,6 +110,12 @@ def _compute(
 
 
 compute = eqx.filter_jit(_compute)
+"""All applicable metrics of one case -> dict of JAX arrays (`_compute` under `eqx.filter_jit`).
+
+`compute(samples (N, C, H, W), ref_samples (M, C, H, W), ref_weights (M,) | None, truth (C, H, W) |
+None, **options)`: pure, jit/vmap-able; the sweep vmaps it over cases. `evaluate` is the
+checked entry point.
+"""
 
 
 def evaluation_name(task) -> str:

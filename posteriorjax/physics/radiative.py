@@ -214,8 +214,10 @@ def transport(
 
     Args:
       sigma: extinction `(2, H, W)` (layer 0 on top), >= 0 and finite, per unit thickness.
-      albedo, asymmetry: single-scattering albedo in [0, 1] and asymmetry g in [-1, 1] (static).
-      mu0: cosine of the incidence angle. thickness: layer thickness (tau = sigma * thickness).
+      albedo: single-scattering albedo in [0, 1] (static).
+      asymmetry: asymmetry parameter g in [-1, 1] (static).
+      mu0: cosine of the incidence angle.
+      thickness: layer thickness (tau = sigma * thickness).
       spread: maximum lateral width (pixels) of the in-layer diffusion kernel; 0 disables.
       rtol: relative tolerance of the inter-layer solve (default 1e-10 float64, 1e-6 float32).
 

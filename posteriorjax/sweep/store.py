@@ -271,6 +271,7 @@ def scan_records(path) -> Scan:
 
 
 def describe_bad_lines(path, bad: list[BadLine]) -> str:
+    """One message naming `path` and, per bad line, its number and what failed."""
     return "; ".join(f"{path}: line {b.number}: {b.reason}" for b in bad)
 
 
@@ -339,6 +340,7 @@ def _copy_aside(path: Path, reason: str) -> Path:
 
 
 def process_results_path(workdir, process: int) -> Path:
+    """The results file process `process` of a multi-host sweep writes: `results.p<k>.jsonl`."""
     return Path(workdir) / f"results.p{process}.jsonl"
 
 

@@ -28,6 +28,7 @@ def unregister(name: str) -> None:
 
 
 def names() -> list[str]:
+    """The registered task names, sorted."""
     return sorted(_BUILDERS)
 
 
