@@ -284,8 +284,12 @@ def test_network_config_argument():
     assert config == training.config("poisson_fixed", "joint", "tiny")
     assert network.get_config("kind=inverse") == training.config("darcy", "inverse", "full")
     assert network.get_config("tiny=false,task=poisson") == training.config("poisson", "joint", "full")
-    with pytest.raises(ValueError, match=r"unknown key 'size'.*allowed keys: \['kind', 'task', 'tiny'\]"):
+    assert network.get_config("medium,kind=prior") == training.config("darcy", "prior", "medium")
+    allowed = r"allowed keys: \['kind', 'medium', 'task', 'tiny'\]"
+    with pytest.raises(ValueError, match=r"unknown key 'size'.*" + allowed):
         network.get_config("task=darcy,size=3")
+    with pytest.raises(ValueError, match="at most one of tiny and medium"):
+        network.get_config("tiny,medium")
     with pytest.raises(ValueError, match=r"kind='gan' is not a network kind; allowed: \['prior', 'joint'"):
         network.get_config("kind=gan")
     with pytest.raises(ValueError, match=r"task='heat' is not a registered task; allowed: \["):

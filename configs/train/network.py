@@ -6,7 +6,9 @@
 The argument is parsed like big_vision's `parse_arg`: comma-separated `key=value` pairs, a bare
 `key` setting a flag to True. Keys: ``task`` (a registered task, default ``darcy``), ``kind``
 (a registered network kind, `posteriorjax.training.kinds`, default ``joint``), ``tiny`` (16 x 16,
-300 steps, about a minute on one CPU; without it the full 128 x 128 model for a GPU). The config
+300 steps, about a minute on one CPU), ``medium`` (32 x 32, the published backbone shrunk by
+`nn.published.scaled`, a 2-core CPU's tens of minutes); with neither, the full 128 x 128 model
+for a GPU. The config
 is `posteriorjax.training.config(task, kind, scale)`; a trained ``flow_fno`` flow samples with
 ``samplers.get("flow_fno", task, model=ema_model)``, an ``inverse`` network with ``mc_dropout``.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from posteriorjax import tasks, training
 
-DEFAULTS = {"task": "darcy", "kind": "joint", "tiny": False}
+DEFAULTS = {"task": "darcy", "kind": "joint", "tiny": False, "medium": False}
 
 
 def parse_arg(arg: str | None, **defaults) -> dict:
@@ -51,4 +53,7 @@ def get_config(arg=None):
         raise ValueError(
             f"config argument: kind={args['kind']!r} is not a network kind; allowed: {training.kinds.names()}"
         )
-    return training.config(args["task"], args["kind"], "tiny" if args["tiny"] else "full")
+    if args["tiny"] and args["medium"]:
+        raise ValueError(f"config argument: expected at most one of tiny and medium, got {arg!r}")
+    scale = "tiny" if args["tiny"] else "medium" if args["medium"] else "full"
+    return training.config(args["task"], args["kind"], scale)
