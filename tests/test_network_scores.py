@@ -277,3 +277,17 @@ def test_scored_kinds_and_defaults():
     assert training.config("darcy", "flow", "tiny").scores.num_steps == 64  # see the flow test
     assert training.config("darcy", "joint", "full").scores.num_steps == 500
     assert scores.CONDITIONAL == ("inverse", "flow_fno", "fundiff_dit")
+
+
+def test_bad_score_settings_name_the_key():
+    config = training.config("poisson_fixed", "prior", "tiny")
+    config.scores.num_draws = 1
+    with pytest.raises(ValueError, match="config.scores.num_draws"):
+        scores.scorer(config, None)
+    config = training.config("poisson_fixed", "prior", "tiny")
+    config.scores.every = -1
+    with pytest.raises(ValueError, match="config.scores.every"):
+        scores.scorer(config, None)
+    config.scores = {**scores.defaults("prior", "tiny"), "draws": 3}
+    with pytest.raises(ValueError, match=r"config.scores: expected the keys .* unknown \['draws'\]"):
+        scores.scorer(config, None)

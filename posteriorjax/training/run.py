@@ -200,7 +200,7 @@ def run(config, workdir, *, init=None, inputs=None, stop_after: int | None = Non
         setup = dataclasses.replace(setup, model=initialized(setup.model, init), description=description)
     _write_provenance(config, workdir, setup.description)
     scorer = scores.scorer(config, setup)
-    every = int(config.scores.every) if scorer is not None else 0
+    every = scores.settings(config.scores)["every"] if scorer is not None else 0
     model, ema, state = fit(
         setup.model, setup.loss_fn, setup.source, cfg, workdir,
         description=setup.description, eval_fn=setup.eval_fn, stop_after=stop_after,

@@ -25,7 +25,7 @@ Settings: the training config's ``scores`` section (`defaults(kind, scale)`): `n
 `num_cases`, `num_samples`, `num_steps` (the sampler's step count; 0: its builder's default),
 `seed`, `every` (log the scores to `metrics.jsonl` every so many steps; 0: only at the end). The
 section is not part of a network's identity (the sweep's network hash leaves it out); the stored
-`digest` covers it, the task, the kind and the EMA parameters, so `ensure` rescored only what is
+`digest` covers it, the task, the kind and the EMA parameters, so `ensure` rescores only what is
 stale.
 """
 
@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import diffusion, random_fields
+from posteriorjax import checks, diffusion, random_fields
 from posteriorjax.metrics import posterior
 from posteriorjax.reference import store
 from posteriorjax.training.checkpoints import parameter_digest
@@ -74,6 +74,23 @@ def defaults(kind: str, scale: str) -> dict:
         "seed": 2024,
         "every": 100 if tiny else 50_000,
     }
+
+
+def settings(section) -> dict:
+    """The ``scores`` section as a dict, checked (ValueError naming the bad key and value)."""
+    values = _plain(section)
+    expected = set(defaults("prior", "tiny"))
+    if set(values) != expected:
+        raise ValueError(
+            f"config.scores: expected the keys {sorted(expected)}; unknown {sorted(set(values) - expected)}, "
+            f"missing {sorted(expected - set(values))}"
+        )
+    checks.integer_at_least("config.scores.num_draws", values["num_draws"], 2)
+    for name in ("num_cases", "num_samples"):
+        checks.positive_int(f"config.scores.{name}", values[name])
+    for name in ("num_steps", "seed", "every"):
+        checks.integer_at_least(f"config.scores.{name}", values[name], 0)
+    return values
 
 
 def distribution(samples, reference, *, field_stats=None) -> dict[str, float]:
@@ -247,8 +264,10 @@ def scorer(config, setup) -> Scorer | None:
     section = config.get("scores")
     if section is None:
         return None
-    s, task, kind = _plain(section), setup.task, config.kind
+    s, task, kind = settings(section), setup.task, config.kind
     shape = tuple(task.unknown_shape[1:])
+    if kind in _STEPS and s["num_steps"] < 1:
+        raise ValueError(f"config.scores.num_steps: kind {kind!r} samples with at least 1 step, got 0")
     if kind in ("prior", "joint"):
         draw = edm_draw(shape, setup.noise, s["num_steps"])
         return unconditional(task, draw, s["num_draws"], s["seed"], joint=kind == "joint")
