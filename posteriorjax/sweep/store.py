@@ -140,7 +140,9 @@ class Record(Mapping):
         missing = [
             f.name
             for f in dataclasses.fields(cls)
-            if f.default is dataclasses.MISSING and f.name not in values
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+            and f.name not in values
         ]
         if unknown or missing:
             raise ValueError(f"record: expected the keys {names}; unknown {unknown}, missing {missing}")
