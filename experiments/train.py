@@ -3,7 +3,8 @@
     python -m experiments.train --config=configs/train/network.py:task=darcy,kind=joint[,tiny] --workdir=DIR
 
 Resumes from the latest checkpoint in DIR. Writes DIR/config.json, provenance.json,
-metrics.jsonl and checkpoints/.
+metrics.jsonl, checkpoints/ and, once finished, scores.json (the network's own scores,
+`posteriorjax.training.scores`), which it prints.
 """
 
 from absl import flags
@@ -22,7 +23,15 @@ def main(argv):
 
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)
-    training.run(_CONFIG.value, _WORKDIR.value)
+    config, workdir = _CONFIG.value, _WORKDIR.value
+    training.run(config, workdir)
+    report = training.scores.read(workdir)
+    if report is None:
+        print(f"{config.kind}: no scores (this kind or config has none)", flush=True)
+    else:
+        print(f"{config.kind} on {config.task}, {report['training_steps']} steps, "
+              f"{report['num_parameters']:,} parameters; scores (floor):", flush=True)  # fmt: skip
+        print(training.scores.describe(report), flush=True)
 
 
 def entry(argv=None):

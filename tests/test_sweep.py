@@ -140,9 +140,14 @@ def test_resume_with_another_chunk_size_completes_without_duplicates(setup, full
         f.write(records[4].to_json()[:40])  # ... and the second was torn mid-write
     resumed = sweep.ResultsFile(path, "c")
     assert len(resumed.records) == 4
-    new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=2, **KWARGS)
+    nets = {"model": {"kind": "prior", "network": "prior-0123456789ab", "scores": {"mmd": 0.5}}}
+    new = sweep.run_pair(
+        task, sampler, cases, reference, grid, results=resumed, chunk_size=2, networks=nets, **KWARGS
+    )
     assert len(new) == grid.size - 4 and len({r["compile_time_s"] for r in new}) == 1
     stored = [json.loads(line) for line in path.read_text().splitlines()]
+    # records of a sampler with networks carry them; the lines before stay as they were
+    assert [r.get("networks") for r in stored] == [None] * 4 + [nets] * (grid.size - 4)
     assert sorted(r["config_id"] for r in stored) == sorted(r["config_id"] for r in records)
     by_id = {r["config_id"]: r for r in records}
     for r in stored:  # the chunk size changes nothing
@@ -614,6 +619,11 @@ def test_networks_are_trained_once_shared_and_reused(tmp_path, console_log):
     for r in first:
         by.setdefault(r["sampler"], []).append(r["metrics"]["mmd"])
     np.testing.assert_allclose(by["mcd"], by["mcd_again"], rtol=1e-6)  # the same network and keys
+    for r in first:  # every record names the network and its own scores
+        (net_record,) = r["networks"].values()
+        assert net_record["kind"] == "inverse" and net_record["network"] == net.name
+        assert net_record["training_steps"] == 20 and 0 < net_record["scores"]["mean_relative_l2"] < 2
+    assert f"| {net.name} | inverse | mcd.model, mcd_again.model |" in (tmp_path / "summary.md").read_text()
     again = sweep.run(config, tmp_path, progress=False)
     assert len(again) == len(first) == 4
     assert (net / "metrics.jsonl").read_text() == log  # loaded, not trained again

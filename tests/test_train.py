@@ -148,6 +148,7 @@ def _step_config(kind):
     config.normalization.num_draws = 8
     config.eval.num_examples = 4
     config.train.update(batch_size=2, num_steps=1, progress=False)
+    config.scores.update(num_draws=4, num_cases=1, num_samples=2, num_steps=min(config.scores.num_steps, 2))
     return config
 
 
@@ -164,6 +165,11 @@ def test_every_kind_builds_and_takes_a_step(kind, tmp_path):
     assert (tmp_path / "config.json").exists() and (tmp_path / "provenance.json").exists()
     record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
     assert np.isfinite(record["loss"]) and any(k.startswith("eval_") for k in record)
+    stored = training.scores.read(tmp_path)  # the finished network's own scores (but the autoencoders')
+    assert (stored is None) == kind.startswith("fundiff_fae")
+    if stored is not None:
+        assert stored["scores"] and all(np.isfinite(v) for v in stored["scores"].values())
+        assert {f"score_{k}" for k in stored["scores"]} <= set(record)
 
 
 def test_surrogate_reaches_documented_error(tmp_path):

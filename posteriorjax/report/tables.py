@@ -14,7 +14,8 @@ The calibration table aggregates the per-case statistics every record carries
 the MIRA score with its calibrated band and the TARP expected-coverage curve
 (`calibration_rows`, `calibration_table`). `write_tables` writes both under a header
 (`summary_header`: study, config hash, date, machine, cases x samples, each task's
-reference and its settings); every table has a one-line legend.
+reference and its settings), with the trained networks' own scores (`networks.network_table`)
+after the posterior table; every table has a one-line legend.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 
 from posteriorjax.metrics import registry
 from posteriorjax.report import split
+from posteriorjax.report.networks import network_table
 from posteriorjax.report.provenance import summary_header
 from posteriorjax.sweep.store import hparams_key, row_key
 
@@ -471,6 +473,7 @@ def write_tables(workdir, records: Sequence[dict]) -> str:
         summary_header(workdir, records)
         + "\n## Posterior matching\n\n"
         + main_table(records)
+        + network_table(records)  # `## Networks`: their own scores, when records name some
         + "\n## Calibration over cases\n\n"
         + calibration_table(calib)
     )

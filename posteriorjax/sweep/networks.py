@@ -3,7 +3,8 @@
 A network spec (`NetworkSpec`, parsed from a config by `parse_spec`) names a kind, task
 overrides, a step count, training-config overrides and an optional network to fine-tune from;
 `network_config` turns it into a training config with a hash, `network` trains (or resumes,
-or loads) it under `workdir/networks/`.
+or loads) it under `workdir/networks/`, `network_record` says what it is and how it scores on
+its own (`training.scores`), for the records of the samplers that use it.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
         cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
     plain = cfg.to_dict()
     plain["train"].pop("progress")
+    plain.pop("scores")  # how the network is scored (`training.scores`) is not what it is
     if spec.pretrain is not None:
         plain["pretrain"] = network_config(task_name, task_options, spec.pretrain, scale, num_steps)[1]
     for role, input_spec in input_specs(spec).items():
@@ -187,3 +189,16 @@ def network(
         cfg.inputs[role] = str(_directory(workdir, task_name, s.kind, input_digest))
     _, ema, _ = training.run(cfg, directory, init=init, inputs=inputs or None)
     return ema
+
+
+def network_record(
+    workdir: Path, task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None
+) -> dict:
+    """What a sweep record says about the trained network of `spec` (`network`): its kind, its
+    directory name under `workdir/networks/<task>/`, and from its `scores.json` (`training.scores`)
+    its parameter digest and count, training steps, scores and their floor (None without one)."""
+    digest = network_config(task_name, task_options, spec, scale, num_steps)[1]
+    directory = _directory(workdir, task_name, spec.kind, digest)
+    report = training.scores.read(directory) or {}
+    fields = ("parameters", "num_parameters", "training_steps", "scores", "floor")
+    return {"kind": spec.kind, "network": directory.name, **{k: report.get(k) for k in fields}}

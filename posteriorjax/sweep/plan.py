@@ -175,6 +175,18 @@ class Plan:
             for option, spec in entry.networks.items()
         }
 
+    def network_records(self, task_name: str, entry: SamplerEntry, workdir: Path) -> dict:
+        """{option: `networks.network_record`} of an entry's trained networks (after `networks`;
+        every process reads what process 0 stored)."""
+        sync(f"sweep-network-records-{task_name}-{entry.label}")
+        options, s = {**self.settings.tasks[task_name], **entry.task_options}, self.settings
+        return {
+            option: networks.network_record(
+                workdir, task_name, options, spec, s.training_scale, s.training_steps
+            )
+            for option, spec in entry.networks.items()
+        }
+
     def _network(self, task_name: str, options: Mapping, spec, workdir: Path, progress: bool):
         """The trained network of `spec` for the task with `options` (trained once per study)."""
         s = self.settings

@@ -43,7 +43,7 @@ def run_pair(
     results: record_store.ResultsFile | None = None, skip: set[str] | None = None,
     labels: Mapping[str, str] | None = None, mesh=None, metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (), progress: Callable | None = None, calibration_options=None,
-    memory_limit_bytes: int | None = None,
+    memory_limit_bytes: int | None = None, networks: Mapping | None = None,
 ) -> list[record_store.Record]:  # fmt: skip
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
@@ -57,7 +57,8 @@ def run_pair(
     before it runs. Hyperparameter values and reference weights are checked on the host before
     anything compiles (`program.check_inputs`); the program's own run-time checks come back
     as an output, raised here after each chunk (`program.raise_failure`, a ValueError naming
-    the pair, the check and the offending value). Returns this call's records.
+    the pair, the check and the offending value). `networks`: what the sampler's trained
+    networks are (`Plan.network_records`), carried by every record. Returns this call's records.
     """
     mesh = parallel.data_mesh() if mesh is None else mesh
     labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
@@ -93,6 +94,7 @@ def run_pair(
         program.raise_failure(failure, where)
         rows, values = program.local_rows(metrics)
         fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
+        fields["networks"] = dict(networks or {})
         records = [
             _record(grid, ids, int(index[pos]), {k: v[j] for k, v in values.items()}, labels, task, fields)
             for j, pos in enumerate(rows)
@@ -112,7 +114,7 @@ def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) 
         seed=int(grid.seed[i]), hparams={k: float(v[i]) for k, v in grid.hparams.items()},
         num_samples=fields["num_samples"], metrics={k: record_store.jsonable(v) for k, v in metrics.items()},
         wall_time_s=fields["wall_time_s"], compile_time_s=fields["compile_time_s"],
-        evaluation=task.evaluation_name,
+        evaluation=task.evaluation_name, networks=fields["networks"],
     )  # fmt: skip
 
 
@@ -217,6 +219,7 @@ class _Study:
         s, plan, pair = self.plan.settings, self.plan, (task_name, entry.label)
         start = time.perf_counter()
         nets = plan.networks(task_name, entry, self.workdir, self.progress)
+        network_records = plan.network_records(task_name, entry, self.workdir)
         train_s = time.perf_counter() - start
         sampler, grid = plan.pair(task_name, entry, nets)
         multi = jax.process_count() > 1
@@ -229,6 +232,7 @@ class _Study:
             results=self.own, skip=skip, labels={"task": task_name, "sampler": entry.label}, mesh=self.mesh,
             diagnostics=s.diagnostics, progress=lambda done, _, c, r: self.bar.chunk(done, c, r),
             calibration_options=s.calibration, memory_limit_bytes=self.memory_limit_bytes,
+            networks=network_records,
         )  # fmt: skip
         sync(f"sweep-pair-{task_name}-{entry.label}")
         if self.store is None:

@@ -106,6 +106,9 @@ class Record(Mapping):
     the only value before it was recorded; `cases` says which cases were scored: "study" (the
     workdir config's own, the only value before it was recorded) or, for samples scored on a
     given cases file (`exchange.evaluate(..., cases_file=...)`), "<file name> sha256:<digest>".
+    `networks`: what the sampler's trained networks are, {builder option: {kind, network (its
+    directory), parameters, num_parameters, training_steps, scores, floor}}
+    (`sweep.networks.network_record`); empty for samplers without one and records before it.
     """
 
     task: str
@@ -121,6 +124,7 @@ class Record(Mapping):
     compile_time_s: float
     evaluation: str = "identity"
     cases: str = "study"
+    networks: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -136,7 +140,9 @@ class Record(Mapping):
         missing = [
             f.name
             for f in dataclasses.fields(cls)
-            if f.default is dataclasses.MISSING and f.name not in values
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+            and f.name not in values
         ]
         if unknown or missing:
             raise ValueError(f"record: expected the keys {names}; unknown {unknown}, missing {missing}")
@@ -168,9 +174,13 @@ class Record(Mapping):
 
     def _names(self) -> tuple[str, ...]:
         """The keys of the record's JSON object: every field, `cases` only where it is not
-        "study" (so a sweep's lines, and their digests, are as before it was recorded)."""
+        "study" and `networks` only where there are some (so a sweep's lines, and their digests,
+        are as before they were recorded)."""
         return tuple(
-            f.name for f in dataclasses.fields(self) if not (f.name == "cases" and self.cases == "study")
+            f.name
+            for f in dataclasses.fields(self)
+            if not (f.name == "cases" and self.cases == "study")
+            and not (f.name == "networks" and not self.networks)
         )
 
 

@@ -10,10 +10,13 @@ loop         `update` (the optimizer step), the checkpointed, resumable `fit`, a
 checkpoints  `TrainState`, orbax `Checkpoints` with a model fingerprint, `parameter_digest`;
 data         `TaskSource` (on-the-fly prior draws), `PoolSource`, `build_pool`;
 losses       the kinds' losses and the held-out relative L2 error;
-run          `build(config)`, `run(config, workdir, init=None, inputs=None)` and `trained(workdir)`.
+run          `build(config)`, `run(config, workdir, init=None, inputs=None)` and `trained(workdir)`;
+scores       a trained network's own scores (`scores.json`, logged while it trains): generative
+             priors against exact prior draws beside the Monte Carlo floor, the surrogate's
+             per-channel error, the conditional kinds' held-out error.
 """
 
-from posteriorjax.training import kinds
+from posteriorjax.training import kinds, scores
 from posteriorjax.training.checkpoints import (
     Checkpoints,
     TrainState,
@@ -60,6 +63,7 @@ __all__ = [
     "scan",
     "scan_ensemble",
     "schedule",
+    "scores",
     "surrogate_loss",
     "train_config",
     "trained",

@@ -125,8 +125,9 @@ def _resume(model, optimizer, cfg: TrainConfig, workdir: Path, description: dict
 class _Logger:
     """The `metrics.jsonl` record of a step: loss, learning rate, speed, evaluation (or None)."""
 
-    def __init__(self, cfg: TrainConfig, start: int, eval_fn, static):
+    def __init__(self, cfg: TrainConfig, start: int, eval_fn, static, score_fn=None, score_every: int = 0):
         self.cfg, self.eval_fn, self.static = cfg, eval_fn, static
+        self.score_fn, self.score_every = score_fn, score_every
         self.schedule = schedule(cfg)
         self.tick, self.tick_step = time.perf_counter(), start
 
@@ -142,6 +143,14 @@ class _Logger:
             record = record or {"step": step}
             ema = eqx.combine(state.ema, self.static)
             record.update({k: float(v) for k, v in self.eval_fn(ema).items()})
+        if (
+            self.score_fn is not None
+            and self.score_every
+            and (step % self.score_every == 0 or step == cfg.num_steps)
+        ):
+            record = record or {"step": step}
+            ema = eqx.combine(state.ema, self.static)
+            record.update({f"score_{k}": v for k, v in self.score_fn(ema).items()})
         return record
 
 
@@ -161,13 +170,16 @@ def _check_loss(loss, step: int, cfg: TrainConfig) -> None:
 
 
 def fit(model, loss_fn, source, cfg: TrainConfig, workdir, *, description: dict | None = None,
-        eval_fn=None, stop_after: int | None = None, mesh=None):  # fmt: skip
+        eval_fn=None, stop_after: int | None = None, mesh=None, score_fn=None,
+        score_every: int = 0):  # fmt: skip
     """Train `model` for `cfg.num_steps` steps, resuming from `workdir/checkpoints` if possible.
 
     Args:
       model: Equinox module; loss_fn(model, key, batch) -> scalar; source(key) -> batch.
       description: JSON-able description of the model (name, options, task) for the fingerprint.
       eval_fn: optional `eval_fn(ema_model) -> dict[str, float]`, run every `cfg.eval_every` steps.
+      score_fn: optional `score_fn(ema_model) -> dict[str, float]` (`scores.Scorer`), logged as
+        ``score_<name>`` every `score_every` steps and at the last step (`score_every` 0: never).
       stop_after: stop after this many steps in this call (an interruption; tests resume from it).
       mesh: device mesh for data parallelism (default `parallel.data_mesh()`).
 
@@ -191,7 +203,7 @@ def fit(model, loss_fn, source, cfg: TrainConfig, workdir, *, description: dict 
     step_fn = make_step(static, loss_fn, optimizer, cfg.ema_decay, mesh)
     start = int(state.step)
     end = cfg.num_steps if stop_after is None else min(cfg.num_steps, start + stop_after)
-    logger = _Logger(cfg, start, eval_fn, static)
+    logger = _Logger(cfg, start, eval_fn, static, score_fn, score_every)
     stage = console.Stage(f"train {workdir.name}", end, "steps", initial=start, enabled=cfg.progress)
     with log_path.open("a") as log, stage as bar:
         for step in range(start + 1, end + 1):

@@ -7,7 +7,9 @@ registry entry (`training.kinds`), starting from the parameters of `init` when g
 128 x 128), and trains with the checkpointed `loop.fit` in `workdir`. A kind with `inputs`
 (trained networks its examples need, e.g. the FunDiff DiT's frozen encoders) takes them from
 `inputs={role: model}` or loads them from the workdirs named in `config.inputs.<role>`
-(`trained`); their parameter digests join the fingerprint.
+(`trained`); their parameter digests join the fingerprint. A finished run is scored on its own
+(`scores`, the config's ``scores`` section): `workdir/scores.json`, recomputed only when stale,
+and every `scores.every` steps into `metrics.jsonl`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import jax
 import jax.random as jr
 
 from posteriorjax import diffusion, nn, tasks
-from posteriorjax.training import kinds
+from posteriorjax.training import kinds, scores
 from posteriorjax.training.checkpoints import initialized, parameter_digest
 from posteriorjax.training.data import PoolSource, TaskSource, build_pool
 from posteriorjax.training.loop import fit
@@ -39,6 +41,8 @@ class Setup:
     source: Any
     eval_fn: Any
     description: dict
+    noise: Any = None  # the diffusion noise of `config.diffusion` (EDM kinds sample with it)
+    inputs: dict = dataclasses.field(default_factory=dict)  # the trained inputs of the kind
 
 
 # Options of each diffusion noise from a config's `diffusion` section.
@@ -163,7 +167,7 @@ def build(config, workdir: Path | None = None, inputs=None) -> Setup:
     }
     if inputs:
         description["inputs"] = digests
-    return Setup(task, model, loss_fn, source, eqx.filter_jit(evaluate), description)
+    return Setup(task, model, loss_fn, source, eqx.filter_jit(evaluate), description, noise, inputs)
 
 
 def _write_provenance(config, workdir: Path, description: dict) -> None:
@@ -195,8 +199,13 @@ def run(config, workdir, *, init=None, inputs=None, stop_after: int | None = Non
         description = {**setup.description, "init_parameters": parameter_digest(init)}
         setup = dataclasses.replace(setup, model=initialized(setup.model, init), description=description)
     _write_provenance(config, workdir, setup.description)
-    model, ema, _ = fit(
+    scorer = scores.scorer(config, setup)
+    every = scores.settings(config.scores)["every"] if scorer is not None else 0
+    model, ema, state = fit(
         setup.model, setup.loss_fn, setup.source, cfg, workdir,
         description=setup.description, eval_fn=setup.eval_fn, stop_after=stop_after,
+        score_fn=scorer, score_every=every,
     )  # fmt: skip
+    if int(state.step) == cfg.num_steps:  # finished: the network's scores (`scores.ensure`)
+        scores.ensure(workdir, config, ema, scorer, cfg.num_steps)
     return model, ema, setup

@@ -20,7 +20,7 @@ import ml_collections
 import optax
 
 from posteriorjax import checks
-from posteriorjax.training import kinds
+from posteriorjax.training import kinds, scores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +126,7 @@ def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDi
     c.data = ml_collections.ConfigDict({"source": "task", "pool_size": 1024, "seed": 1})
     c.eval = ml_collections.ConfigDict({"num_examples": 64 if tiny else 256, "seed": 12345})
     c.train = ml_collections.ConfigDict(_train_section(entry, scale))
+    c.scores = ml_collections.ConfigDict(scores.defaults(kind, scale))  # the network's own scores
     if entry.inputs:  # the workdirs of the trained networks the kind's examples need (`run.trained`)
         c.inputs = ml_collections.ConfigDict({role: "" for role in entry.inputs})
     return c
