@@ -156,8 +156,20 @@ def test_bad_sample_files_are_clear_errors(study, tmp_path):
     with pytest.raises(ValueError, match="object .pickled. array"):
         readers.read_samples(tmp_path / "pickled.npz", ids, shape)
     _write_generated(tmp_path / "pb", dict(zip(ids, x, strict=True)), weights=np.arange(1.0, N + 1))
-    with pytest.raises(ValueError, match="uniform weights"):
+    with pytest.raises(ValueError, match="holds weighted members; read_ensemble"):  # never dropped
         readers.read_samples(tmp_path / "pb", ids, shape)
+    bad = {"negative": (-np.ones(N), "weights >= 0, got 8 negative"), "zero": (np.zeros(N), "weights with a positive sum, got all zero"),
+           "nan": (np.full(N, np.nan), "finite weights, got 8 non-finite"),
+           "short": (np.ones(N - 1), "8 real weights .one per member., got float64 .7,.")}  # fmt: skip
+    for label, (w, match) in bad.items():
+        _write_generated(tmp_path / label, dict(zip(ids, x, strict=True)), weights=w)
+        with pytest.raises(ValueError, match=rf"{label}/{TASK}_0/generated.h5: w: expected {match}"):
+            readers.read_ensemble(tmp_path / label, ids, shape)
+    fails("weights.npz", rf"weights of case '{TASK}_1': expected weights >= 0",
+          **dict(zip(ids, x, strict=True)), **{f"w:{ids[1]}": -np.ones(N)})  # fmt: skip
+    for dtype in ("int32", "bool"):
+        fails(f"{dtype}.npz", f"expected floating-point fields, got dtype {dtype}",
+              samples=x.astype(dtype), case_ids=np.asarray(ids))  # fmt: skip
 
 
 def _pb_dataset(path, study):

@@ -27,6 +27,7 @@ import numpy as np
 from absl import logging as absl_logging
 
 from posteriorjax import parallel
+from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import program, statistics
@@ -43,7 +44,7 @@ def run_pair(
     results: record_store.ResultsFile | None = None, skip: set[str] | None = None,
     labels: Mapping[str, str] | None = None, mesh=None, metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (), progress: Callable | None = None, calibration_options=None,
-    memory_limit_bytes: int | None = None,
+    memory_limit_bytes: int | None = None, scored: Mapping | None = None,
 ) -> list[record_store.Record]:  # fmt: skip
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
@@ -57,7 +58,8 @@ def run_pair(
     before it runs. Hyperparameter values and reference weights are checked on the host before
     anything compiles (`program.check_inputs`); the program's own run-time checks come back
     as an output, raised here after each chunk (`program.raise_failure`, a ValueError naming
-    the pair, the check and the offending value). Returns this call's records.
+    the pair, the check and the offending value). `scored`: what the records were scored on
+    (`Record.scored`: the reference set's `heldout.tag`). Returns this call's records.
     """
     mesh = parallel.data_mesh() if mesh is None else mesh
     labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
@@ -93,6 +95,7 @@ def run_pair(
         program.raise_failure(failure, where)
         rows, values = program.local_rows(metrics)
         fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
+        fields["scored"] = dict(scored or {})
         records = [
             _record(grid, ids, int(index[pos]), {k: v[j] for k, v in values.items()}, labels, task, fields)
             for j, pos in enumerate(rows)
@@ -112,7 +115,7 @@ def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) 
         seed=int(grid.seed[i]), hparams={k: float(v[i]) for k, v in grid.hparams.items()},
         num_samples=fields["num_samples"], metrics={k: record_store.jsonable(v) for k, v in metrics.items()},
         wall_time_s=fields["wall_time_s"], compile_time_s=fields["compile_time_s"],
-        evaluation=task.evaluation_name,
+        evaluation=task.evaluation_name, scored=fields.get("scored", {}),
     )  # fmt: skip
 
 
@@ -158,8 +161,9 @@ def run(
     reports = {}
     for task_name in s.tasks:
         *reference, reports[task_name] = plan.reference(task_name, workdir, lead=lead, progress=progress)
+        scored = {"reference": heldout.tag(reports[task_name]["set"], *reference, reports[task_name])}
         for entry in (e for e in s.samplers if task_name in e.tasks):
-            study.pair(task_name, entry, tuple(reference))
+            study.pair(task_name, entry, tuple(reference), scored)
     if not lead:
         return []
     artifact_store.atomic_write_json(workdir / "references.json", reports)
@@ -187,7 +191,7 @@ class _Study:
         lead = self.store is not None
         self.bar = _study_progress(self.plan, self.workdir, self.store, enabled=self.progress and lead)
 
-    def pair(self, task_name: str, entry: SamplerEntry, reference: tuple) -> None:
+    def pair(self, task_name: str, entry: SamplerEntry, reference: tuple, scored: Mapping | None = None):
         """Train or reuse the entry's networks, run the pair, assemble its records, store its samples."""
         s, plan, pair = self.plan.settings, self.plan, (task_name, entry.label)
         nets = plan.networks(task_name, entry, self.workdir, self.progress)
@@ -200,7 +204,7 @@ class _Study:
             num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
             results=self.own, skip=skip, labels={"task": task_name, "sampler": entry.label}, mesh=self.mesh,
             diagnostics=s.diagnostics, progress=lambda done, _, c, r: self.bar.chunk(done, c, r),
-            calibration_options=s.calibration, memory_limit_bytes=self.memory_limit_bytes,
+            calibration_options=s.calibration, memory_limit_bytes=self.memory_limit_bytes, scored=scored,
         )  # fmt: skip
         sync(f"sweep-pair-{task_name}-{entry.label}")
         if self.store is None:

@@ -105,7 +105,10 @@ class Record(Mapping):
     (non-finite) or lists; `evaluation` (`Task.evaluation_name`) defaults to "identity",
     the only value before it was recorded; `cases` says which cases were scored: "study" (the
     workdir config's own, the only value before it was recorded) or, for samples scored on a
-    given cases file (`exchange.evaluate(..., cases_file=...)`), "<file name> sha256:<digest>".
+    given cases file (`exchange.evaluate(..., cases_file=...)`), "<file name> sha256:<digest>";
+    `scored` says what the record was scored on: `reference` (`reference.heldout.tag`: the set,
+    its method and checksum) and, for samples from a file, `cases_file` and `samples` (path,
+    checksum, reader, dtype); empty (and not stored) for records written before it existed.
     """
 
     task: str
@@ -121,6 +124,7 @@ class Record(Mapping):
     compile_time_s: float
     evaluation: str = "identity"
     cases: str = "study"
+    scored: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -136,7 +140,9 @@ class Record(Mapping):
         missing = [
             f.name
             for f in dataclasses.fields(cls)
-            if f.default is dataclasses.MISSING and f.name not in values
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+            and f.name not in values
         ]
         if unknown or missing:
             raise ValueError(f"record: expected the keys {names}; unknown {unknown}, missing {missing}")
@@ -170,7 +176,10 @@ class Record(Mapping):
         """The keys of the record's JSON object: every field, `cases` only where it is not
         "study" (so a sweep's lines, and their digests, are as before it was recorded)."""
         return tuple(
-            f.name for f in dataclasses.fields(self) if not (f.name == "cases" and self.cases == "study")
+            f.name
+            for f in dataclasses.fields(self)
+            if not (f.name == "cases" and self.cases == "study")
+            and not (f.name == "scored" and not self.scored)
         )
 
 
