@@ -157,7 +157,7 @@ def evaluate(
     if report["set"] == heldout.HELDOUT:
         public = plan.reference(task, workdir, lead=True, progress=False, which=heldout.PUBLIC)
         pub = _scores(t, s, cases, public[:2], grid, x, weights, f"{task}/{name} (public set)")
-        metrics.update({f"public_{m}": pub[m] for m in heldout.GAP_METRICS if m in pub})
+        metrics.update({f"public_{m}": pub[m] for m in heldout.PUBLIC_METRICS if m in pub})
     config_ids = grid.ids()
     records = [
         record_store.Record(

@@ -17,9 +17,13 @@ one; an honest sampler scores the same on both up to the reference's Monte Carlo
 gap of a metric m is the ratio `gap = m_heldout / m_public` of its case means. For an honest
 sampler it is a ratio of the same metric against two independent equal-budget references,
 exactly the two-ensemble ratio r_m of `validate.two_ensemble_ratios`, whose published target
-for a validated reference is r_m < 1.08 (PosteriorBench, Table 6): `GAP_THRESHOLD`. A gap
-above it on any of `GAP_METRICS` says the samples fit the public set better than the
-posterior it was drawn from allows, and is flagged.
+for a validated reference is r_m < 1.08 for every non-spectral metric (PosteriorBench,
+Table 6): `GAP_THRESHOLD`. A gap above it on any of `GAP_METRICS` (Mean, Std, MMD, SWD; the
+spectral error is recorded against both sets but not checked: no target is published for it,
+and its geometric mean over bins moves by far more between two honest references, e.g. 1.58
+for exact draws against 64-member references at 8 x 8) says the samples fit the public set
+better than an independent reference of the same construction allows, and is flagged. The
+threshold presumes a reference that passes that check; a smaller one can flag honest samples.
 
 Records say which set scored them (`tag`: the record's `scored["reference"]`). A workdir whose
 records were scored before the split (no tag: they were scored on what is now the public set)
@@ -40,8 +44,10 @@ from posteriorjax.reference import registry, store
 HELDOUT, PUBLIC, GIVEN = "heldout", "public", "given"
 SETS = (HELDOUT, PUBLIC)
 GAP_THRESHOLD = 1.08
-# PosteriorBench's posterior metrics (Table 2): the gap is checked on each
-GAP_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
+# PosteriorBench's posterior metrics (Table 2), scored against both sets
+PUBLIC_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
+# the gap is checked on the non-spectral ones (the published two-ensemble target's metrics)
+GAP_METRICS = ("mean_error", "std_error", "mmd", "swd")
 MIGRATION = "results.jsonl.pre-heldout"
 
 
