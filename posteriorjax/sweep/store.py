@@ -418,10 +418,14 @@ def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
     """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None
     (a single-file reference of an older workdir may lack `y_obs`).
 
-    The checksummed set (`reference.store.save_references`) when present, else a reference
-    in the single-file form older workdirs hold.
+    The held-out set the rows are scored on (`reference.heldout`) when present, else the
+    public checksummed set (`reference.store.save_references`), else a reference in the
+    single-file form older workdirs hold.
     """
     directory, legacy = reference_paths(workdir, task_name)
+    held = directory.with_name(f"{directory.name}.heldout")
+    if (held / artifact_store.MANIFEST).exists():
+        return artifact_store.load_references(held)[1]
     if (directory / artifact_store.MANIFEST).exists():
         return artifact_store.load_references(directory)[1]
     if legacy.exists():
