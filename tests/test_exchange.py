@@ -172,6 +172,10 @@ def test_bad_sample_files_are_clear_errors(study, tmp_path):
             readers.read_ensemble(tmp_path / label, ids, shape)
     fails("weights.npz", rf"weights of case '{TASK}_1': expected weights >= 0",
           **dict(zip(ids, x, strict=True)), **{f"w:{ids[1]}": -np.ones(N)})  # fmt: skip
+    fails("wshape.npz", r"weights: expected shape \(K=3, N\), got \(8,\)",
+          samples=x, case_ids=np.asarray(ids), weights=np.ones(N))  # fmt: skip
+    fails("wcase.npz", r"case id\(s\) \['darcy_0'\] are not cases",
+          **dict(zip(ids, x, strict=True)), **{"w:darcy_0": np.ones(N)})  # fmt: skip
     for dtype in ("int32", "bool"):
         fails(f"{dtype}.npz", f"expected floating-point fields, got dtype {dtype}",
               samples=x.astype(dtype), case_ids=np.asarray(ids))  # fmt: skip
