@@ -278,7 +278,7 @@ def test_resampling_the_public_reference_no_longer_wins_and_is_flagged(study):
     assert "⚠" in line and "Rule: ranked by the mean rank" in board
 
 
-def test_records_say_what_they_were_scored_on(study):
+def test_records_say_what_they_were_scored_on(study, tmp_path):
     r = study["records"]["exact"][0]
     assert r.scored["reference"]["set"] == "heldout" and r.scored["reference"]["method"] == "exact"
     h, hw, _ = study["plan"].reference(TASK, study["wd"], lead=True, progress=False)
@@ -294,11 +294,22 @@ def test_records_say_what_they_were_scored_on(study):
     assert rec.scored["samples"]["dtype"] == "float64"
     assert rec.scored["cases_file"]["case_ids"] == study["ids"]
     assert rec.scored["cases_file"]["sha256"] == exchange.score.digest(study["dir"] / "cases.npz")
-    assert rec.scored["reference"]["set"] == "given" and "public_mmd" not in rec.metrics
+    # this workdir's own export as a cases file: still the held-out set (the exported one never scores)
+    assert rec.scored["reference"] == r.scored["reference"] and "public_mmd" in rec.metrics
     line = next(x for x in (study["wd"] / "results.jsonl").read_text().splitlines() if '"f64"' in x)
     assert store.Record.from_dict(
         {k: v for k, v in json.loads(line).items() if k not in ("digest", "config_hash")}
     )
+    # cases from elsewhere (here: another reference beside the same cases) score on their own reference
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("cases", "truth", "reference"):
+        arrays = readers.read_arrays(study["dir"] / f"{name}.npz")
+        if name == "reference":
+            arrays["ref_samples"] = arrays["ref_samples"][:, ::-1] * 1.01
+        np.savez(other / f"{name}.npz", **arrays)
+    (rec,) = exchange.evaluate(study["wd"], TASK, path, name="f64_other", cases_file=other / "cases.npz")[:1]
+    assert rec.scored["reference"]["set"] == "given" and "public_mmd" not in rec.metrics
 
 
 def test_weighted_metrics_are_posteriorbenchs_to_1e6(x64):

@@ -114,7 +114,8 @@ def evaluate(
     records of (task, name), unless `replace`: then they are replaced in one atomic rewrite,
     the old file copied aside first, `results.jsonl.replaced`, `-<n>` when taken);
     `cases_file`: score on the cases of this file (export format or PosteriorBench rows) in
-    place of the study's (its own reference: the set is "given", no public score);
+    place of the study's, against its own reference (the set is "given", no public score),
+    except for this workdir's own export (`_own_export`), scored on the held-out set;
     `wall_time_s`: the sampler's time per case, as the caller measured it (recorded as is;
     0 = unknown). Writes the tables (`results.csv`, `summary.md`) and, with `figures`, the
     figures. Warns when the held-out / public gap exceeds `heldout.GAP_THRESHOLD`. Returns the
@@ -149,13 +150,14 @@ def evaluate(
         "dtype": ensemble.dtype, "weighted": ensemble.weights is not None,
     }  # fmt: skip
     x, weights = ensemble.samples, ensemble.weights
-    ref_samples, ref_weights, report = plan.reference(task, workdir, lead=True, progress=False)
+    scorer = plan if cases_file is None else _own_export(workdir, task, plan)
+    ref_samples, ref_weights, report = scorer.reference(task, workdir, lead=True, progress=False)
     scored["reference"] = heldout.tag(report["set"], ref_samples, ref_weights, report)
     grid = program.expand(len(ids), {}, (SEED,), {})
     metrics = _scores(t, s, cases, (ref_samples, ref_weights), grid, x, weights, f"{task}/{name}")
     metrics["ess"] = ensemble.ess()[grid.case]
     if report["set"] == heldout.HELDOUT:
-        public = plan.reference(task, workdir, lead=True, progress=False, which=heldout.PUBLIC)
+        public = scorer.reference(task, workdir, lead=True, progress=False, which=heldout.PUBLIC)
         pub = _scores(t, s, cases, public[:2], grid, x, weights, f"{task}/{name} (public set)")
         metrics.update({f"public_{m}": pub[m] for m in heldout.PUBLIC_METRICS if m in pub})
     config_ids = grid.ids()
@@ -198,6 +200,29 @@ def evaluate(
 
         _render_figures(workdir, progress=False)
     return records
+
+
+def _own_export(workdir: Path, task: str, given: Plan) -> Plan:
+    """The plan whose references score samples on a given cases file: the workdir's own study plan
+    when the file is this workdir's export (the study's case ids and observations, and the
+    public reference beside them), so its held-out set scores them as it scores the study's
+    cases and the exported reference never does; else `given` (the file's own reference)."""
+    config = study_config(workdir)
+    if task in config.get("cases_files", {}):
+        return given
+    directory = record_store.reference_paths(workdir, task)[0]
+    if not (directory / artifact_store.MANIFEST).exists():
+        return given  # no public set here: the file was not exported from this workdir
+    study = Plan.build(settings(config))
+    g = given.given[task]
+    public = artifact_store.load_references(directory)[1]
+    same = (
+        g.ids == study.case_ids(task)
+        and np.array_equal(np.asarray(g.cases.y_obs), np.asarray(study.cases(task).y_obs, np.float32))
+        and heldout.checksum(g.ref_samples, g.ref_weights)
+        == heldout.checksum(public["ref_samples"], public["ref_weights"])
+    )
+    return study if same else given
 
 
 REPLACED = "results.jsonl.replaced"
