@@ -348,8 +348,9 @@ def test_round_trip_equals_the_sweeps_exact_rows(study, tmp_path):
                 b.num_samples,
                 b.evaluation,
             )
-            # a file's records add the public-set scores and the ensemble's ESS
+            # a file's records add the public-set scores, the held-out halves' log ratios and the ESS
             extra = {"ess"} | {f"public_{m}" for m in heldout.PUBLIC_METRICS}
+            extra |= {f"split_{m}" for m in heldout.GAP_METRICS}
             assert set(b.metrics) == set(a.metrics) | extra
             for k, v in a.metrics.items():
                 np.testing.assert_allclose(b.metrics[k], v, rtol=2e-4, atol=1e-6, err_msg=f"{label}: {k}")

@@ -269,13 +269,29 @@ def test_resampling_the_public_reference_no_longer_wins_and_is_flagged(study):
     for m in ("mean_error", "mmd", "swd"):
         assert held_ch[m] >= 0.9 * held_ex[m], m  # no longer a win on the held-out set
     gap_ch, gap_ex = heldout.gaps(held_ch, public_ch), heldout.gaps(held_ex, public_ex)
-    assert set(heldout.flagged(gap_ch)) == set(heldout.GAP_METRICS) and min(gap_ch.values()) > 1.5
-    assert not heldout.flagged(gap_ex)  # exact draws: within the two-reference spread
-    with pytest.warns(UserWarning, match=r"held-out / public > 1.08\): .*mmd"):
+    limit_ch, limit_ex = heldout.record_threshold(ch), heldout.record_threshold(ex)
+    assert set(heldout.flagged(gap_ch, limit_ch)) == set(heldout.GAP_METRICS) and min(gap_ch.values()) > 1.5
+    assert not heldout.flagged(gap_ex, limit_ex)  # exact draws: within the two-reference spread
+    with pytest.warns(UserWarning, match=r"above the threshold\): .*mmd"):
         exchange.evaluate(study["wd"], TASK, study["wd"] / "cheat.npz", name="cheat", replace=True)
     board = leaderboard.table(store.read_records(study["wd"] / "results.jsonl"))
     line = next(x for x in board.splitlines() if "| cheat |" in x)
     assert "⚠" in line and "Rule: ranked by the mean rank" in board
+
+
+def test_the_gap_threshold_follows_the_spread_between_heldout_halves():
+    """max(1.08, exp(3 s / sqrt(K))), s = rms(log half ratios) / sqrt(2): known values."""
+    d = {m: [0.1, -0.1, 0.1] for m in heldout.GAP_METRICS}
+    np.testing.assert_allclose(heldout.threshold(d, 3)["mmd"], np.exp(3 * 0.1 / np.sqrt(2) / np.sqrt(3)))
+    assert heldout.threshold({m: [0.01, -0.01] for m in heldout.GAP_METRICS}, 2)["swd"] == 1.08
+    assert heldout.threshold({"mmd": [None, 0.1]}, 2)["mmd"] == 1.08  # a NaN half: the published target
+    assert heldout.flagged({"mmd": 1.2, "swd": 1.2}, {"mmd": 1.1, "swd": 1.3}) == {"mmd": 1.2}
+    samples, weights = np.arange(2 * 5).reshape(2, 5, 1, 1, 1), np.full((2, 5), 0.2)
+    (a, wa), (b, wb) = heldout.halves(samples, weights)
+    assert a[:, :, 0, 0, 0].tolist() == [[0, 2, 4], [5, 7, 9]] and b.shape[1] == 2
+    np.testing.assert_allclose(wa.sum(1), 1.0) and np.testing.assert_allclose(wb, 0.5)
+    with pytest.raises(ValueError, match="at least 4 reference members"):
+        heldout.halves(samples[:, :3], weights[:, :3])
 
 
 def test_records_say_what_they_were_scored_on(study, tmp_path):

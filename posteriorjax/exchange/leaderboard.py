@@ -9,7 +9,8 @@ PosteriorBench reports the five side by side and no single one decides. Rows sco
 public set (records written before the held-out split) are ranked apart, after every held-out
 row, and marked. Beside each row: the held-out / public gap (worst ratio over Mean, Std, MMD
 and SWD, `heldout.GAP_METRICS`, file
-rows only: sweep samplers never see the public set), flagged above `heldout.GAP_THRESHOLD`,
+rows only: sweep samplers never see the public set), flagged above its threshold
+(`heldout.record_threshold`),
 the Kish ESS (mean over cases; N for unweighted ensembles) and the number of invalid members
 (summed over cases).
 """
@@ -49,11 +50,13 @@ def rows(records: Sequence[Mapping]) -> list[dict]:
         scores = {m: _mean(recs, m) for m in heldout.PUBLIC_METRICS}
         public = {m: _mean(recs, f"public_{m}") for m in heldout.GAP_METRICS}
         gap = heldout.gaps(scores, public)
+        limit = heldout.record_threshold(recs)
+        high = heldout.flagged(gap, limit)
         ess = [r["metrics"].get("ess", r["num_samples"]) for r in recs]
         invalid = [r["metrics"].get("num_invalid") or 0 for r in recs]
         out.append({
             "task": task, "sampler": sampler, "hparams": dict(hp), "set": which, "scores": scores,
-            "gap": max(gap.values()) if gap else math.nan, "ess": float(np.mean(ess)),
+            "gap": max(gap.values()) if gap else math.nan, "flagged": bool(high), "ess": float(np.mean(ess)),
             "invalid": int(np.sum(invalid)), "cases": len(recs),
         })  # fmt: skip
     for task in {r["task"] for r in out}:
@@ -90,7 +93,7 @@ def table(records: Sequence[Mapping]) -> str:
         head = ["#", "Sampler", "Setting", "Set", *HEADERS.values(), "Mean rank", "Gap", "ESS", "Invalid"]
         lines = [f"### {task}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, r in enumerate((r for r in all_rows if r["task"] == task), 1):
-            flag = " ⚠" if math.isfinite(r["gap"]) and r["gap"] > heldout.GAP_THRESHOLD else ""
+            flag = " ⚠" if r["flagged"] else ""
             which = "public*" if r["set"] == heldout.PUBLIC else r["set"]
             setting = ", ".join(f"{k}={v:g}" for k, v in sorted(r["hparams"].items())) or "-"
             cells = [str(i), r["sampler"], setting, which, *(_fmt(r["scores"][m]) for m in HEADERS)]
@@ -100,8 +103,9 @@ def table(records: Sequence[Mapping]) -> str:
             "",
             f"Rule: {RULE}. Gap: worst held-out / public ratio of Mean, Std, MMD, SWD (samples from a "
             "file only); "
-            f"⚠ above {heldout.GAP_THRESHOLD}, the two-ensemble consistency target: the samples fit the "
-            "exported reference better than an independent reference of the same size allows. ESS: "
+            f"⚠ above {heldout.GAP_THRESHOLD} (the two-ensemble consistency target) or, when larger, "
+            "three standard errors of the spread between the held-out set's halves: the samples fit "
+            "the exported reference better than an independent reference of the same size allows. ESS: "
             "Kish effective sample size, mean over cases. Invalid: members outside the physics' "
             "domain, summed over cases.",
             "",

@@ -22,8 +22,17 @@ Table 6): `GAP_THRESHOLD`. A gap above it on any of `GAP_METRICS` (Mean, Std, MM
 spectral error is recorded against both sets but not checked: no target is published for it,
 and its geometric mean over bins moves by far more between two honest references, e.g. 1.58
 for exact draws against 64-member references at 8 x 8) says the samples fit the public set
-better than an independent reference of the same construction allows, and is flagged. The
-threshold presumes a reference that passes that check; a smaller one can flag honest samples.
+better than an independent reference of the same construction allows, and is flagged.
+
+That target presumes a reference large enough to pass the check; with a smaller one two honest
+references differ by more (exact draws against 16-member references move the SWD by 12 %).
+So the threshold also follows the Monte Carlo spread measured on the held-out set itself
+(`threshold`): the samples are scored against its two halves (even and odd members), whose
+per-case log ratios d_k = log(m_half1 / m_half2) are, for any sampler (it never saw either
+half), draws of the two-reference spread at size M/2. With s = sqrt(mean_k d_k^2) / sqrt(2)
+the spread of one case's log ratio at size M (Monte Carlo variance ~ 1/M) and K cases, the
+threshold is max(1.08, exp(3 s / sqrt(K))): three standard errors of the log ratio of case
+means.
 
 Records say which set scored them (`tag`: the record's `scored["reference"]`). A workdir whose
 records were scored before the split (no tag: they were scored on what is now the public set)
@@ -108,9 +117,58 @@ def gaps(heldout: Mapping[str, float], public: Mapping[str, float]) -> dict[str,
     return out
 
 
-def flagged(gap: Mapping[str, float], threshold: float = GAP_THRESHOLD) -> dict[str, float]:
-    """The metrics of `gaps` above `threshold` (the samples fit the public set better)."""
-    return {m: g for m, g in gap.items() if g > threshold}
+def halves(samples, weights) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The even and odd members of a reference `samples (K, M, ...)`, `weights (K, M)`, each
+    half's weights renormalized to sum to 1 per case (ValueError for M < 4 or a half of zero mass)."""
+    samples, weights = np.asarray(samples), np.asarray(weights, np.float64)
+    if samples.shape[1] < 4:
+        raise ValueError(f"samples: expected at least 4 reference members to split, got {samples.shape[1]}")
+    out = []
+    for start in (0, 1):
+        w = weights[:, start::2]
+        total = w.sum(axis=1, keepdims=True)
+        if np.any(total <= 0):
+            raise ValueError("weights: a half of the reference has zero weight for some case")
+        out.append((samples[:, start::2], (w / total).astype(np.float32)))
+    return out[0], out[1]
+
+
+def threshold(split: Mapping[str, Sequence[float]], num_cases: int) -> dict[str, float]:
+    """Per metric of `GAP_METRICS`, `max(GAP_THRESHOLD, exp(3 s / sqrt(K)))` (module doc) from the
+    per-case log ratios `split[m] (K,)` between the halves of the held-out set; `GAP_THRESHOLD`
+    where they are missing or not finite."""
+    out = {}
+    for m in GAP_METRICS:
+        d = np.asarray([np.nan if v is None else v for v in split.get(m, [])], np.float64)
+        if d.size == 0 or not np.all(np.isfinite(d)):
+            out[m] = GAP_THRESHOLD
+            continue
+        spread = float(np.sqrt(np.mean(d**2)) / np.sqrt(2.0))
+        out[m] = max(GAP_THRESHOLD, float(np.exp(3.0 * spread / np.sqrt(num_cases))))
+    return out
+
+
+def split_ratios(half_a: Mapping[str, np.ndarray], half_b: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`{metric: log(m_half_a / m_half_b)}` per case `(K,)` for the `GAP_METRICS` (NaN where not positive)."""
+    out = {}
+    for m in GAP_METRICS:
+        a, b = np.asarray(half_a[m], np.float64), np.asarray(half_b[m], np.float64)
+        ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+        out[m] = np.where(ok, np.log(np.where(ok, a, 1.0) / np.where(ok, b, 1.0)), np.nan)
+    return out
+
+
+def flagged(gap: Mapping[str, float], limit: Mapping[str, float] | float = GAP_THRESHOLD) -> dict[str, float]:
+    """The metrics of `gaps` above their threshold (`limit`: one value, or `threshold`'s per metric)."""
+    if not isinstance(limit, Mapping):
+        limit = dict.fromkeys(gap, float(limit))
+    return {m: g for m, g in gap.items() if g > limit.get(m, GAP_THRESHOLD)}
+
+
+def record_threshold(records: Sequence[Mapping]) -> dict[str, float]:
+    """`threshold` of a row's records (their `split_<metric>` values; `GAP_THRESHOLD` without them)."""
+    split = {m: [r["metrics"].get(f"split_{m}") for r in records] for m in GAP_METRICS}
+    return threshold(split, len(records))
 
 
 def check_migrated(workdir, task: str) -> None:
