@@ -171,7 +171,8 @@ def test_a_truncated_reference_is_set_aside_and_rebuilt(base, copy):
     path = _reference(copy) / "references.npz"
     path.write_bytes(path.read_bytes()[:100])
     messages = _rerun(copy)
-    assert any("references.npz" in m and "set aside as poisson_fixed.heldout.corrupt-0" in m for m in messages)
+    aside = "set aside as poisson_fixed.heldout.corrupt-0"
+    assert any("references.npz" in m and aside in m for m in messages)
     assert (copy / "references" / "poisson_fixed.heldout.corrupt-0" / "references.npz").exists()
     assert record_store.verify_workdir(copy) == []
     assert _metrics(copy) == _metrics(base)

@@ -115,8 +115,8 @@ def readme(task: Task, ids, ref_shape) -> dict:
         },  # fmt: skip
         "reference_set": "public: for tuning, plots and your own checks. Scores use a held-out "
         "reference of the same method and size (independent draws), never exported; a score much "
-        "better on this set than on the held-out one is flagged (held-out / public > "
-        f"{heldout.GAP_THRESHOLD})",
+        "better on this set than on the held-out one is flagged (held-out / public above "
+        f"{heldout.GAP_THRESHOLD}, or above the spread between the held-out set's halves if larger)",
         "dtype": "float32 (case_ids: strings)",
         "unknown": {
             "shape": list(task.unknown_shape),
