@@ -6,6 +6,8 @@ DIR is a sweep or export workdir (its config.json names the study). PATH: `.npz`
 `--name` (the sweep's records, metrics and calibration statistics), rewrites the tables and,
 with `--figures`, the figures; `python -m experiments.report --workdir=DIR` redraws everything.
 `--cases_file` scores on given cases (an exported cases file or a PosteriorBench DatasetDict).
+Scores are against the held-out reference (never exported), with the public set's beside them
+(`public_*`, a warning when they are much better); `--replace` replaces a label's records.
 """
 
 from pathlib import Path
@@ -20,6 +22,7 @@ _SAMPLES = flags.DEFINE_string("samples", None, "Samples file or PosteriorBench 
 _NAME = flags.DEFINE_string("name", "file", "Sampler label of the records.")
 _CASES = flags.DEFINE_string("cases_file", None, "Score on the cases of this file instead of the study's.")
 _WALL = flags.DEFINE_float("wall_time_s", 0.0, "The sampler's time per case, as measured (0 = unknown).")
+_REPLACE = flags.DEFINE_bool("replace", False, "Replace the records of --name (old file kept aside).")
 _FIGURES = flags.DEFINE_bool("figures", True, "Render the figures after scoring.")
 _PLUGINS = plugins.define_flag()
 
@@ -32,7 +35,7 @@ def main(argv):
     plugins.load(_PLUGINS.value)
     records = evaluate(
         _WORKDIR.value, _TASK.value, _SAMPLES.value, name=_NAME.value, cases_file=_CASES.value,
-        wall_time_s=_WALL.value, figures=_FIGURES.value, progress=True,
+        wall_time_s=_WALL.value, figures=_FIGURES.value, replace=_REPLACE.value, progress=True,
     )  # fmt: skip
     results = Path(_WORKDIR.value) / "results.jsonl"
     print(f"{len(records)} record(s) of {_NAME.value!r} on {_TASK.value!r} appended to {results}")

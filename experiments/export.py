@@ -13,6 +13,7 @@ from posteriorjax import cli, console, plugins
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (shared with the sweep and evaluate).")
+_H5 = flags.DEFINE_bool("h5", True, "Also write the .h5 files (needs h5py: the exchange extra).")
 _PLUGINS = plugins.define_flag()
 
 
@@ -22,7 +23,7 @@ def main(argv):
 
     console.setup_logging()
     plugins.load(_PLUGINS.value)
-    for task, directory in export(_CONFIG.value, _WORKDIR.value, progress=True).items():
+    for task, directory in export(_CONFIG.value, _WORKDIR.value, progress=True, h5=_H5.value).items():
         print(f"{task}: {directory}")
 
 

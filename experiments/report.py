@@ -9,7 +9,8 @@ DIR/figures/, and prints the table and the figure paths. Nothing is recomputed.
 (`posteriorjax.plugins`; the sweep's provenance.json names the ones it was run with).
 A workdir whose records, references or stored samples fail verification
 (`sweep.store.verify_workdir`: torn or edited lines, checksum mismatches) is refused with
-the list of what failed; `--repair` sets those aside and reruns the sweep of its
+the list of what failed; `--leaderboard` prints one table per task ranking every row
+(`posteriorjax.exchange.leaderboard`) instead; `--repair` sets those aside and reruns the sweep of its
 config.json, which recomputes exactly what failed, then reports.
 """
 
@@ -24,6 +25,9 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.j
 _PLUGINS = plugins.define_flag()
 _NOISE_WORKDIRS = flags.DEFINE_list(
     "noise_workdirs", [], "Workdirs of the same study at other noise levels (comma-separated)."
+)
+_LEADERBOARD = flags.DEFINE_bool(
+    "leaderboard", False, "Print one ranked table per task (posteriorjax.exchange.leaderboard) and stop."
 )
 _REPAIR = flags.DEFINE_bool(
     "repair", False, "Set aside what fails verification and recompute it (reruns the workdir's sweep)."
@@ -67,6 +71,12 @@ def main(argv):
             check_workdir(workdir, repair=_REPAIR.value)
         except ValueError as e:
             raise app.UsageError(str(e)) from e
+    if _LEADERBOARD.value:
+        from posteriorjax.exchange import leaderboard
+        from posteriorjax.sweep import store
+
+        print(leaderboard.table(store.read_records(Path(_WORKDIR.value) / "results.jsonl")))
+        return
     from posteriorjax.report import figures
 
     table, paths = figures.report(_WORKDIR.value, noise_workdirs=_NOISE_WORKDIRS.value)

@@ -145,7 +145,7 @@ def test_an_edited_metric_value_is_a_verification_error_and_repair_recomputes_it
 
 
 def _reference(workdir):
-    return workdir / "references" / "poisson_fixed"
+    return workdir / "references" / "poisson_fixed.heldout"  # the set the rows are scored on
 
 
 @pytest.mark.slow  # a tiny sweep and its rerun: ~20-40 s on a loaded 2-core CPU
@@ -157,7 +157,7 @@ def test_a_resaved_reference_with_altered_samples_is_refused_then_rebuilt(base, 
     with pytest.raises(ValueError, match="reference .*checksum mismatch"):
         check_workdir(copy)
     messages = _rerun(copy)
-    assert any("checksum mismatch" in m and "poisson_fixed.corrupt-0" in m for m in messages)
+    assert any("checksum mismatch" in m and "poisson_fixed.heldout.corrupt-0" in m for m in messages)
     np.testing.assert_array_equal(
         artifact_store.load_references(_reference(copy))[1]["ref_samples"],
         artifact_store.load_references(_reference(base))[1]["ref_samples"],
@@ -171,8 +171,9 @@ def test_a_truncated_reference_is_set_aside_and_rebuilt(base, copy):
     path = _reference(copy) / "references.npz"
     path.write_bytes(path.read_bytes()[:100])
     messages = _rerun(copy)
-    assert any("references.npz" in m and "set aside as poisson_fixed.corrupt-0" in m for m in messages)
-    assert (copy / "references" / "poisson_fixed.corrupt-0" / "references.npz").exists()
+    aside = "set aside as poisson_fixed.heldout.corrupt-0"
+    assert any("references.npz" in m and aside in m for m in messages)
+    assert (copy / "references" / "poisson_fixed.heldout.corrupt-0" / "references.npz").exists()
     assert record_store.verify_workdir(copy) == []
     assert _metrics(copy) == _metrics(base)
 

@@ -378,7 +378,7 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_lo
     for case in (0, 1):
         assert by[("smooth", case)]["alpha"] > by[("prior", case)]["alpha"] + 0.5
         assert by[("smooth", case)]["alpha_truth"] == by[("prior", case)]["alpha_truth"]
-    manifest, ref = artifact_store.load_references(tmp_path / "references" / "poisson_fixed")
+    manifest, ref = artifact_store.load_references(tmp_path / "references" / "poisson_fixed.heldout")
     assert ref["ref_samples"].shape == (2, 8, 1, RES, RES) and ref["ref_weights"].shape == (2, 8)
     assert ref["x_true"].shape == (2, 1, RES, RES) and ref["y_obs"].shape == (2, 6)
     assert manifest["method"] == "exact" and len(manifest["task_hash"]) == 16
@@ -453,10 +453,10 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
         "poisson_fixed_lowres",
         "darcy",
     }
-    assert methods == {
-        "poisson_fixed": ("exact", 8, 3e-4, "poisson_fixed"),
-        "poisson_fixed_lowres": ("exact", 8, 3e-4, "poisson_fixed_lowres"),
-        "darcy": ("rejection", 16, 1e-3, "darcy"),
+    assert methods == {  # the held-out sets the rows are scored on
+        "poisson_fixed": ("exact", 8, 3e-4, "poisson_fixed.heldout"),
+        "poisson_fixed_lowres": ("exact", 8, 3e-4, "poisson_fixed_lowres.heldout"),
+        "darcy": ("rejection", 16, 1e-3, "darcy.heldout"),
     }
     s = sweep.settings(config)
     assert s.references["darcy"] == {

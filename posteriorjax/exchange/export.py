@@ -8,16 +8,18 @@
     domain units); `task` and `task_hash`;
   * `truth.npz` / `truth.h5`: `case_ids`, `x_true (K, C, H, W)`, `u_true (K, C_u, H, W)` (a
     separate file, so an evaluation can be blind);
-  * `reference.npz` / `reference.h5`: `case_ids`, `ref_samples (K, M_ref, C, H, W)`,
-    `ref_weights (K, M_ref)` (each row sums to 1);
+  * `reference.npz` / `reference.h5`: the **public** reference (`reference.heldout`):
+    `case_ids`, `ref_samples (K, M_ref, C, H, W)`, `ref_weights (K, M_ref)` (each row sums to 1),
+    for tuning, plots and a user's own checks; the held-out reference the scores use (same
+    method and size, independent draws) is built beside it in the workdir and never exported;
   * `README.json`: shapes, dtypes, units, the physics' equation and sign convention, the grid
     and boundary convention, the operator, the noise, the normalization statistics, and how to
     hand samples back (`readers`).
 
-The cases are the sweep's own (`Plan.cases`, or the study's `cases_files`) and the reference
-is the sweep's cached one (`Plan.reference`, built on first use), so samples scored with
-`score.evaluate` are compared with the same cases and reference as the sweep's samplers.
-`.h5` needs h5py (the `exchange` extra); without it only the `.npz` files are written.
+The cases are the sweep's own (`Plan.cases`, or the study's `cases_files`); samples scored
+with `score.evaluate` are compared with the same cases and held-out reference as the sweep's
+samplers. `.h5` needs h5py (the `exchange` extra): without it `export` is an error naming the
+extra, unless `h5=False` asks for the `.npz` files only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from posteriorjax.grids import Grid
+from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.tasks.base import Task
 
@@ -110,6 +113,10 @@ def readme(task: Task, ids, ref_shape) -> dict:
             "truth": {"x_true": [k, *task.unknown_shape], "u_true": [k, *task.state_shape]},
             "reference": {"ref_samples": list(ref_shape), "ref_weights": list(ref_shape[:2])},
         },  # fmt: skip
+        "reference_set": "public: for tuning, plots and your own checks. Scores use a held-out "
+        "reference of the same method and size (independent draws), never exported; a score much "
+        "better on this set than on the held-out one is flagged (held-out / public above "
+        f"{heldout.GAP_THRESHOLD}, or above the spread between the held-out set's halves if larger)",
         "dtype": "float32 (case_ids: strings)",
         "unknown": {
             "shape": list(task.unknown_shape),
@@ -139,7 +146,8 @@ def readme(task: Task, ids, ref_shape) -> dict:
             "shape": ["N", *task.unknown_shape],
             "formats": ".npz/.h5: one array per case id, or samples [K, N, C, H, W] + case_ids [K]; "
             ".npy: [K, N, C, H, W] in case_ids order; .pt (torch): tensor or {case_id: tensor}; "
-            "PosteriorBench: <dir>/<case_id>/generated.h5 (one field dataset + uniform w)",
+            "PosteriorBench: <dir>/<case_id>/generated.h5 (one field dataset + optional weights w); "
+            "weights in .npz/.h5: weights [K, N] beside samples, or w:<case_id> [N]",
             "command": (
                 f"python -m experiments.evaluate --workdir=DIR --task={task.name} --samples=PATH --name=LABEL"
             ),
@@ -159,17 +167,17 @@ def _h5_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bool | None = None) -> dict:
-    """Write one task's export files (module doc) to `directory` atomically; returns {name: path}."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    if h5 is None:
-        try:
-            import h5py  # noqa: F401
+def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bool = True) -> dict:
+    """Write one task's export files (module doc) to `directory` atomically; returns {name: path}.
 
-            h5 = True
-        except ModuleNotFoundError:
-            h5 = False
+    `h5=False`: the `.npz` files only; `h5=True` needs h5py (ModuleNotFoundError naming the extra).
+    """
+    directory = Path(directory)
+    if h5:
+        from posteriorjax.exchange.readers import _h5py
+
+        _h5py("writing the .h5 export files (or pass h5=False / --h5=False for .npz only)")
+    directory.mkdir(parents=True, exist_ok=True)
     ids = np.asarray([str(i) for i in ids])
     mean, std = (np.asarray(v, np.float32) for v in task.field_stats)
     files = {
@@ -207,8 +215,11 @@ def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bo
     return out
 
 
-def export(config, workdir, *, progress: bool = False) -> dict[str, Path]:
+def export(config, workdir, *, progress: bool = False, h5: bool = True) -> dict[str, Path]:
     """Export every task of a sweep `config` to `workdir/exchange/<task>/`; returns {task: directory}.
+
+    Writes the public reference and builds the held-out one (`Plan.reference`, cached in the
+    workdir, never exported). `h5`: also write the `.h5` files (needs h5py; see `write`).
 
     `workdir` is prepared as the sweep prepares it (`store.prepare_workdir`: the same config
     resumes, another is refused), so a sweep, an export and `score.evaluate` share one workdir,
@@ -225,9 +236,20 @@ def export(config, workdir, *, progress: bool = False) -> dict[str, Path]:
     out, path = {}, workdir / "references.json"
     reports = json.loads(path.read_text()) if path.exists() else {}
     for name in s.tasks:
-        ref_samples, ref_weights, reports[name] = plan.reference(name, workdir, lead=True, progress=progress)
+        *_, reports[name] = plan.reference(name, workdir, lead=True, progress=progress)  # held-out
+        ref_samples, ref_weights, _ = plan.reference(
+            name, workdir, lead=True, progress=progress, which="public"
+        )
         directory = workdir / "exchange" / name
-        write(directory, plan.tasks[name], plan.case_ids(name), plan.cases(name), ref_samples, ref_weights)
+        write(
+            directory,
+            plan.tasks[name],
+            plan.case_ids(name),
+            plan.cases(name),
+            ref_samples,
+            ref_weights,
+            h5=h5,
+        )
         out[name] = directory
     artifact_store.atomic_write_json(path, reports)  # the tables' reference column, as the sweep's
     return out

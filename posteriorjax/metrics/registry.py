@@ -48,8 +48,9 @@ class Inputs:
 
     `raw`: the generated ensemble `(N, ...)` as sampled. `samples`, `reference`, `truth`: the
     ensemble, the reference posterior `(M, ...)` and the true unknown (or None) after the
-    task's evaluation transform. `weights`: reference weights `(M,)` or None (uniform). The
-    other fields are `suite.compute`'s options of the same names.
+    task's evaluation transform. `weights`: reference weights `(M,)` or None (uniform);
+    `sample_weights`: the generated members' weights `(N,)` (summing to 1) or None (uniform).
+    The other fields are `suite.compute`'s options of the same names.
     """
 
     raw: jax.Array
@@ -66,6 +67,7 @@ class Inputs:
     valid: Callable | None = None
     fallback: jax.Array | None = None
     levels: Any = calibration.DEFAULT_LEVELS
+    sample_weights: jax.Array | None = None
 
     def available(self) -> frozenset:
         """The `NEEDS` this case supplies."""
@@ -93,6 +95,7 @@ class Metric:
     better: str | None = "lower"
     target: float | None = None
     masked: bool = True
+    weighted: bool = False  # takes the generated members' weights (`Inputs.sample_weights`)
 
     def __post_init__(self):
         if not set(self.needs) <= set(NEEDS):
@@ -118,13 +121,14 @@ class Metric:
 
 def _swd(c: Inputs):
     return posterior.sliced_wasserstein(
-        c.samples, c.reference, c.weights, field_stats=c.field_stats, directions=c.directions
-    )
+        c.samples, c.reference, c.weights, weights=c.sample_weights, field_stats=c.field_stats,
+        directions=c.directions,
+    )  # fmt: skip
 
 
 def _dc_excluded(c: Inputs):
     if c.spectral_dc == "auto":
-        _, _, s_ref = posterior.spectral_errors(c.samples, c.reference, c.weights)
+        _, _, s_ref = posterior.spectral_errors(c.samples, c.reference, c.weights, weights=c.sample_weights)
         return posterior.dc_is_roundoff(s_ref).astype(jnp.int32)
     return jnp.asarray(not c.spectral_dc).astype(jnp.int32)
 
@@ -177,27 +181,44 @@ def _pooled(c: Inputs):
 METRICS_LIST: tuple[Metric, ...] = (
     _count("num_samples", lambda c: jnp.asarray(c.samples.shape[0]), "Samples"),
     _count("num_nonfinite", lambda c: checks.count_nonfinite(c.raw), "Non-finite"),
-    Metric("mean_error", lambda c: posterior.mean_error(c.samples, c.reference, c.weights), "Mean"),
+    Metric(
+        "mean_error",
+        lambda c: posterior.mean_error(c.samples, c.reference, c.weights, weights=c.sample_weights),
+        "Mean",
+        weighted=True,
+    ),
     Metric(
         "std_error",
-        lambda c: posterior.std_error(c.samples, c.reference, c.weights),
+        lambda c: posterior.std_error(c.samples, c.reference, c.weights, weights=c.sample_weights),
         "Std",
         min_samples=2,
         min_reference=2,
+        weighted=True,
     ),
-    Metric("mmd", lambda c: posterior.mmd(c.samples, c.reference, c.weights), "MMD"),
-    Metric("swd", _swd, "SWD", ndims=(2, 4)),
+    Metric(
+        "mmd",
+        lambda c: posterior.mmd(c.samples, c.reference, c.weights, weights=c.sample_weights),
+        "MMD",
+        weighted=True,
+    ),
+    Metric("swd", _swd, "SWD", ndims=(2, 4), weighted=True),
     Metric(
         "spectral_error",
-        lambda c: posterior.spectral_error(c.samples, c.reference, c.weights, include_dc=c.spectral_dc),
+        lambda c: posterior.spectral_error(
+            c.samples, c.reference, c.weights, weights=c.sample_weights, include_dc=c.spectral_dc
+        ),
         "Spectral",
         ndims=(4,),
+        weighted=True,
     ),
     Metric(
         "spectral_error_published",
-        lambda c: posterior.spectral_error(c.samples, c.reference, c.weights, include_dc=True),
+        lambda c: posterior.spectral_error(
+            c.samples, c.reference, c.weights, weights=c.sample_weights, include_dc=True
+        ),
         "Spectral (DC kept)",
         ndims=(4,),
+        weighted=True,
     ),
     _count("spectral_dc_excluded", _dc_excluded, "DC excluded", ndims=(4,)),
     Metric("rel_l2_mean", lambda c: posterior.mean_relative_l2(c.samples, c.truth), "RelL2(mean)", _TRUTH),
@@ -265,10 +286,17 @@ def applicable(inputs: Inputs) -> tuple[Metric, ...]:
 
 
 def compute(inputs: Inputs) -> dict:
-    """Every applicable metric of one case -> `{name: array}`; masked ones NaN if any member is non-finite."""
+    """Every applicable metric of one case -> `{name: array}`; masked ones NaN if any member is non-finite.
+
+    With `inputs.sample_weights` (a weighted ensemble), the `weighted` metrics use the weights
+    (PosteriorBench's weighted definitions) and every other masked metric, which has no
+    weighted form here (scores against the truth, coverage, the data misfit), is NaN.
+    """
     bad = checks.count_nonfinite(inputs.raw) > 0
     out = {}
     for m in applicable(inputs):
         value = m.fn(inputs)
+        if inputs.sample_weights is not None and m.masked and not m.weighted:
+            value = jnp.full_like(value, jnp.nan, dtype=jnp.result_type(value, float))  # no weighted form
         out[m.name] = jnp.where(bad, jnp.nan, value) if m.masked else value
     return out

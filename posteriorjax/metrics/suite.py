@@ -48,6 +48,7 @@ def _compute(
     valid=None,
     fallback=None,
     levels=calibration.DEFAULT_LEVELS,
+    sample_weights=None,
 ):
     """All applicable metrics of one case -> dict of JAX arrays (pure; jit/vmap-able).
 
@@ -75,6 +76,9 @@ def _compute(
       fallback: as in `diagnostics.observation_values` (with no valid member and
         no `fallback`, the forward model sees an invalid member).
       levels: nominal levels of the coverage curve.
+      sample_weights: weights `(N,)` of the generated members (summing to 1) or None (uniform):
+        the posterior metrics are then weighted as PosteriorBench weighs them, and the metrics
+        without a weighted form are NaN (`registry.compute`).
 
     Returns `{name: array}` for every entry of `registry.METRICS` that applies
     (`Metric.applies`: its needs, e.g. `truth` for `crps`, `forward`/`y_obs`/
@@ -105,6 +109,7 @@ def _compute(
         valid=valid,
         fallback=fallback,
         levels=levels,
+        sample_weights=sample_weights,
     )
     return registry.compute(inputs)
 

@@ -19,7 +19,7 @@ import equinox as eqx
 import jax
 from absl import logging as absl_logging
 
-from posteriorjax.reference import registry
+from posteriorjax.reference import heldout, registry
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import networks, program, statistics
 from posteriorjax.sweep.settings import SamplerEntry, Settings
@@ -131,15 +131,23 @@ class Plan:
             self.samplers[pair] = sampler
         return self.samplers[pair], self.grids[pair]
 
-    def reference(self, task_name: str, workdir: Path, *, lead: bool, progress: bool):
-        """(samples, weights, report) of a task's reference (`registry.load_or_build`, cached in
-        `workdir/references/<task>/`): process 0 builds it, the others then load it."""
+    def reference(self, task_name: str, workdir: Path, *, lead: bool, progress: bool, which: str = "heldout"):
+        """(samples, weights, report) of a task's reference set `which` (`reference.heldout`: the
+        held-out set every row is scored on, or the public set `exchange.export` writes), by
+        `registry.load_or_build`, cached in `workdir/references/<task>/` (public) and
+        `<task>.heldout/`: process 0 builds it, the others then load it. The held-out set is
+        refused while the workdir holds records scored before the split (`heldout.check_migrated`).
+        Given cases have one reference, the file's (`report["set"] == "given"`)."""
         if task_name in self.given:
             g = self.given[task_name]
-            return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source}
+            return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source, "set": heldout.GIVEN}
+        if which == heldout.HELDOUT:
+            heldout.check_migrated(workdir, task_name)
         s, task = self.settings, self.tasks[task_name]
         rc, cases = s.references[task_name], self.cases(task_name)
         plain = {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}
+        if which == heldout.HELDOUT:  # the public set keeps the identity every cache had before
+            plain["set"] = heldout.HELDOUT
         surrogate, spec = None, s.reference_networks.get(task_name)
         if spec is not None:  # trained (or loaded) on every process, like a sampler's network
             surrogate = self.reference_network(task_name, workdir, progress)
@@ -149,18 +157,20 @@ class Plan:
             )[1]
         identity = json.dumps(plain, sort_keys=True)
         directory, legacy = reference_paths(workdir, task_name)
+        directory = heldout.directory(directory, which)
+        legacy = legacy if which == heldout.PUBLIC else None
         build = dict(
             workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate
         )
-        key = statistics.stream_keys(s.seed)["reference"]
+        key = heldout.key(statistics.stream_keys(s.seed)["reference"], which)
         if lead:
             if progress:
-                absl_logging.info("[reference] %s: %s", task_name, rc["method"])
+                absl_logging.info("[reference] %s: %s (%s set)", task_name, rc["method"], which)
             out = registry.load_or_build(rc, task, cases, key, directory, **build, progress=progress)
-        sync(f"sweep-reference-{task_name}")
+        sync(f"sweep-reference-{task_name}-{which}")
         if not lead:
             out = registry.load_or_build(rc, task, cases, key, directory, **build)
-        return out
+        return (*out[:2], {**out[2], "set": which})
 
     def reference_network(self, task_name: str, workdir: Path, progress: bool):
         """The trained surrogate of a task's reference (`settings.reference_networks`)."""

@@ -148,20 +148,25 @@ def score_program(
     calibration_options: Mapping | CalibrationSettings | None = None,
     state_model=None,
 ) -> Callable:
-    """`score(data, case, samples (N, C, H, W)) -> metrics`: what `case_program` records of its samples.
+    """`score(data, case, samples (N, C, H, W), weights=None) -> metrics`: what `case_program`
+    records of its samples.
 
     Shared by the sweep and the file-in evaluator (`posteriorjax.exchange`), so samples scored
-    from a file get the very record a sampler run inside the sweep gets.
+    from a file get the very record a sampler run inside the sweep gets. `weights (N,)` (summing
+    to 1): a weighted ensemble; the posterior metrics use them (`suite.compute`'s
+    `sample_weights`) and every statistic without a weighted form (observation values,
+    calibration statistics, diagnostics) is NaN.
     """
     options = dict(metric_options or {})
     calib = CalibrationSettings.parse(calibration_options)
     keys = statistics.stream_keys(seed)
 
-    def score(data, case, samples):
+    def score(data, case, samples, weights=None):
         y_obs, truth = data["y_obs"][case], data["x_true"][case]
         ref_samples, ref_weights = data["ref_samples"][case], data["ref_weights"][case]
         kwargs = dict(evaluation_field=task.evaluation_field, field_stats=task.field_stats, **options)
-        out = suite.compute(samples, ref_samples, ref_weights, truth, **kwargs)
+        out = suite.compute(samples, ref_samples, ref_weights, truth, sample_weights=weights, **kwargs)
+        from_suite = set(out)  # weighted by the suite itself
         # metrics the ensemble sizes exclude (N = 1: std_error, crps_fair, coverage ...) as NaN,
         # never a silently dropped key (shapes are static: decided at trace time)
         small = suite.too_small(samples, ref_samples, ref_weights, truth, kwargs, set(out))
@@ -184,6 +189,9 @@ def score_program(
         )
         if diagnostics:
             out.update(statistics.diagnostic_values(task, samples, truth, diagnostics, state_model))
+        if weights is not None:  # statistics computed as if unweighted: no weighted form
+            nan = {k: jnp.full_like(v, jnp.nan, dtype=jnp.result_type(v, float)) for k, v in out.items()}
+            out = {k: out[k] if k in from_suite else nan[k] for k in out}
         return out
 
     return score

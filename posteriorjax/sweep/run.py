@@ -27,6 +27,7 @@ import numpy as np
 from absl import logging as absl_logging
 
 from posteriorjax import parallel
+from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import program, statistics
@@ -44,6 +45,7 @@ def run_pair(
     labels: Mapping[str, str] | None = None, mesh=None, metric_options: Mapping | None = None,
     diagnostics: Sequence[str] = (), progress: Callable | None = None, calibration_options=None,
     memory_limit_bytes: int | None = None, networks: Mapping | None = None,
+    scored: Mapping | None = None,
 ) -> list[record_store.Record]:  # fmt: skip
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
@@ -58,7 +60,9 @@ def run_pair(
     anything compiles (`program.check_inputs`); the program's own run-time checks come back
     as an output, raised here after each chunk (`program.raise_failure`, a ValueError naming
     the pair, the check and the offending value). `networks`: what the sampler's trained
-    networks are (`Plan.network_records`), carried by every record. Returns this call's records.
+    networks are (`Plan.network_records`), carried by every record; `scored`: what the records
+    were scored on (`Record.scored`: the reference set's `heldout.tag`). Returns this call's
+    records.
     """
     mesh = parallel.data_mesh() if mesh is None else mesh
     labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
@@ -95,6 +99,7 @@ def run_pair(
         rows, values = program.local_rows(metrics)
         fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
         fields["networks"] = dict(networks or {})
+        fields["scored"] = dict(scored or {})
         records = [
             _record(grid, ids, int(index[pos]), {k: v[j] for k, v in values.items()}, labels, task, fields)
             for j, pos in enumerate(rows)
@@ -115,6 +120,7 @@ def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) 
         num_samples=fields["num_samples"], metrics={k: record_store.jsonable(v) for k, v in metrics.items()},
         wall_time_s=fields["wall_time_s"], compile_time_s=fields["compile_time_s"],
         evaluation=task.evaluation_name, networks=fields["networks"],
+        scored=fields.get("scored", {}),
     )  # fmt: skip
 
 
@@ -175,8 +181,9 @@ def run(
         start = time.perf_counter()
         *reference, reports[task_name] = plan.reference(task_name, workdir, lead=lead, progress=progress)
         study.bar.add("reference", time.perf_counter() - start, of=len(s.tasks))
+        scored = {"reference": heldout.tag(reports[task_name]["set"], *reference, reports[task_name])}
         for entry in (e for e in s.samplers if task_name in e.tasks):
-            study.pair(task_name, entry, tuple(reference))
+            study.pair(task_name, entry, tuple(reference), scored)
     if not lead:
         return []
     artifact_store.atomic_write_json(workdir / "references.json", reports)
@@ -214,7 +221,7 @@ class _Study:
         lead = self.store is not None
         self.bar = _study_progress(self.plan, self.workdir, self.store, enabled=self.progress and lead)
 
-    def pair(self, task_name: str, entry: SamplerEntry, reference: tuple) -> None:
+    def pair(self, task_name: str, entry: SamplerEntry, reference: tuple, scored: Mapping | None = None):
         """Train or reuse the entry's networks, run the pair, assemble its records, store its samples."""
         s, plan, pair = self.plan.settings, self.plan, (task_name, entry.label)
         start = time.perf_counter()
@@ -232,7 +239,7 @@ class _Study:
             results=self.own, skip=skip, labels={"task": task_name, "sampler": entry.label}, mesh=self.mesh,
             diagnostics=s.diagnostics, progress=lambda done, _, c, r: self.bar.chunk(done, c, r),
             calibration_options=s.calibration, memory_limit_bytes=self.memory_limit_bytes,
-            networks=network_records,
+            networks=network_records, scored=scored,
         )  # fmt: skip
         sync(f"sweep-pair-{task_name}-{entry.label}")
         if self.store is None:

@@ -109,6 +109,9 @@ class Record(Mapping):
     `networks`: what the sampler's trained networks are, {builder option: {kind, network (its
     directory), parameters, num_parameters, training_steps, scores, floor}}
     (`sweep.networks.network_record`); empty for samplers without one and records before it.
+    `scored` says what the record was scored on: `reference` (`reference.heldout.tag`: the set,
+    its method and checksum) and, for samples from a file, `cases_file` and `samples` (path,
+    checksum, reader, dtype); empty (and not stored) for records written before it existed.
     """
 
     task: str
@@ -125,6 +128,7 @@ class Record(Mapping):
     evaluation: str = "identity"
     cases: str = "study"
     networks: dict = dataclasses.field(default_factory=dict)
+    scored: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -181,6 +185,7 @@ class Record(Mapping):
             for f in dataclasses.fields(self)
             if not (f.name == "cases" and self.cases == "study")
             and not (f.name == "networks" and not self.networks)
+            and not (f.name == "scored" and not self.scored)
         )
 
 
@@ -421,10 +426,14 @@ def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
     """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None
     (a single-file reference of an older workdir may lack `y_obs`).
 
-    The checksummed set (`reference.store.save_references`) when present, else a reference
-    in the single-file form older workdirs hold.
+    The held-out set the rows are scored on (`reference.heldout`) when present, else the
+    public checksummed set (`reference.store.save_references`), else a reference in the
+    single-file form older workdirs hold.
     """
     directory, legacy = reference_paths(workdir, task_name)
+    held = directory.with_name(f"{directory.name}.heldout")
+    if (held / artifact_store.MANIFEST).exists():
+        return artifact_store.load_references(held)[1]
     if (directory / artifact_store.MANIFEST).exists():
         return artifact_store.load_references(directory)[1]
     if legacy.exists():
