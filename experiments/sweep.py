@@ -12,10 +12,16 @@ and provenance.json records the list. `--memory_limit_bytes` caps the memory the
 compiled programs may need (`sweep.run`); a sweep over it stops before compute, naming
 `batch_size` and `num_samples`. `--dry_run` validates the config and prints (as JSON) what it
 would build per task: options, reference method, rule, settings, eps and surrogate spec, and the
-samplers (`sweep.dry_run`); nothing is computed and no workdir is needed.
+samplers (`sweep.dry_run`), and what it would cost (`sweep.sizing`): program and configuration
+counts, every network's parameter count (built abstractly), each program's FLOPs per sample and
+(`--dry_run_compile`, default on) XLA's per-device memory, the hours at each benchmarked device's
+matmul roofline, and per eps-rule reference "fills" / "will not fill (expected k of K)" from a pilot
+pool of `--dry_run_pilot` prior draws (on stderr as they finish, in the JSON's `sizing`). Nothing
+is trained or sampled and no workdir is needed.
 """
 
 import json
+import sys
 
 import jax
 from absl import app, flags
@@ -29,6 +35,15 @@ _PLUGINS = plugins.define_flag()
 _DRY_RUN = flags.DEFINE_bool(
     "dry_run", False, "Validate the config and print what it would build (JSON); compute nothing."
 )
+_DRY_RUN_COMPILE = flags.DEFINE_bool(
+    "dry_run_compile", True,
+    "With --dry_run: compile each (task, sampler) program on abstract inputs for XLA's memory and FLOP "
+    "estimates (once per distinct program; slow for published-scale networks on a CPU).",
+)  # fmt: skip
+_DRY_RUN_PILOT = flags.DEFINE_integer(
+    "dry_run_pilot", 2048, "With --dry_run: prior draws of the pilot pool that estimates whether each "
+    "eps-rule reference fills (0: no pilot).", lower_bound=0,
+)  # fmt: skip
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
 _MEMORY = flags.DEFINE_integer(
     "memory_limit_bytes", None,
@@ -43,7 +58,11 @@ def main(argv):
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)  # on every process, before anything is built
     if _DRY_RUN.value:
-        print(json.dumps(sweep.dry_run(_CONFIG.value), indent=1, default=str))
+        out = sweep.dry_run(
+            _CONFIG.value, compile=_DRY_RUN_COMPILE.value, pilot_draws=_DRY_RUN_PILOT.value,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )  # fmt: skip
+        print(json.dumps(out, indent=1, default=str))
         return
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required (except with --dry_run)")

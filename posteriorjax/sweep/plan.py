@@ -216,14 +216,18 @@ def validate(config) -> None:
     Plan.build(settings(config))
 
 
-def dry_run(config) -> dict:
-    """What a sweep config would build, resolved without any compute (no pool, training or sampling).
+def dry_run(config, *, compile: bool = True, pilot_draws: int = 2048, sizing: bool = True, log=None) -> dict:
+    """What a sweep config would build and cost, with no pool, training or sampling.
 
     Validates the config (`validate`: schema, tasks built, reference methods checked against their
     task), then resolves per task: its options, unknown shape and observation count; its reference
     (method, rule, the settings the method reads, the eps it would use for the eps-rule methods,
     and for a surrogate method the surrogate's kind and training-config hash); the sampler entries
-    that run on it. Returns `{"tasks": {name: {...}}, "num_cases", "num_samples", "training_scale"}`.
+    that run on it. Returns `{"tasks": {name: {...}}, "num_cases", "num_samples", "training_scale"}`
+    and, with `sizing`, `"sizing"` (`sizing.size`: program and configuration counts, the networks'
+    parameter counts, each program's FLOPs and, with `compile`, its XLA memory, the expected hours
+    per benchmarked device, and per eps-rule reference a fill verdict from a pilot pool of
+    `pilot_draws` prior draws); each task's entry then also has `"fill"`, that verdict.
     """
     from posteriorjax.sweep.settings import settings
 
@@ -247,9 +251,16 @@ def dry_run(config) -> dict:
             "reference": ref,
             "samplers": [entry.label for t, entry in s.pairs() if t == name],
         }
-    return {
+    result = {
         "tasks": out,
         "num_cases": s.num_cases,
         "num_samples": s.num_samples,
         "training_scale": s.training_scale,
     }
+    if sizing:
+        from posteriorjax.sweep import sizing as sizing_module
+
+        result["sizing"] = sizing_module.size(plan, compile=compile, pilot_draws=pilot_draws, log=log)
+        for name in out:
+            out[name]["fill"] = result["sizing"]["references"][name]["verdict"]
+    return result
