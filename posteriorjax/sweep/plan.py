@@ -131,15 +131,34 @@ class Plan:
             self.samplers[pair] = sampler
         return self.samplers[pair], self.grids[pair]
 
-    def reference(self, task_name: str, workdir: Path, *, lead: bool, progress: bool):
+    def reference(self, task_name: str, workdir: Path, *, lead: bool, progress: bool, validation: int = 0):
         """(samples, weights, report) of a task's reference (`registry.load_or_build`, cached in
-        `workdir/references/<task>/`): process 0 builds it, the others then load it."""
+        `workdir/references/<task>/`): process 0 builds it, the others then load it.
+
+        `validation` > 0: the reference of that many validation cases (`calibrate.validation_cases`,
+        disjoint from the test cases), cached in `workdir/calibration/references/<task>/`; its case
+        keys are the `"validation"` stream of the reference key, its pool the test reference's.
+        """
         if task_name in self.given:
+            if validation:
+                raise ValueError(
+                    f"config.cases_files.{task_name}: a task whose cases come from a file has no drawn "
+                    "validation cases to calibrate on"
+                )
             g = self.given[task_name]
             return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source}
         s, task = self.settings, self.tasks[task_name]
         rc, cases = s.references[task_name], self.cases(task_name)
         plain = {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}
+        key, pool_key = statistics.stream_keys(s.seed)["reference"], None
+        directory, legacy = reference_paths(workdir, task_name)
+        if validation:
+            from posteriorjax.sweep import calibrate
+
+            cases = calibrate.validation_cases(task, s.seed, validation)
+            plain.update(num_cases=validation, split="validation", start=calibrate.VALIDATION_START)
+            key, pool_key = registry.stream(key, "validation"), jax.random.split(key)[0]
+            directory, legacy = Path(workdir) / "calibration" / "references" / task_name, None
         surrogate, spec = None, s.reference_networks.get(task_name)
         if spec is not None:  # trained (or loaded) on every process, like a sampler's network
             surrogate = self._network(task_name, s.tasks[task_name], spec, workdir, progress)
@@ -148,16 +167,15 @@ class Plan:
                 task_name, options, spec, s.training_scale, s.training_steps
             )[1]
         identity = json.dumps(plain, sort_keys=True)
-        directory, legacy = reference_paths(workdir, task_name)
         build = dict(
-            workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate
-        )
-        key = statistics.stream_keys(s.seed)["reference"]
+            workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate,
+            pool_key=pool_key,
+        )  # fmt: skip
         if lead:
             if progress:
                 absl_logging.info("[reference] %s: %s", task_name, rc["method"])
             out = registry.load_or_build(rc, task, cases, key, directory, **build, progress=progress)
-        sync(f"sweep-reference-{task_name}")
+        sync(f"sweep-reference-{task_name}{'-validation' if validation else ''}")
         if not lead:
             out = registry.load_or_build(rc, task, cases, key, directory, **build)
         return out
@@ -216,7 +234,7 @@ def validate(config) -> None:
     Plan.build(settings(config))
 
 
-def dry_run(config, *, compile: bool = True, pilot_draws: int = 2048, sizing: bool = True, log=None) -> dict:
+def dry_run(config, *, sizing: bool = False, compile: bool = True, pilot_draws: int = 2048, log=None) -> dict:
     """What a sweep config would build and cost, with no pool, training or sampling.
 
     Validates the config (`validate`: schema, tasks built, reference methods checked against their

@@ -192,6 +192,10 @@ class _Study:
         s, plan, pair = self.plan.settings, self.plan, (task_name, entry.label)
         nets = plan.networks(task_name, entry, self.workdir, self.progress)
         sampler, grid = plan.pair(task_name, entry, nets)
+        if entry.calibrate is not None:  # the hyperparameter chosen on validation cases first
+            from posteriorjax.sweep import calibrate
+
+            grid = plan.grids[pair] = calibrate.stage(self, task_name, entry, sampler)
         multi = jax.process_count() > 1
         skip = record_store.done_everywhere(self.workdir, pair) if multi else self.store.done(pair)
         self.bar.start_pair(f"{task_name} / {entry.label}", len(set(grid.ids()) - skip), grid.size)
