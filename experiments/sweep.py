@@ -35,6 +35,10 @@ _PLUGINS = plugins.define_flag()
 _DRY_RUN = flags.DEFINE_bool(
     "dry_run", False, "Validate the config and print what it would build (JSON); compute nothing."
 )
+_DRY_RUN_SIZING = flags.DEFINE_bool(
+    "dry_run_sizing", True, "With --dry_run: also size the study (`sweep.sizing`: counts, networks, "
+    "FLOPs, memory, hours, reference fill).",
+)  # fmt: skip
 _DRY_RUN_COMPILE = flags.DEFINE_bool(
     "dry_run_compile", True,
     "With --dry_run: compile each (task, sampler) program on abstract inputs for XLA's memory and FLOP "
@@ -59,7 +63,8 @@ def main(argv):
     plugins.load(_PLUGINS.value)  # on every process, before anything is built
     if _DRY_RUN.value:
         out = sweep.dry_run(
-            _CONFIG.value, compile=_DRY_RUN_COMPILE.value, pilot_draws=_DRY_RUN_PILOT.value,
+            _CONFIG.value, sizing=_DRY_RUN_SIZING.value, compile=_DRY_RUN_COMPILE.value,
+            pilot_draws=_DRY_RUN_PILOT.value,
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
         print(json.dumps(out, indent=1, default=str))

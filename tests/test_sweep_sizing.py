@@ -155,10 +155,28 @@ def test_pilot_fill_predicts_the_extremes_and_the_acceptance_rate():
 
 
 def test_dry_run_keeps_its_keys_and_adds_the_sizing():
-    out = sweep.dry_run(_config(), compile=False, pilot_draws=16)
+    out = sweep.dry_run(_config(), sizing=True, compile=False, pilot_draws=16)
     assert {"tasks", "num_cases", "num_samples", "training_scale", "sizing"} <= set(out)
     sz = out["sizing"]
     assert sz["counts"]["configurations"] == 18 and sz["networks"] == {}
     assert all(p["flops_per_sample"] > 0 and "memory_bytes" not in p for p in sz["programs"].values())
     assert set(sz["hours"]) == set(sz["throughputs"])
     assert out["tasks"]["poisson_fixed"]["fill"].startswith("not an eps rule (exact)")
+
+
+def test_sweep_dry_run_flag_prints_the_sizing():
+    """The entry point in its own process (absl flags are process-global)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    flags = ["--dry_run", "--dry_run_compile=false", "--dry_run_pilot=16"]
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.sweep", f"--config={root / 'configs' / 'sweep_tiny.py'}", *flags],
+        capture_output=True, text=True, cwd=root, timeout=600, check=True,
+    )  # fmt: skip
+    plan = json.loads(out.stdout)
+    assert plan["sizing"]["counts"]["programs"] == 4 and plan["sizing"]["counts"]["configurations"] == 20
+    assert "[reference] poisson_fixed: exact: not an eps rule" in out.stderr
