@@ -122,3 +122,15 @@ def test_a_hyperparameter_the_sampler_lacks_is_named(tmp_path):
     section = {"hparam": "mixing", "grid": (1.0, 2.0), "num_cases": 1}
     with pytest.raises(ValueError, match=r"calibrate.hparam: sampler 'esmda' has no numeric hyperparameter"):
         sweep.run(_config(section, figures=False), tmp_path, progress=False)
+
+
+def test_main_table_calibrates_guided_samplers_below_the_published_scale_only():
+    from configs import main_table
+
+    for arg, factors in (("tiny", (0.25, 1.0, 4.0)), ("medium", (0.1, 0.3, 1.0, 3.0, 10.0))):
+        entries = {e.label: e.calibrate for e in settings(main_table.get_config(arg)).samplers}
+        assert {k for k, v in entries.items() if v is not None} == set(main_table.CALIBRATED)
+        assert entries["ddis"].hparam == "step_size" and entries["fundps"].hparam == "guidance"
+        assert entries["fundps"].grid == factors and entries["fundps"].relative
+    full = settings(main_table.get_config("")).samplers
+    assert all(e.calibrate is None for e in full)  # the published values, as published

@@ -163,6 +163,11 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
     if jax.process_count() > 1:
         raise NotImplementedError(f"{where}: a calibration stage runs on one process")
     default = float(sampler.defaults[cal.hparam])
+    if cal.relative and default == 0:
+        raise ValueError(
+            f"{where}.relative: the grid multiplies the sampler's default {cal.hparam} = 0 on task "
+            f"{task_name!r}; give absolute values (relative=False)"
+        )
     grid_values = values(cal, default)
     task = plan.tasks[task_name]
     samples, weights, report = plan.reference(
