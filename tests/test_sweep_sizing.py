@@ -137,8 +137,10 @@ def test_pilot_fill_predicts_the_extremes_and_the_acceptance_rate():
     assert wide["fills"] and wide["verdict"] == "fills"
     assert [c["pilot_rate"] for c in wide["cases"]] == [1.0, 1.0] and wide["worst_expected"] == 10_000
     narrow = sizing.pilot_fill(task, _eps_section(1e-12), y, key, 64)  # none is
-    assert not narrow["fills"] and narrow["verdict"].startswith("will not fill (expected < ")
+    assert not narrow["fills"] and narrow["verdict"].startswith("will not fill (expected ")
+    assert "by a tail fit below 469" in narrow["verdict"]  # the rule-of-three bound 3 x 10,000 / 64
     assert narrow["cases"][0]["expected_below"] == pytest.approx(3 * 10_000 / 64)
+    assert narrow["cases"][0]["expected_from"] == "tail fit" and narrow["worst_expected"] < 1e-3
     # in between: the rate is the pilot's fraction of MAE <= eps, expected = rate x pool size
     from posteriorjax.reference import pool
 
@@ -149,9 +151,21 @@ def test_pilot_fill_predicts_the_extremes_and_the_acceptance_rate():
     mid = sizing.pilot_fill(task, _eps_section(eps, num_samples=9000), y, key, 64)
     assert mid["cases"][0]["pilot_rate"] == 0.5
     assert mid["cases"][0]["expected"] == pytest.approx(5000)
-    assert mid["verdict"] == f"will not fill (expected {mid['worst_expected']:.3g} of 9000)"
+    worst = mid["worst_case"]
+    assert mid["verdict"] == f"will not fill (expected {mid['worst_expected']:.3g} of 9000; case {worst})"
+    assert mid["worst_expected"] <= 5000
     # the eps a pool of 10,000 needs for K = 9000 is the 0.9 quantile of the pilot MAEs
     assert mid["cases"][0]["eps_needed"] == pytest.approx(np.quantile(mae[:, 0], 0.9))
+
+
+def test_tail_fit_recovers_a_power_law_cdf():
+    """MAEs with F(m) = (m / 2)^3 on [0, 2]: the fit's exponent is 3 and it extrapolates F far
+    below the fitted tail."""
+    u = np.random.default_rng(0).uniform(size=200_000)
+    a, b = sizing.tail_fit(2.0 * u ** (1 / 3))
+    assert b == pytest.approx(3.0, rel=0.1)
+    # 2.7 decades below the fitted tail: an order-of-magnitude estimate (within a factor 3)
+    assert abs(a + b * np.log(1e-3) - 3 * np.log(1e-3 / 2)) < np.log(3)
 
 
 def test_dry_run_keeps_its_keys_and_adds_the_sizing():

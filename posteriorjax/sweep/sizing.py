@@ -386,6 +386,24 @@ def hours(total_flops: float, rates: Mapping[str, dict], devices: int = 1) -> di
 # Pilot pool: can an eps-rule reference fill?
 
 
+def tail_fit(mae) -> tuple[float, float]:
+    """(a, b) of log F(m) = a + b log m fitted to the lower tail of the empirical CDF of `mae (n,)`.
+
+    F(m_(i)) = i / n at the i-th smallest value, least squares over the smallest
+    J = max(10, n // 50) positive values. Near 0 the fraction of a prior pool within distance m of
+    an observation falls as a power of m (b is an effective dimension), which this extrapolates
+    below the pilot's smallest value.
+    """
+    m = np.sort(np.asarray(mae, np.float64))
+    m = m[m > 0]
+    n = len(np.asarray(mae))
+    j = min(max(10, n // 50), len(m))
+    if j < 3:
+        raise ValueError(f"mae: expected at least 3 positive values to fit a tail, got {len(m)}")
+    b, a = np.polyfit(np.log(m[:j]), np.log(np.arange(1, j + 1) / n), 1)
+    return float(a), float(b)
+
+
 def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
     """Whether the eps rule of section `rc` keeps K members per case, from a pilot pool.
 
@@ -393,12 +411,15 @@ def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
     through the forward model (`pool.draw_candidates`, noise-free observations); per case the
     pilot acceptance rate p = #{MAE <= eps} / n (MAE as `rejection.mean_absolute_error`) gives
     the expected count p x N in the configured pool of N candidates (chunks rounded up as
-    `registry` builds it), against K (`eps_k1000`: 1000). With no pilot candidate under eps
-    the count is reported as below 3 N / n (the 95 % rule-of-three bound). `eps_needed`: the
-    K / N quantile of the pilot MAEs, the eps a pool of N would have to accept to keep K
-    (what `eps_k1000` widens to); when K / N < 1 / n it is below the smallest pilot MAE
-    (`eps_needed_bound` = "upper"). Verdict "fills" when every case's expected count reaches K,
-    else "will not fill (expected k of K)" with the worst case's k.
+    `registry` builds it), against K (`eps_k1000`: 1000). A case with no pilot candidate under
+    eps has p < 3 / n (95 %, rule of three), so its count is below 3 N / n; its estimate is then
+    extrapolated from the lower tail of the pilot's MAE distribution (`tail_fit`, labelled
+    ``"tail fit"``). `eps_needed`: the K / N quantile of the MAEs, the eps a pool of N must accept
+    to keep K (what `eps_k1000` widens to): the pilot's quantile when K / N >= 1 / n, else the tail
+    fit's. Verdict: "fills" when every case's expected count reaches K; "will not fill (expected k
+    of K)" with the worst case's k when one does not (from its pilot rate, or from the tail fit
+    when even the rule-of-three bound is below K, or the fit's estimate is); the worst case is
+    named.
     """
     from posteriorjax.reference import pool, rejection
 
@@ -416,32 +437,32 @@ def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
     y_pool = np.concatenate(ys)[: int(num_draws) * (4 if augment else 1)]
     n = y_pool.shape[0]
     mae = rejection.mean_absolute_error(y_pool[:, None, :], np.asarray(y_obs, np.float64))  # (n, K)
-    rate = np.mean(mae <= eps, axis=0)
-    expected = rate * size
-    bound = 3.0 * size / n
-    q = need / size
+    bound, q = 3.0 * size / n, need / size
     cases = []
     for c in range(mae.shape[1]):
-        sorted_c = np.sort(mae[:, c])
-        if q * n >= 1:
-            needed, kind = float(np.quantile(sorted_c, q)), "estimate"
+        rate = float(np.mean(mae[:, c] <= eps))
+        a, b = tail_fit(mae[:, c])
+        if rate > 0:
+            expected, source = rate * size, "pilot rate"
         else:
-            needed, kind = float(sorted_c[0]), "upper"
+            expected, source = min(math.exp(a + b * math.log(eps)), 3.0 / n) * size, "tail fit"
+        if q * n >= 1:
+            needed, needed_from = float(np.quantile(mae[:, c], q)), "pilot quantile"
+        else:
+            needed, needed_from = math.exp((math.log(q) - a) / b), "tail fit"
         cases.append({
-            "pilot_rate": float(rate[c]),
-            "expected": float(expected[c]) if rate[c] > 0 else None,
-            "expected_below": None if rate[c] > 0 else bound,
-            "eps_needed": needed,
-            "eps_needed_bound": kind,
+            "pilot_rate": rate, "expected": expected, "expected_from": source,
+            "expected_below": None if rate > 0 else bound, "eps_needed": needed,
+            "eps_needed_from": needed_from, "tail_exponent": b,
         })  # fmt: skip
-    worst = float(np.min(expected))
-    fills = bool(np.all(expected >= need))
+    worst = min(range(len(cases)), key=lambda c: cases[c]["expected"])
+    k = cases[worst]["expected"]
+    fills = all(c["expected"] >= need for c in cases)
     if fills:
         verdict = "fills"
-    elif worst > 0:
-        verdict = f"will not fill (expected {worst:.3g} of {need})"
     else:
-        verdict = f"will not fill (expected < {bound:.3g} of {need}: no pilot candidate under eps)"
+        how = "" if cases[worst]["expected_from"] == "pilot rate" else f", by a tail fit below {bound:.3g}"
+        verdict = f"will not fill (expected {k:.3g} of {need}{how}; case {worst})"
     return {
         "verdict": verdict,
         "fills": fills,
@@ -449,7 +470,8 @@ def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
         "K": need,
         "pool_size": size,
         "pilot_candidates": int(n),
-        "worst_expected": worst,
+        "worst_expected": k,
+        "worst_case": worst,
         "cases": cases,
         "widened": method == "eps_k1000",
     }
