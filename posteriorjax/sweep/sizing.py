@@ -418,8 +418,8 @@ def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
     to keep K (what `eps_k1000` widens to): the pilot's quantile when K / N >= 1 / n, else the tail
     fit's. Verdict: "fills" when every case's expected count reaches K; "will not fill (expected k
     of K)" with the worst case's k when one does not (from its pilot rate, or from the tail fit
-    when even the rule-of-three bound is below K, or the fit's estimate is); the worst case is
-    named.
+    when even the rule-of-three bound is below K, or the fit's estimate is), naming the worst
+    case and how many cases fall short.
     """
     from posteriorjax.reference import pool, rejection
 
@@ -462,7 +462,9 @@ def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
         verdict = "fills"
     else:
         how = "" if cases[worst]["expected_from"] == "pilot rate" else f", by a tail fit below {bound:.3g}"
-        verdict = f"will not fill (expected {k:.3g} of {need}{how}; case {worst})"
+        short = sum(c["expected"] < need for c in cases)
+        where = f"case {worst}; {short} of {len(cases)} cases short"
+        verdict = f"will not fill (expected {k:.3g} of {need}{how}; {where})"
     return {
         "verdict": verdict,
         "fills": fills,
