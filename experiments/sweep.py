@@ -28,6 +28,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from posteriorjax import console, parallel, plugins, sweep
+from posteriorjax.sweep.settings import settings
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
@@ -40,9 +41,10 @@ _DRY_RUN_SIZING = flags.DEFINE_bool(
     "FLOPs, memory, hours, reference fill).",
 )  # fmt: skip
 _DRY_RUN_COMPILE = flags.DEFINE_bool(
-    "dry_run_compile", True,
+    "dry_run_compile", None,
     "With --dry_run: compile each (task, sampler) program on abstract inputs for XLA's memory and FLOP "
-    "estimates (once per distinct program; slow for published-scale networks on a CPU).",
+    "estimates (once per distinct program). Default: yes, except for networks at the full training "
+    "scale on a CPU backend (a published-scale program takes about 7 minutes to compile on a 2-core CPU).",
 )  # fmt: skip
 _DRY_RUN_PILOT = flags.DEFINE_integer(
     "dry_run_pilot", 2048, "With --dry_run: prior draws of the pilot pool that estimates whether each "
@@ -62,8 +64,15 @@ def main(argv):
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)  # on every process, before anything is built
     if _DRY_RUN.value:
+        compile_ = _DRY_RUN_COMPILE.value
+        if compile_ is None:
+            scale = settings(_CONFIG.value).training_scale
+            compile_ = not (jax.default_backend() == "cpu" and scale == "full")
+            if not compile_ and _DRY_RUN_SIZING.value:
+                print("[size] full-scale networks on a CPU: programs traced, not compiled (no XLA memory); "
+                      "--dry_run_compile=true compiles them", file=sys.stderr, flush=True)  # fmt: skip
         out = sweep.dry_run(
-            _CONFIG.value, sizing=_DRY_RUN_SIZING.value, compile=_DRY_RUN_COMPILE.value,
+            _CONFIG.value, sizing=_DRY_RUN_SIZING.value, compile=compile_,
             pilot_draws=_DRY_RUN_PILOT.value,
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
