@@ -12,12 +12,17 @@ and provenance.json records the list. `--memory_limit_bytes` caps the memory the
 compiled programs may need (`sweep.run`); a sweep over it stops before compute, naming
 `batch_size` and `num_samples`. `--dry_run` validates the config and prints (as JSON) what it
 would build per task: options, reference method, rule, settings, eps and surrogate spec, and the
-samplers (`sweep.dry_run`); nothing is computed and no workdir is needed. `--stage=networks`
-trains (or resumes) every network the study needs and stops: the long part of a learned study,
-run first and interruptible.
+samplers (`sweep.dry_run`), and what it would cost (`sweep.sizing`): program and configuration
+counts, every network's parameter count (built abstractly), each program's FLOPs per sample and
+(`--dry_run_compile`, default on) XLA's per-device memory, the hours at each benchmarked device's
+matmul roofline, and per eps-rule reference "fills" / "will not fill (expected k of K)" from a pilot
+pool of `--dry_run_pilot` prior draws (on stderr as they finish, in the JSON's `sizing`). Nothing
+is trained or sampled and no workdir is needed. `--stage=networks` trains (or resumes) every
+network the study needs and stops: the long part of a learned study, run first and interruptible.
 """
 
 import json
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -34,6 +39,20 @@ _STAGE = flags.DEFINE_enum(  # `sweep.STAGES`, spelled out: the sweep (and JAX) 
     "stage", "all", ["all", "networks"],
     "all: the whole study; networks: train (or resume) every network the study needs, then stop.",
 )  # fmt: skip
+_DRY_RUN_SIZING = flags.DEFINE_bool(
+    "dry_run_sizing", True, "With --dry_run: also size the study (`sweep.sizing`: counts, networks, "
+    "FLOPs, memory, hours, reference fill).",
+)  # fmt: skip
+_DRY_RUN_COMPILE = flags.DEFINE_bool(
+    "dry_run_compile", None,
+    "With --dry_run: compile each (task, sampler) program on abstract inputs for XLA's memory and FLOP "
+    "estimates (once per distinct program). Default: yes, except for networks at the full training "
+    "scale on a CPU backend (a published-scale program takes about 7 minutes to compile on a 2-core CPU).",
+)  # fmt: skip
+_DRY_RUN_PILOT = flags.DEFINE_integer(
+    "dry_run_pilot", 2048, "With --dry_run: prior draws of the pilot pool that estimates whether each "
+    "eps-rule reference fills (0: no pilot).", lower_bound=0,
+)  # fmt: skip
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
 _MEMORY = flags.DEFINE_integer(
     "memory_limit_bytes", None,
@@ -48,11 +67,24 @@ def main(argv):
     import jax
 
     from posteriorjax import sweep
+    from posteriorjax.sweep.settings import settings
 
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)  # on every process, before anything is built
     if _DRY_RUN.value:
-        print(json.dumps(sweep.dry_run(_CONFIG.value), indent=1, default=str))
+        compile_ = _DRY_RUN_COMPILE.value
+        if compile_ is None:
+            scale = settings(_CONFIG.value).training_scale
+            compile_ = not (jax.default_backend() == "cpu" and scale == "full")
+            if not compile_ and _DRY_RUN_SIZING.value:
+                print("[size] full-scale networks on a CPU: programs traced, not compiled (no XLA memory); "
+                      "--dry_run_compile=true compiles them", file=sys.stderr, flush=True)  # fmt: skip
+        out = sweep.dry_run(
+            _CONFIG.value, sizing=_DRY_RUN_SIZING.value, compile=compile_,
+            pilot_draws=_DRY_RUN_PILOT.value,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )  # fmt: skip
+        print(json.dumps(out, indent=1, default=str))
         return
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required (except with --dry_run)")

@@ -208,7 +208,7 @@ def test_sweep_dry_run_flag_prints_the_plan_without_a_workdir():
 
     config = f"--config={CONFIG_DIR / 'main_table.py'}:tiny"
     out = subprocess.run(
-        [sys.executable, "-m", "experiments.sweep", config, "--dry_run"],
+        [sys.executable, "-m", "experiments.sweep", config, "--dry_run", "--dry_run_sizing=false"],
         capture_output=True, text=True, cwd=CONFIG_DIR.parent, timeout=600, check=True,
     )  # fmt: skip
     plan = json.loads(out.stdout)

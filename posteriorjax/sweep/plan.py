@@ -131,23 +131,51 @@ class Plan:
             self.samplers[pair] = sampler
         return self.samplers[pair], self.grids[pair]
 
-    def reference(self, task_name: str, workdir: Path, *, lead: bool, progress: bool, which: str = "heldout"):
+    def reference(
+        self, task_name: str, workdir: Path, *, lead: bool, progress: bool, which: str = "heldout",
+        validation: int = 0,
+    ):  # fmt: skip
         """(samples, weights, report) of a task's reference set `which` (`reference.heldout`: the
         held-out set every row is scored on, or the public set `exchange.export` writes), by
         `registry.load_or_build`, cached in `workdir/references/<task>/` (public) and
         `<task>.heldout/`: process 0 builds it, the others then load it. The held-out set is
         refused while the workdir holds records scored before the split (`heldout.check_migrated`).
-        Given cases have one reference, the file's (`report["set"] == "given"`)."""
+        Given cases have one reference, the file's (`report["set"] == "given"`).
+
+        `validation` > 0: the reference of that many validation cases (`calibrate.validation_cases`,
+        disjoint from the test cases; `which` does not apply), cached in
+        `workdir/calibration/references/<task>/`; its case keys are the `"validation"` stream of
+        the reference key, its pool the public reference's.
+        """
         if task_name in self.given:
+            if validation:
+                raise ValueError(
+                    f"config.cases_files.{task_name}: a task whose cases come from a file has no drawn "
+                    "validation cases to calibrate on"
+                )
             g = self.given[task_name]
             return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source, "set": heldout.GIVEN}
-        if which == heldout.HELDOUT:
+        if which == heldout.HELDOUT and not validation:
             heldout.check_migrated(workdir, task_name)
         s, task = self.settings, self.tasks[task_name]
         rc, cases = s.references[task_name], self.cases(task_name)
         plain = {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}
-        if which == heldout.HELDOUT:  # the public set keeps the identity every cache had before
-            plain["set"] = heldout.HELDOUT
+        root, pool_key = statistics.stream_keys(s.seed)["reference"], None
+        directory, legacy = reference_paths(workdir, task_name)
+        if validation:
+            from posteriorjax.sweep import calibrate
+
+            which = "validation"
+            cases = calibrate.validation_cases(task, s.seed, validation)
+            plain.update(num_cases=validation, split="validation", start=calibrate.VALIDATION_START)
+            key, pool_key = registry.stream(root, "validation"), jax.random.split(root)[0]
+            directory, legacy = Path(workdir) / "calibration" / "references" / task_name, None
+        else:
+            if which == heldout.HELDOUT:  # the public set keeps the identity every cache had before
+                plain["set"] = heldout.HELDOUT
+            key = heldout.key(root, which)
+            directory = heldout.directory(directory, which)
+            legacy = legacy if which == heldout.PUBLIC else None
         surrogate, spec = None, s.reference_networks.get(task_name)
         if spec is not None:  # trained (or loaded) on every process, like a sampler's network
             surrogate = self.reference_network(task_name, workdir, progress)
@@ -156,13 +184,10 @@ class Plan:
                 task_name, options, spec, s.training_scale, s.training_steps
             )[1]
         identity = json.dumps(plain, sort_keys=True)
-        directory, legacy = reference_paths(workdir, task_name)
-        directory = heldout.directory(directory, which)
-        legacy = legacy if which == heldout.PUBLIC else None
         build = dict(
-            workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate
-        )
-        key = heldout.key(statistics.stream_keys(s.seed)["reference"], which)
+            workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate,
+            pool_key=pool_key,
+        )  # fmt: skip
         if lead:
             if progress:
                 absl_logging.info("[reference] %s: %s (%s set)", task_name, rc["method"], which)
@@ -243,14 +268,18 @@ def validate(config) -> None:
     Plan.build(settings(config))
 
 
-def dry_run(config) -> dict:
-    """What a sweep config would build, resolved without any compute (no pool, training or sampling).
+def dry_run(config, *, sizing: bool = False, compile: bool = True, pilot_draws: int = 2048, log=None) -> dict:
+    """What a sweep config would build and cost, with no pool, training or sampling.
 
     Validates the config (`validate`: schema, tasks built, reference methods checked against their
     task), then resolves per task: its options, unknown shape and observation count; its reference
     (method, rule, the settings the method reads, the eps it would use for the eps-rule methods,
     and for a surrogate method the surrogate's kind and training-config hash); the sampler entries
-    that run on it. Returns `{"tasks": {name: {...}}, "num_cases", "num_samples", "training_scale"}`.
+    that run on it. Returns `{"tasks": {name: {...}}, "num_cases", "num_samples", "training_scale"}`
+    and, with `sizing`, `"sizing"` (`sizing.size`: program and configuration counts, the networks'
+    parameter counts, each program's FLOPs and, with `compile`, its XLA memory, the expected hours
+    per benchmarked device, and per eps-rule reference a fill verdict from a pilot pool of
+    `pilot_draws` prior draws); each task's entry then also has `"fill"`, that verdict.
     """
     from posteriorjax.sweep.settings import settings
 
@@ -274,9 +303,16 @@ def dry_run(config) -> dict:
             "reference": ref,
             "samplers": [entry.label for t, entry in s.pairs() if t == name],
         }
-    return {
+    result = {
         "tasks": out,
         "num_cases": s.num_cases,
         "num_samples": s.num_samples,
         "training_scale": s.training_scale,
     }
+    if sizing:
+        from posteriorjax.sweep import sizing as sizing_module
+
+        result["sizing"] = sizing_module.size(plan, compile=compile, pilot_draws=pilot_draws, log=log)
+        for name in out:
+            out[name]["fill"] = result["sizing"]["references"][name]["verdict"]
+    return result

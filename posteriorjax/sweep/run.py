@@ -229,6 +229,10 @@ class _Study:
         network_records = plan.network_records(task_name, entry, self.workdir)
         train_s = time.perf_counter() - start
         sampler, grid = plan.pair(task_name, entry, nets)
+        if entry.calibrate is not None:  # the hyperparameter chosen on validation cases first
+            from posteriorjax.sweep import calibrate
+
+            grid = plan.grids[pair] = calibrate.stage(self, task_name, entry, sampler)
         multi = jax.process_count() > 1
         skip = record_store.done_everywhere(self.workdir, pair) if multi else self.store.done(pair)
         self.bar.start_pair(f"{task_name} / {entry.label}", len(set(grid.ids()) - skip), grid.size)

@@ -18,7 +18,10 @@ Schema (defaults in brackets):
              `surrogate`, parsed into `Settings.reference_networks` and trained like a
              sampler's network for the task;
   samplers: {label: {sampler [label], options [{}], axes [{}], networks [{}],
-             task_options [{}], tasks [all tasks]}}; a network spec is a kind
+             task_options [{}], tasks [all tasks], calibrate [None]}}; `calibrate`:
+             {hparam, grid, num_cases [4], rule ["rank_mean"], relative [False]}
+             (`CalibrateSettings`), the hyperparameter chosen on validation cases before
+             the pair runs (`calibrate`); a network spec is a kind
              (prior | joint | surrogate | inverse) or {kind, task_options [{}], num_steps [None],
              training [{}], pretrain [None]} (`networks.parse_spec`);
   training: {scale ["tiny"] | "full", num_steps [None]};
@@ -37,6 +40,7 @@ the sampler's `task_options`), updated by the spec's `task_options`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,10 +51,18 @@ from posteriorjax.reference import registry
 from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, parse_spec
 
 DIAGNOSTICS = ("pde_residual", "alpha")
-SAMPLER_KEYS = ("sampler", "options", "axes", "networks", "task_options", "tasks")
+SAMPLER_KEYS = ("sampler", "options", "axes", "networks", "task_options", "tasks", "calibrate")
 # a sampler entry's defaults: the entry's label names the sampler; `tasks` None = every task
-SAMPLER_DEFAULTS = {"options": {}, "axes": {}, "networks": {}, "task_options": {}, "tasks": None}
-__all__ = ["NETWORK_KINDS", "CalibrationSettings", "SamplerEntry", "Settings", "TrainingSettings"]
+SAMPLER_DEFAULTS = {
+    "options": {}, "axes": {}, "networks": {}, "task_options": {}, "tasks": None, "calibrate": None
+}  # fmt: skip
+# selection rules of a calibration stage besides a metric name: the mean over the five posterior
+# metrics of each grid value's rank
+CALIBRATE_RULES = ("rank_mean",)
+__all__ = [
+    "NETWORK_KINDS", "CalibrateSettings", "CalibrationSettings", "SamplerEntry", "Settings",
+    "TrainingSettings",
+]  # fmt: skip
 
 
 def _unknown(where: str, given: Mapping, allowed) -> None:
@@ -161,8 +173,53 @@ def calibration_settings(section=None) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
+class CalibrateSettings:
+    """`config.samplers.<label>.calibrate`: choose a hyperparameter on validation cases (`calibrate`).
+
+    hparam: a numeric hyperparameter of the sampler (a key of its `defaults`: FunDPS's
+    ``guidance``, DDIS's ``step_size``, ...), not one of the entry's `axes`; grid: the values
+    tried (absolute, or with `relative` multiples of the sampler's default on the task);
+    num_cases: validation cases, drawn disjoint from the test cases (`calibrate.validation_cases`);
+    rule: ``"rank_mean"`` (the lowest mean over the five posterior metrics of the value's rank
+    among the grid by its over-case mean) or a metric name (the lowest over-case mean of it).
+    """
+
+    hparam: str
+    grid: tuple[float, ...]
+    num_cases: int = 4
+    rule: str = "rank_mean"
+    relative: bool = False
+
+    @classmethod
+    def parse(cls, where: str, raw) -> CalibrateSettings:
+        from posteriorjax.metrics import registry as metric_registry
+
+        values = as_dict(raw)
+        if "hparam" not in values or "grid" not in values:
+            raise ValueError(f"{where}: expected the keys 'hparam' and 'grid', got {sorted(values)}")
+        values = _with_defaults(cls, values, where)
+        if not (isinstance(values["hparam"], str) and values["hparam"]):
+            raise ValueError(f"{where}.hparam: expected a hyperparameter name, got {values['hparam']!r}")
+        try:
+            grid = tuple(float(v) for v in values["grid"])
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{where}.grid: expected a sequence of numbers, got {values['grid']!r}"
+            ) from None
+        if len(grid) < 2 or len(set(grid)) != len(grid) or not all(map(math.isfinite, grid)):
+            raise ValueError(f"{where}.grid: expected at least two distinct finite values, got {grid}")
+        rules = CALIBRATE_RULES + tuple(metric_registry.TABLE)
+        if values["rule"] not in rules:
+            raise ValueError(f"{where}.rule: expected one of {rules}, got {values['rule']!r}")
+        if not isinstance(values["relative"], bool):
+            raise ValueError(f"{where}.relative: expected True or False, got {values['relative']!r}")
+        num = positive_int(f"{where}.num_cases", values["num_cases"])
+        return cls(values["hparam"], grid, num, values["rule"], values["relative"])
+
+
+@dataclasses.dataclass(frozen=True)
 class SamplerEntry:
-    """One `config.samplers.<label>` entry."""
+    """One `config.samplers.<label>` entry (`calibrate`: None or a `CalibrateSettings`)."""
 
     label: str
     sampler: str
@@ -171,6 +228,7 @@ class SamplerEntry:
     networks: dict[str, NetworkSpec]
     task_options: dict
     tasks: tuple[str, ...]
+    calibrate: CalibrateSettings | None = None
 
     @classmethod
     def parse(cls, label: str, raw, task_names, scale: str) -> SamplerEntry:
@@ -212,7 +270,15 @@ class SamplerEntry:
             networks[option] = parse_spec(
                 f"{where}.networks.{option}", spec, scale, (on or tuple(task_names))[0]
             )
-        return cls(label, name, options, axes, networks, as_dict(raw["task_options"]), on)
+        calibrate = raw["calibrate"]
+        if calibrate is not None:
+            calibrate = CalibrateSettings.parse(f"{where}.calibrate", calibrate)
+            if calibrate.hparam in axes:
+                raise ValueError(
+                    f"{where}.calibrate.hparam: {calibrate.hparam!r} is also an axis of the entry; the "
+                    "calibration chooses its value, so give it in one place"
+                )
+        return cls(label, name, options, axes, networks, as_dict(raw["task_options"]), on, calibrate)
 
 
 @dataclasses.dataclass(frozen=True)

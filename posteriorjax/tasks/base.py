@@ -225,10 +225,13 @@ class Task(eqx.Module):
         r = self.noise.whiten(self.forward(x) - y_obs)
         return jnp.mean(r**2)
 
-    def cases(self, seed: int, num: int) -> Cases:
-        """`num` fixed cases; case i uses `fold_in(key(seed), i)`, so cases never depend on `num`."""
+    def cases(self, seed: int, num: int, start: int = 0) -> Cases:
+        """`num` fixed cases; case i uses `fold_in(key(seed), start + i)`, so cases never depend on
+        `num`, and case index ranges that do not overlap draw from distinct keys (the sweep's test
+        cases start at 0, its calibration's validation cases at `sweep.calibrate.VALIDATION_START`)."""
         num = checks.positive_int("num", num)
-        return _draw_cases(self, jr.key(seed), num)
+        start = checks.integer_at_least("start", start, 0)
+        return _draw_cases(self, jr.key(seed), num, jnp.asarray(start, jnp.uint32))
 
     # -- evaluation ----------------------------------------------------------
     def evaluation_field(self, x: jax.Array) -> jax.Array:
@@ -259,8 +262,8 @@ class Task(eqx.Module):
 
 
 @eqx.filter_jit
-def _draw_cases(task: Task, base, num: int) -> Cases:
-    """One compiled program per (task, num): case i from `fold_in(base, i)`."""
+def _draw_cases(task: Task, base, num: int, start) -> Cases:
+    """One compiled program per (task, num): case i from `fold_in(base, start + i)`."""
 
     def one(i):
         k_prior, k_noise = jr.split(jr.fold_in(base, i))
@@ -268,4 +271,4 @@ def _draw_cases(task: Task, base, num: int) -> Cases:
         u = task.physics(x)
         return x, u, task.observation(u) + task.noise.sample(k_noise, (task.num_observations,))
 
-    return Cases(*jax.vmap(one)(jnp.arange(num)))
+    return Cases(*jax.vmap(one)(start + jnp.arange(num, dtype=jnp.uint32)))
