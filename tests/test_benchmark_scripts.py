@@ -87,3 +87,14 @@ def test_peer_benchmark_without_torch_records_nothing(monkeypatch, capsys):
     assert peer.bench_peer(SimpleNamespace(device=False)) == []
     assert "peer: skipped (torch and neuraloperator not installed" in capsys.readouterr().out
     assert "peer" in _benchmark_module().collect()
+
+
+def test_peer_compiled_reports_xla_flops(monkeypatch):
+    """`compiled` returns the program and XLA's FLOP count: 2 n^3 for an n x n matrix product."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import jax.numpy as jnp
+    from bench import peer
+
+    program, flops = peer.compiled(lambda a: a @ a, jnp.eye(8))
+    assert flops == 2 * 8**3
+    assert float(program(jnp.eye(8))[3, 3]) == 1.0
