@@ -5,7 +5,8 @@ projection ratio 2, soft-gated channel MLPs) inside EDM preconditioning with sig
 the noise level entering as an 8-channel `time_embedding` of c_noise = log(sigma) / 4
 concatenated to the input: neuraloperator's `FNO` in torch, `nn.NeuralopFNO` here, 1,193,442
 real parameters each (asserted; torch counts a complex weight once). Weights are random: the
-workloads' costs do not depend on them. torch runs eagerly on the CPU threads JAX uses.
+workloads' costs do not depend on them. torch runs eagerly on the CPU, with its default
+threads (one per core), in the same process as JAX.
 
 Workloads (64 x 64, 8 samples; `--device`: 128 x 128, 32 samples):
   peer_fundps_loop     20 FunDPS steps (Heun, guidance at the corrector point through the input
@@ -14,7 +15,11 @@ Workloads (64 x 64, 8 samples; `--device`: 128 x 128, 32 samples):
                        drawn by the dense Cholesky factor, as published) against
                        `samplers.get("fundps", task, profile="published", ...)`;
   peer_net_vjp         network forward + VJP w.r.t. the input (each guided step's reverse pass);
-  peer_net_forward     network forward alone.
+  peer_net_forward     network forward alone;
+  fundps_scaling       (no torch) our sampler against grid size and sample count, time and
+                       compiled FLOPs per step (`bench_scaling`).
+At 128 x 128 the published latent's dense Cholesky factor is a 16384^2 float64 matrix (2 GiB,
+about 1.5 TFLOP to factor, done once before the timing).
 Units: calls/s, so `ratio` = ours / torch eager (> 1: we are faster). Interleaved rounds, best
 call (`best_times_interleaved`). The compiled programs' FLOPs (`cost_analysis`) are recorded.
 torch and neuraloperator come with the ``bench`` extra; without them the benchmark prints why
