@@ -72,3 +72,29 @@ def test_interleaved_timing_runs_each_function_back_to_back(monkeypatch):
     times = common.best_times_interleaved(fns, repeats=2, warmup=1, calls=2)
     assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2
     assert len(times) == 2 and all(t >= 0 for t in times)
+
+
+def test_peer_benchmark_without_torch_records_nothing(monkeypatch, capsys):
+    """`--only peer` without the ``bench`` extra: a line saying why, no records, nothing built."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from types import SimpleNamespace
+
+    from bench import peer
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    assert peer.import_torch() is None
+    monkeypatch.setattr(peer, "_ours", lambda n: pytest.fail("built our side without torch"))
+    assert peer.bench_peer(SimpleNamespace(device=False)) == []
+    assert "peer: skipped (torch and neuraloperator not installed" in capsys.readouterr().out
+    assert "peer" in _benchmark_module().collect()
+
+
+def test_peer_compiled_reports_xla_flops(monkeypatch):
+    """`compiled` returns the program and XLA's FLOP count: 2 n^3 for an n x n matrix product."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import jax.numpy as jnp
+    from bench import peer
+
+    program, flops = peer.compiled(lambda a: a @ a, jnp.eye(8))
+    assert flops == 2 * 8**3
+    assert float(program(jnp.eye(8))[3, 3]) == 1.0
