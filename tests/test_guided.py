@@ -277,7 +277,8 @@ def test_profiles_and_task_defaults_are_checked(setup):
     joint = edm_model(w, (0.0, 0.0), (0.3, 0.02), 1.0)
     published = samplers.get("diffusionpde", poisson, model=joint, profile="published", num_steps=2)
     assert published.defaults["guidance"] == 20000.0 and published.units == 0.5
-    assert published.corrections[0].factor == pytest.approx(0.1)  # the batch-mean 1 / B, B = 10
+    assert published.batch_mean == 10  # the batch-mean 1 / B, B = 10 (the last batch partial)
+    assert samplers.get("diffusionpde", poisson, model=joint, num_steps=2).batch_mean == 1
     assert isinstance(published.prior.noise, diffusion.WhiteNoise)
     fundps = samplers.get("fundps", poisson, model=joint, profile="published", num_steps=2)
     assert (fundps.sigma_min, fundps.sigma_max, fundps.defaults["guidance"]) == (0.01, 10.0, 1600.0)
