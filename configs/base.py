@@ -111,14 +111,7 @@ TINY_OPTIONS = {
 
 
 # The published profiles (`profile="published"`, the PosteriorBench evaluation code): the sampler
-# options and what their diffusion priors are trained as. The published models are trained on data
-# normalized to std 0.5 with EDM sigma_data 0.5 and the noise they sample with: the RBF kernel for
-# FunDPS, Fun-DDPS and DDIS, white noise (and a grid U-Net) for DiffusionPDE.
-_PUBLISHED_DATA = {"data_scale": 0.5, "sigma_data": 0.5}
-UNET = {
-    "tiny": {"channels": (16, 32), "blocks": 1, "embed_dim": 32},
-    "full": {"channels": (128, 256, 256), "blocks": 2, "embed_dim": 128},
-}
+# options, and the networks their samplers receive as PosteriorBench's training configs give them.
 PUBLISHED_OPTIONS = {
     "fundps": {"profile": "published"},
     "funddps": {"profile": "published"},
@@ -127,44 +120,123 @@ PUBLISHED_OPTIONS = {
     "diffusionpde": {"profile": "published", "noise": "white"},
     "eci": {"profile": "published"},
 }
-# Published samplers whose networks are another kind than ours: ECI's is a flow-matching velocity.
-PUBLISHED_KINDS = {"eci": {"model": "flow"}}
+
+# {sampler: {builder option: (kind, published backbone)}} (`nn.published`, `configs/training/*.yml`):
+# FunDPS's joint ``ddpmpp-uno`` prior (`<task>_fundps_*`); Fun-DDPS and DDIS share the unknown-only
+# target prior (`<task>_shared_target_prior_*`, the same backbone) and take each its own surrogate
+# (`<task>_funddps_surrogate_128`: FNO 16 / 48 / 4; `<task>_ddis_surrogate_128`: ``fno_pad`` 64 / 64 /
+# 4); DiffusionPDE the joint ``ddpmpp`` U-Net (`<task>_diffusionpde_128`); ECI the FNO velocity
+# (`<task>_eci_128`); MC dropout the inverse FNO (`<task>_mcdropout_fno_drop020`). The spec's
+# `training.model` selects the backbone within the kind, so two samplers asking for different
+# backbones of one kind train different networks (the directory hash covers the whole config).
+PUBLISHED_NETWORKS = {
+    "fundps": {"model": ("joint", "fundps_prior")},
+    "funddps": {"model": ("prior", "fundps_prior"), "surrogate": ("surrogate", "funddps_surrogate")},
+    "ddis": {"model": ("prior", "fundps_prior"), "surrogate": ("surrogate", "ddis_surrogate")},
+    "diffusionpde": {"model": ("joint", "diffusionpde_prior")},
+    "eci": {"model": ("flow", "eci_velocity")},
+    "mc_dropout": {"model": ("inverse", "mc_dropout_inverse")},
+}
+
+# What the published models are trained on, at every scale: the EDM priors on data normalized to
+# std 0.5 with sigma_data 0.5 (`normalization_scale: 0.5`) and the noise they sample with (the RBF
+# kernel of scale 0.05 for FunDPS, Fun-DDPS and DDIS, white noise for DiffusionPDE); ECI's flow on
+# std 0.5 with Matern-1/2 base noise (lengthscale 1e-3, our `MaternNoise` default). The surrogates
+# and the inverse FNO are trained at `normalization_scale: 1.0`, our standardization (no setting).
+_RBF_PRIOR = {"noise": "rbf", "rbf_scale": 0.05, "data_scale": 0.5, "sigma_data": 0.5}
+PUBLISHED_DATA = {
+    "fundps_prior": {"diffusion": _RBF_PRIOR},
+    "diffusionpde_prior": {"diffusion": {"noise": "white", "data_scale": 0.5, "sigma_data": 0.5}},
+    "eci_velocity": {"diffusion": {"noise": "matern", "data_scale": 0.5}},
+}
 
 
-def published_training(name: str, tiny: bool) -> dict:
-    """Training overrides of the diffusion prior of sampler `name` under its published profile."""
-    if name == "diffusionpde":
-        unet = {"name": "unet", "options": UNET["tiny" if tiny else "full"]}
-        return {"diffusion": {"noise": "white", **_PUBLISHED_DATA}, "model": unet}
-    if name == "eci":  # Matern 1/2 base noise, lengthscale 1e-3; data std 0.5 (no EDM sigma_data)
-        return {"diffusion": {"noise": "matern", "data_scale": 0.5}}
-    return {"diffusion": {"noise": "rbf", **_PUBLISHED_DATA}}
+def _onecycle(lr, steps, weight_decay):
+    """torch's OneCycleLR (10 % warm-up, final lr = lr / (25 x 1e4)) as our warm-up + cosine."""
+    warmup = round(0.1 * steps)
+    return {"learning_rate": lr, "warmup_steps": warmup, "end_learning_rate_factor": 1 / (25 * 1e4),
+            "weight_decay": weight_decay, "clip_norm": 0.0, "ema_decay": 0.0}  # fmt: skip
 
 
-def _networks(name: str, tiny: bool, published: bool) -> dict | None:
-    networks = NETWORKS.get(name)
-    if not published or name not in PUBLISHED_OPTIONS or networks is None:
-        return networks
-    networks = {**networks, **PUBLISHED_KINDS.get(name, {})}
-    return {
-        option: {"kind": kind, "training": published_training(name, tiny)} if option == "model" else kind
-        for option, kind in networks.items()
-    }
+def _constant(lr, batch):
+    """Adam at a constant `lr`, no weight decay, clipping or EMA."""
+    return {"batch_size": batch, "learning_rate": lr, "warmup_steps": 0, "end_learning_rate_factor": 1.0,
+            "weight_decay": 0.0, "clip_norm": 0.0, "ema_decay": 0.0}  # fmt: skip
+
+
+def _edm(lr, rampup_mimg, ema_mimg, batch=32):
+    """EDM's training loop (`training_*/training_loop.py`): Adam at `lr` after a linear ramp-up over
+    `rampup_mimg` million images, constant after it, EMA half-life `ema_mimg` million images
+    (decay 0.5 ** (batch / half-life) per step), no weight decay or clipping."""
+    return {"batch_size": batch, "learning_rate": lr, "warmup_steps": round(rampup_mimg * 1e6 / batch),
+            "end_learning_rate_factor": 1.0, "weight_decay": 0.0, "clip_norm": 0.0,
+            "ema_decay": 0.5 ** (batch / (ema_mimg * 1e6))}  # fmt: skip
+
+
+# The published optimization at the full scale ({backbone: (steps, `config.train` overrides)}),
+# from the Darcy / Poisson configs (50k records, 5000 held out: 45,000 training records per
+# epoch). Published lengths: ``duration`` million images / batch, epochs x ceil(45,000 / batch),
+# ``max_steps`` or ``max_images`` / batch. The medium and tiny scales keep their own optimizer
+# settings (`posteriorjax.training.config`). Departures: the FunDPS / shared priors pretrain 10 Mimg
+# at 64 x 64 before 15 Mimg at 128 x 128 (ours: the 15 Mimg at the task's grid from scratch); EDM's
+# EMA ramp-up (half-life <= 0.05 x images seen) and OneCycle's start at lr / 25 are not modelled.
+PUBLISHED_TRAINING = {
+    "fundps_prior": (468_750, _edm(1e-4, 5, 0.5)),  # duration 15, lr 1e-4, lr_rampup 5, ema 0.5
+    "diffusionpde_prior": (468_750, _edm(1e-3, 10, 0.05)),  # duration 15, lr 1e-3, lr_rampup 10, ema 0.05
+    "funddps_surrogate": (140_700, {"batch_size": 32, **_onecycle(1e-3, 140_700, 2e-2)}),  # 100 epochs
+    "ddis_surrogate": (562_500, _constant(1e-4, 40)),  # 500 epochs, Adam, scheduler "none"
+    "eci_velocity": (58_594, _constant(3e-4, 256)),  # max_steps 58594, AdamW weight decay 0, no scheduler
+    "mc_dropout_inverse": (234_375, {"batch_size": 64, **_onecycle(5e-4, 234_375, 2e-2)}),  # 15M images
+}
+
+
+def published_network(kind: str, backbone: str, scale: str) -> dict:
+    """The network spec of a published backbone at `scale` (``full``, ``medium``, ``tiny``): the
+    kind, the backbone (`nn.published.get(backbone, scale)`; its per-task options,
+    `nn.published.TASK_OPTIONS`, under `task_training`), the published data settings, and at full
+    scale the published optimization and length (`PUBLISHED_TRAINING`)."""
+    from posteriorjax.nn import published
+
+    def model(task=None):
+        name, options = published.get(backbone, scale, task)
+        return {"name": name, "options": options}
+
+    spec = {"kind": kind, "training": {**PUBLISHED_DATA.get(backbone, {}), "model": model()}}
+    per_task = {t: {"model": model(t)} for t in published.TASK_OPTIONS if model(t) != model()}
+    if per_task:
+        spec["task_training"] = per_task
+    if scale == "full":
+        steps, train = PUBLISHED_TRAINING[backbone]
+        spec["num_steps"], spec["training"]["train"] = steps, dict(train)
+    return spec
+
+
+def _networks(name: str, scale: str, published: bool) -> dict | None:
+    if published and name in PUBLISHED_NETWORKS:
+        return {
+            option: published_network(kind, backbone, scale)
+            for option, (kind, backbone) in PUBLISHED_NETWORKS[name].items()
+        }
+    return NETWORKS.get(name)
 
 
 def catalog(
-    tiny: bool, names, *, tasks: dict | None = None, axes: dict | None = None, profile: str = "ours"
-) -> dict:
+    tiny: bool, names, *, tasks: dict | None = None, axes: dict | None = None, profile: str = "ours",
+    scale: str | None = None, options: dict | None = None,
+) -> dict:  # fmt: skip
     """Sampler entries labelled by registry name, learned ones with their networks.
 
     `tasks`: {name: task names it runs on}; `axes`: {name: {hparam: values}}; `profile`:
-    ``"published"`` gives the samplers of `PUBLISHED_OPTIONS` their published profile and
-    networks trained as published (`published_training`).
+    ``"published"`` gives the samplers of `PUBLISHED_OPTIONS` their published profile and the
+    samplers of `PUBLISHED_NETWORKS` the published networks (`published_network`) at the training
+    `scale` (default "tiny" if `tiny`, else "full"); `options`: {name: options} laid over the
+    scale's (e.g. the medium step counts).
     """
     if profile not in ("ours", "published"):
         raise ValueError(f"profile: expected 'ours' or 'published', got {profile!r}")
-    tasks, axes = tasks or {}, axes or {}
+    tasks, axes, extra = tasks or {}, axes or {}, options or {}
     published = profile == "published"
+    scale = ("tiny" if tiny else "full") if scale is None else scale
     return {
         n: sampler(
             n,
@@ -172,9 +244,10 @@ def catalog(
                 **LEARNED_OPTIONS.get(n, {}),
                 **(PUBLISHED_OPTIONS.get(n, {}) if published else {}),
                 **(TINY_OPTIONS.get(n, {}) if tiny else {}),
+                **extra.get(n, {}),
             },
             axes=axes.get(n),
-            networks=_networks(n, tiny, published),
+            networks=_networks(n, scale, published),
             tasks=tasks.get(n),
         )
         for n in names

@@ -9,8 +9,13 @@ Published scale: Darcy and Poisson at 128 x 128 (128 sensors, noise 1e-4), CCS o
 transmittance, noise 0.01); 50 cases x 100 samples per sampler, every sampler at its
 published profile (`profile="published"` for FunDPS, Fun-DDPS, DDIS, DiffusionPDE and ES-MDA:
 the PosteriorBench evaluation code's update, units, noise and per-task values; `configs/base.py`),
-their diffusion priors trained as published (data std 0.5, sigma_data 0.5, RBF-kernel noise
-for FunDPS / Fun-DDPS / DDIS, white noise and a U-Net for DiffusionPDE), networks at full scale.
+each learned sampler with the networks PosteriorBench's training configs give it, per task
+(`base.PUBLISHED_NETWORKS`, `base.published_network`, pinned by `tests/test_main_table_networks.py`):
+FunDPS the joint ``ddpmpp-uno`` prior (attention at 8 on Darcy, 16 elsewhere), Fun-DDPS and DDIS
+the shared unknown-only ``ddpmpp-uno`` target prior with their own surrogates (FNO 16 / 48 / 4;
+``fno_pad`` 64 / 64 / 4), DiffusionPDE the joint ``ddpmpp`` U-Net, ECI the FNO velocity, MC dropout
+the inverse FNO; data std 0.5, sigma_data 0.5, RBF-kernel noise (FunDPS, Fun-DDPS, DDIS) or white
+noise (DiffusionPDE); the published optimizer, learning rate, EMA, batch size and length.
 FunDiff (`samplers.fundiff`) is the published method: its two function autoencoders and its
 latent DiT (trained on their frozen encoders) are three networks of the entry.
 Each task's reference follows its published rule (`PUBLISHED_REFERENCE`, 2M-candidate
@@ -25,23 +30,33 @@ linear-Gaussian task: `poisson_fixed`, see `quickstart.py`). ECI constrains Darc
 Poisson's point values, CCS's well columns and LTMI's block averages (`samplers.eci`, as
 published); its velocities on CCS and LTMI have been built and sampled untrained, not trained.
 
-Medium (`configs/main_table.py:medium`, a CPU study of all four tasks): Darcy, Poisson and LTMI
-at 32 x 32 (LTMI pooled to 16 x 16), CCS at `tasks.ccs.MEDIUM` (16 layers x 48 radial cells to
-100 km, 2 years of injection in 8 pressure steps of 0.25 years, wells at radial indices 0 and 16,
-IMPES); 3 cases x 32 samples per sampler, networks at the tiny training scale (300 steps) trained
-at these grids, the tiny sampler schedules (`configs/base.py`). References (`MEDIUM_REFERENCE`,
-`MEDIUM_POOLS`): `eps_k1000` (K = 1000, eps = 3 x noise std widened to fill K; no 32 x 32 pool
-of this size reaches the published eps for K = 100, README) over 524,288-candidate 4x
-rotation-augmented pools (Darcy, Poisson) and an 81,920-candidate un-augmented pool (LTMI); CCS
-`surrogate_rejection` (K = 100, validated: weights L_sim / L_sur) over 16,384 candidates through
-the `surrogate` FNO trained on 512 simulated pairs (a CO2 run costs about half a second here),
-the 300 kept members re-simulated. The
-README ("Reference posteriors at the medium scale") gives their measured cost, acceptance, Kish
-ESS and GT1/GT2 ratios; the sampler stage's cost at this scale was not measured.
+Medium (`configs/main_table.py:medium`, a CPU study): Darcy, Poisson, `poisson_fixed` (its
+reference `exact`: the linear-Gaussian posterior) and LTMI at 32 x 32 (LTMI pooled to 16 x 16), CCS
+at `tasks.ccs.MEDIUM` (16 layers x 48 radial cells to 100 km, 2 years of injection in 8 pressure
+steps of 0.25 years, wells at radial indices 0 and 16, IMPES), kept as before; 10 cases x 64
+samples per sampler. Every sampler at its published profile with the published networks shrunk by
+the one rule `nn.published.scaled` (`SCALE_RULES["medium"]`: grid-tied sizes x 32/128, widths / 4,
+depths kept) and trained at `config.training.scale = "medium"` (`training.config(task, kind,
+"medium")`: 32 x 32, its own optimizer settings), beside our function-space variants
+(`profile="ours"`, the kinds' default medium networks) labelled `<name>_ours` for ES-MDA, FunDPS,
+Fun-DDPS, DDIS, DiffusionPDE and ECI. Sampler steps (`MEDIUM_OPTIONS`), reduced from the published
+counts: FunDPS, Fun-DDPS, DPS 500 -> 100; DiffusionPDE 2000 -> 100; DDIS 200 (Darcy) / 100
+annealing levels -> 100, its Langevin and ODE steps kept; ECI 200 -> 100, its mixing kept; pCN
+2000 + 2000 -> 1000 + 1000; ES-MDA, FunDiff and MC dropout as published. References
+(`MEDIUM_REFERENCE`, `MEDIUM_POOLS`): `eps_k1000` (K = 1000, eps = 3 x noise std widened to fill
+K; no 32 x 32 pool of this size reaches the published eps for K = 100, README) over
+524,288-candidate 4x rotation-augmented pools (Darcy, Poisson) and an 81,920-candidate
+un-augmented pool (LTMI); CCS `surrogate_rejection` (K = 100, validated: weights L_sim / L_sur)
+over 16,384 candidates through the `surrogate` FNO trained on 512 simulated pairs (a CO2 run costs
+about half a second here), the 300 kept members re-simulated; `poisson_fixed` `exact` (1000
+draws). The README ("Reference posteriors at the medium scale") gives the references' measured
+cost, acceptance, Kish ESS and GT1/GT2 ratios; the sampler stage's cost at this scale was not
+measured.
 
 Tiny: Darcy and Poisson at 16 x 16 (CCS and LTMI forward solves and their networks are
-too slow for a CPU-minutes run), 2 cases x 16 samples, tiny networks (300 steps), short
-sampler schedules (`configs/base.py`), a 4096-candidate pool. Expect the ranking of the
+too slow for a CPU-minutes run), 2 cases x 16 samples, the published architectures from the tiny
+table (`nn.published.TINY`: each family with fewer levels, blocks and layers) trained 300 steps,
+short sampler schedules (`configs/base.py`), a 4096-candidate pool. Expect the ranking of the
 published table only at full scale.
 
 Calibration (medium and tiny): the guidance weights of FunDPS, Fun-DDPS, DPS and DiffusionPDE and
@@ -53,6 +68,7 @@ the published value, since a weight tuned at 128 x 128 with 500 steps need not s
 
 from configs import base
 from posteriorjax import sweep
+from posteriorjax.report import split
 from posteriorjax.tasks import ccs
 
 SAMPLERS = (
@@ -111,17 +127,35 @@ def published_references(
 MEDIUM_TASKS = {
     "darcy": {"resolution": 32},
     "poisson": {"resolution": 32},
+    "poisson_fixed": {"resolution": 32},
     "ltmi": {"resolution": 32},
     "ccs": dict(ccs.MEDIUM),
 }
 MEDIUM_REFERENCE = {
     "darcy": "eps_k1000",
     "poisson": "eps_k1000",
+    "poisson_fixed": "exact",
     "ltmi": "eps_k1000",
     "ccs": "surrogate_rejection",
 }
 MEDIUM_POOLS = {"darcy": 524_288, "poisson": 524_288, "ltmi": 81_920, "ccs": 16_384}
 MEDIUM_SURROGATE = {"kind": "surrogate", "training": {"data": {"source": "pool", "pool_size": 512}}}
+# Sampler schedules at medium, reduced from the published counts: FunDPS, Fun-DDPS, DPS 500 -> 100
+# steps; DiffusionPDE 2000 -> 100; DDIS 200 (Darcy) / 100 annealing levels -> 100 (its per-task
+# Langevin steps and 5 ODE steps kept); ECI 200 -> 100 steps (its per-task mixing kept); pCN
+# 2000 + 2000 -> 1000 + 1000. ES-MDA, FunDiff (20 steps) and MC dropout run as published.
+MEDIUM_OPTIONS = {
+    "fundps": {"num_steps": 100},
+    "funddps": {"num_steps": 100},
+    "dps": {"num_steps": 100},
+    "diffusionpde": {"num_steps": 100},
+    "ddis": {"num_steps": 100},
+    "eci": {"num_steps": 100},
+    "pcn": {"burn_in": 1000, "num_steps": 1000},
+}
+# Our function-space variants (`profile="ours"`) of the samplers that have a published profile,
+# labelled `<name>_ours`, beside the published rows.
+OURS_VARIANTS = ("esmda", "fundps", "funddps", "ddis", "diffusionpde", "eci")
 
 
 # Below the published scale the guidance weight of each guided sampler (DDIS: its learning rate)
@@ -134,34 +168,58 @@ CALIBRATED = {
     "ddis": "step_size",
 }  # fmt: skip
 CALIBRATION_FACTORS = {"tiny": (0.25, 1.0, 4.0), "medium": (0.1, 0.3, 1.0, 3.0, 10.0)}
+MEDIUM_VALIDATION_CASES = 4
 
 
 def calibrated(samplers: dict, scale: str, num_cases: int) -> dict:
-    """`samplers` with a `calibrate` section on each entry of `CALIBRATED` (scale "tiny" | "medium")."""
-    for name, hparam in CALIBRATED.items():
-        samplers[name]["calibrate"] = {
-            "hparam": hparam, "grid": CALIBRATION_FACTORS[scale], "relative": True,
-            "num_cases": num_cases, "rule": "rank_mean",
-        }  # fmt: skip
+    """`samplers` with a `calibrate` section on each entry of `CALIBRATED` (scale "tiny" | "medium"),
+    its `<name>_ours` and `<name>_oracle` variants included where present."""
+    for entry in samplers.values():
+        hparam = CALIBRATED.get(entry["sampler"])
+        if hparam is not None:
+            entry["calibrate"] = {
+                "hparam": hparam, "grid": CALIBRATION_FACTORS[scale], "relative": True,
+                "num_cases": num_cases, "rule": "rank_mean",
+            }  # fmt: skip
     return samplers
 
 
+# learned score-based samplers that also run with the exact prior score on `poisson_fixed`
+ORACLE_SPLIT = ("dps", "fundps", "funddps", "ddis", "diffusionpde")
+
+
 def medium_config():
-    """The medium-scale main table (module docstring): all four tasks on a 2-core CPU."""
+    """The medium-scale main table (module docstring): five tasks on a 2-core CPU."""
     tasks = {name: dict(options) for name, options in MEDIUM_TASKS.items()}
+    sampled = tuple(n for n in tasks if n != "poisson_fixed")
     references = published_references(
-        tuple(tasks), MEDIUM_REFERENCE, MEDIUM_POOLS, pool_chunk=2048, surrogate=MEDIUM_SURROGATE,
+        sampled, MEDIUM_REFERENCE, MEDIUM_POOLS, pool_chunk=2048, surrogate=MEDIUM_SURROGATE,
         validate=True,
     )  # fmt: skip
-    return base.sweep(
-        True,
+    references["poisson_fixed"] = sweep.reference_config("exact", num_samples=1000)
+    samplers = base.catalog(False, SAMPLERS, profile="published", scale="medium", options=MEDIUM_OPTIONS)
+    ours = base.catalog(False, OURS_VARIANTS, scale="medium", options=MEDIUM_OPTIONS)
+    samplers.update({f"{name}_ours": entry for name, entry in ours.items()})
+    # the error split on `poisson_fixed` (exact GRF prior score): each learned score-based sampler
+    # beside its oracle twin, the sampler's own error (`report.split`)
+    for label in [k for k, e in samplers.items() if e["sampler"] in ORACLE_SPLIT]:
+        samplers[label + split.ORACLE_SUFFIX] = {
+            **split.oracle_twin(samplers[label]),
+            "tasks": ("poisson_fixed",),
+        }
+    config = base.sweep(
+        False,
         tasks=tasks,
-        num_cases=3,
-        num_samples=32,
+        num_cases=10,
+        num_samples=64,
+        chunk_size=8,
+        batch_size=2,
         reference=references["darcy"],
         references=references,
-        samplers=calibrated(base.catalog(True, SAMPLERS, profile="published"), "medium", 3),
+        samplers=calibrated(samplers, "medium", MEDIUM_VALIDATION_CASES),
     )
+    config.training.scale = "medium"
+    return config
 
 
 def get_config(arg: str | None = None):

@@ -163,43 +163,54 @@ def test_funddps_published_step_equals_the_transcription(setup, data_scale):
     assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()
 
 
-@pytest.mark.parametrize("data_scale", [1.0])
-def test_diffusionpde_published_step_equals_the_transcription(setup, data_scale):
+@pytest.mark.parametrize(("num_samples", "index", "b"), [(1, 0, 1), (12, 0, 10), (12, 11, 2)])
+def test_diffusionpde_published_step_equals_the_transcription(setup, num_samples, index, b):
+    """Sample `index` of `num_samples` drawn in published batches of 10: its guidance is divided
+    by the size b of its batch (the last batch of 12 holds 2 samples)."""
     task, y, obs, _, w, _ = setup
     mean, std = (0.1, 0.003), (0.3, 0.02)
     n = 6  # 0.8 N = 4.8: steps 0..4 at full weight, step 5 at 0.1
     with jax.enable_x64(True):
-        s = samplers.get(
-            "diffusionpde", task, model=edm_model(w, mean, std, data_scale), profile="published", num_steps=n
-        )
-    lam = 50.0
-    got, eps = ours(s, y, jr.key(3), lam)
-    got0, _ = ours(s, y, jr.key(3), 0.0)
-    # --- transcription of DiffusionPDEAdapter._sample_batch, batch of B = 10, published units ---
-    b = 10
-    net = net_pub(w, data_scale)
+        model = edm_model(w, mean, std, 1.0)
+        s = samplers.get("diffusionpde", task, model=model, profile="published", num_steps=n)
+        lam, key = 50.0, jr.key(3)
+        draws = [s.sample(key, jnp.asarray(y), num_samples, s.hparams(guidance=v)) for v in (lam, 0.0)]
+        got, got0 = (np.asarray(x[index], np.float64).reshape(-1) for x in draws)
+        k = jr.split(key, num_samples)[index]
+        eps = np.asarray(s.prior.noise.sample(k, (s.prior.channels, 8, 8)), np.float64).reshape(-1)
+    # --- transcription of DiffusionPDEAdapter.generate / _sample_batch, published units: batches of
+    # current_batch = min(10, num_samples - count); obs_loss = mean over the batch of ||diff||_2 ---
+    net = net_pub(w, 1.0)
     sig = karras(n, 0.002, 80.0)
     x_next = eps * sig[0]
-    for index, (sc, sn) in enumerate(zip(sig[:-1], sig[1:], strict=True)):
+    for step, (sc, sn) in enumerate(zip(sig[:-1], sig[1:], strict=True)):
         x_cur = x_next.copy()
         denoised = net(x_cur, sc)
         d_cur = (x_cur - denoised) / sc
         proposal = x_cur + (sn - sc) * d_cur
         guided_denoised, jac = denoised, net(np.eye(128), sc)
-        if index < n - 1:
+        if step < n - 1:
             guided_denoised = net(proposal, sn)
             jac = net(np.eye(128) + (sn - sc) / sc * (np.eye(128) - net(np.eye(128), sc)), sn)
             proposal = x_cur + (sn - sc) * (0.5 * d_cur + 0.5 * (proposal - guided_denoised) / sn)
         u = guided_denoised[64:] * std[1] / 0.5 + mean[1]
         diff = obs @ u - y
-        # obs_loss = mean over the batch of ||diff||_2: this sample's share is ||diff|| / B
+        # this sample's share of the batch mean is ||diff|| / b
         grad_norm = jac[64:].T @ (std[1] / 0.5 * obs.T @ (diff / np.linalg.norm(diff))) / b
-        weight = lam if index <= 0.8 * n else 0.1 * lam
+        weight = lam if step <= 0.8 * n else 0.1 * lam
         proposal = proposal - weight * grad_norm
         x_next = proposal
     want = x_next[:64] * std[0] / 0.5 + mean[0]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
     assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()
+
+
+def test_batch_divisors_follow_the_published_batches():
+    assert guided.batch_divisors(12, 10).tolist() == [10.0] * 10 + [2.0] * 2
+    assert guided.batch_divisors(20, 10).tolist() == [10.0] * 20
+    assert guided.batch_divisors(3, None).tolist() == [1.0] * 3
+    with pytest.raises(ValueError, match="batch_size"):
+        guided.batch_divisors(3, 0)
 
 
 def test_fundps_ours_preconditions_by_the_noise_covariance(setup):
@@ -266,7 +277,8 @@ def test_profiles_and_task_defaults_are_checked(setup):
     joint = edm_model(w, (0.0, 0.0), (0.3, 0.02), 1.0)
     published = samplers.get("diffusionpde", poisson, model=joint, profile="published", num_steps=2)
     assert published.defaults["guidance"] == 20000.0 and published.units == 0.5
-    assert published.corrections[0].factor == pytest.approx(0.1)  # the batch-mean 1 / B, B = 10
+    assert published.batch_mean == 10  # the batch-mean 1 / B, B = 10 (the last batch partial)
+    assert samplers.get("diffusionpde", poisson, model=joint, num_steps=2).batch_mean == 1
     assert isinstance(published.prior.noise, diffusion.WhiteNoise)
     fundps = samplers.get("fundps", poisson, model=joint, profile="published", num_steps=2)
     assert (fundps.sigma_min, fundps.sigma_max, fundps.defaults["guidance"]) == (0.01, 10.0, 1600.0)

@@ -50,11 +50,13 @@ def test_non_finite_side_shows_nan():
     assert "| poisson_fixed | fundps | NaN |" in tables.split_table(records, METRICS[:1])
 
 
-def test_oracle_twin_drops_the_networks_and_keeps_the_rest():
-    entry = {"sampler": "fundps", "options": {"num_steps": 8}, "axes": {"guidance": (1.0, 3.0)},
-             "networks": {"model": "joint"}, "task_options": {}, "tasks": ("poisson_fixed",)}  # fmt: skip
+def test_oracle_twin_drops_the_prior_network_and_keeps_the_rest():
+    entry = {"sampler": "funddps", "options": {"num_steps": 8}, "axes": {"guidance": (1.0, 3.0)},
+             "networks": {"model": "prior", "surrogate": "surrogate"}, "task_options": {},
+             "tasks": ("poisson_fixed",)}  # fmt: skip
     twin = split.oracle_twin(entry)
-    assert twin["options"] == {"num_steps": 8, "prior": "oracle"} and twin["networks"] == {}
-    assert twin["axes"] == entry["axes"] and entry["networks"] == {"model": "joint"}
+    assert twin["options"] == {"num_steps": 8, "prior": "oracle"}
+    assert twin["networks"] == {"surrogate": "surrogate"}  # the sampler's own forward model stays
+    assert twin["axes"] == entry["axes"] and entry["networks"] == {"model": "prior", "surrogate": "surrogate"}
     with pytest.raises(ValueError, match="entry"):
         split.oracle_twin(twin)

@@ -580,6 +580,38 @@ def test_network_config_follows_the_spec():
     )
 
 
+def test_network_spec_task_training_applies_per_task():
+    """`task_training` overrides reach only their task's config and hash; a pretraining run inherits
+    them; an explicit warm-up survives the spec's step count; a bad key names the task."""
+    spec = {
+        "kind": "inverse",
+        "num_steps": 50,
+        "training": {"train": {"warmup_steps": 40}},
+        "task_training": {"darcy": {"model": {"options": {"width": 24}}}},
+        "pretrain": {"num_steps": 5},
+    }
+    parsed = sweep.settings(
+        _tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": spec}}})
+    ).samplers[0]
+    model = parsed.networks["model"]
+    assert model.task_training == {"darcy": {"model.options.width": 24}}
+    assert model.pretrain.task_training == model.task_training
+    darcy, h_darcy = sweep.network_config("darcy", {"resolution": 16}, model, "tiny")
+    poisson, _ = sweep.network_config("poisson", {"resolution": 16}, model, "tiny")
+    assert darcy.model.options.width == 24 and poisson.model.options.width == 16
+    assert darcy.train.warmup_steps == 40 and darcy.train.num_steps == 50  # not capped at 50 // 5
+    plain = dataclasses.replace(model, task_training={})
+    assert sweep.network_config("darcy", {"resolution": 16}, plain, "tiny")[1] != h_darcy
+    # a step count from the sweep (not the spec) caps the warm-up as before
+    pretrain, _ = sweep.network_config("darcy", {"resolution": 16}, model.pretrain, "tiny", 10)
+    assert pretrain.train.num_steps == 5
+    capped = dataclasses.replace(model, num_steps=None)
+    assert sweep.network_config("darcy", {"resolution": 16}, capped, "tiny", 10)[0].train.warmup_steps == 2
+    bad = {**spec, "task_training": {"darcy": {"model": {"options": {"wdth": 3}}, "nope": 1}}}
+    with pytest.raises(ValueError, match=r"task_training\.darcy"):
+        sweep.settings(_tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": bad}}}))
+
+
 @pytest.mark.slow
 def test_networks_are_trained_once_shared_and_reused(tmp_path, console_log):
     """Two samplers asking for the same network share one training run; a rerun only loads it.

@@ -23,9 +23,17 @@ Darcy configs `configs/training/*.yml`:
   mc_dropout_inverse  neuralop FNO 32 modes / 128 hidden / 6 layers, lifting ratio 2, projection
                       ratio 1, channel-MLP dropout 0.2, domain padding 0.1
 
+Per task (`TASK_OPTIONS`): the Darcy FunDPS prior and shared target prior put attention at 8,
+not 16 (`darcy_fundps_64_pretrain.yml`, `darcy_shared_target_prior_*.yml`: ``attn_resolutions:
+[8]``; the Poisson ones ``[16]``).
+
 `TINY` holds proportionally smaller versions of each that run on 16 x 16 grids. `scaled` gives
 any backbone at a smaller scale by one rule (`SCALE_RULES`: the ``medium`` scale of the 32 x 32
-CPU studies).
+CPU studies). The tiny table stays written by hand: the rule at 16 x 16 (x 16/128) would leave
+the ``ddpmpp-uno`` prior four levels below an 8 x 8 network grid, the last at 1 x 1 with no
+Fourier mode, and the Fun-DDPS surrogate 2 modes; the tiny networks keep each family (U-NO,
+U-Net, FNO, padded FNO) with fewer levels, blocks and layers so that a CPU compiles and trains
+one in about a minute (the 2-level tiny U-NO alone compiles in about 100 s on a busy 2-core CPU).
 """
 
 from __future__ import annotations
@@ -129,15 +137,27 @@ def scaled(spec: tuple[str, dict], scale: str) -> tuple[str, dict]:
     return name, out
 
 
-def get(name: str, scale: str = "full") -> tuple[str, dict]:
+# Per-task options of a backbone, at the published scale and at the tiny table's (the Darcy
+# attention level is half the Poisson one in both); a `SCALE_RULES` scale shrinks the published ones.
+TASK_OPTIONS: dict[str, dict[str, dict[str, dict]]] = {
+    "darcy": {
+        "fundps_prior": {"full": {"attn_resolutions": (8,)}, "tiny": {"attn_resolutions": (4,)}},
+    },
+}
+
+
+def get(name: str, scale: str = "full", task: str | None = None) -> tuple[str, dict]:
     """(nn name, options) of the published backbone `name` (a key of `PUBLISHED`) at `scale`
-    (``full``, ``tiny`` or a `SCALE_RULES` scale such as ``medium``)."""
+    (``full``, ``tiny`` or a `SCALE_RULES` scale such as ``medium``), with the options that
+    PosteriorBench's configs give `task` (`TASK_OPTIONS`; None or another task: the defaults)."""
     if scale not in ("full", "tiny", *SCALE_RULES):
         raise ValueError(f"scale: expected one of {('full', 'tiny', *SCALE_RULES)}, got {scale!r}")
     table = TINY if scale == "tiny" else PUBLISHED
     if name not in table:
         raise ValueError(f"name: expected one of {sorted(table)}, got {name!r}")
     model, options = table[name]
+    variant = TASK_OPTIONS.get(task, {}).get(name, {})
+    options = {**options, **variant.get("tiny" if scale == "tiny" else "full", {})}
     if scale in SCALE_RULES:
-        return scaled((model, dict(options)), scale)
-    return model, dict(options)
+        return scaled((model, options), scale)
+    return model, options

@@ -1,10 +1,11 @@
 """The error split: a learned sampler's error = its own (the sampler with the exact prior) + the prior's.
 
 On a task whose prior score is exact (a fixed-hyperparameter GRF prior, `poisson_fixed`), a
-score-based sampler can run twice: with its trained network (label ``L``) and with the exact
-prior score (label ``L + ORACLE_SUFFIX``, option ``prior="oracle"``, no network; `oracle_twin`
-builds that entry). The oracle row's error is the sampler's own: what the method leaves when
-the prior is perfect. The difference learned - oracle is what the trained prior adds.
+score-based sampler can run twice: with its trained prior (label ``L``) and with the exact
+prior score (label ``L + ORACLE_SUFFIX``, option ``prior="oracle"``, no prior network; a
+surrogate forward model stays learned; `oracle_twin` builds that entry). The oracle row's error
+is the sampler's own: what the method leaves when the prior is perfect. The difference learned -
+oracle is what the trained prior adds.
 
 Each side is read at its best configuration per metric (lowest mean over cases and seeds), so
 the two rows may sit at different guidance weights: a learned prior is not expected to share
@@ -22,12 +23,16 @@ ORACLE_SUFFIX = "_oracle"
 
 def oracle_twin(entry: Mapping) -> dict:
     """The oracle twin of a sweep sampler entry (`config.samplers.<label>`): the same sampler,
-    options and axes with ``prior="oracle"`` and no networks."""
-    if not entry.get("networks"):
-        raise ValueError(f"entry: expected a learned sampler entry with networks, got {dict(entry)!r}")
+    options, axes and other networks (a surrogate forward model stays: it is the sampler's own
+    machinery) with ``prior="oracle"`` in place of its trained prior (the ``model`` network)."""
+    networks = dict(entry.get("networks") or {})
+    if "model" not in networks:
+        raise ValueError(
+            f"entry: expected a learned sampler entry with a 'model' network, got {dict(entry)!r}"
+        )
     twin = copy.deepcopy(dict(entry))
     twin["options"] = {**dict(twin.get("options") or {}), "prior": "oracle"}
-    twin["networks"] = {}
+    twin["networks"] = {k: v for k, v in twin["networks"].items() if k != "model"}
     return twin
 
 

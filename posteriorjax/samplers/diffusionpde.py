@@ -15,14 +15,17 @@ Euler predictor and both denoiser calls.
 `configs/evaluations/diffusionpde_<dataset>.yaml`, its modified, batched DiffusionPDE): trajectory
 in the published 0.5-scaled units, 2000 steps, zeta_obs = 40000 / 20000 / 1000 / 400 (Darcy /
 Poisson / CCS / LTMI), zeta_pde = 0, and the *batch-mean* loss: the published `_field_loss` is
-the mean over a batch of B per-sample norms, so each sample's gradient is zeta / B; B =
-`batch_size` = 10 (its default), so the same zeta means the same per-sample step as there. The
+the mean over a batch of B per-sample norms, so each sample's gradient is zeta / B with B the
+size of the batch it is drawn in: the published `generate` draws `num_samples` in batches of
+`batch_size` = 10 (its default), the last one partial (12 samples: ten at zeta / 10, two at
+zeta / 2); ours draws them the same way (`guided.batch_divisors`), so the same zeta means the
+same per-sample step as there. The
 published backbone is a grid U-Net (`nn.UNet`, `ddpmpp`) trained with white noise.
 
 ``profile="ours"`` (default): the same update in unit-std units with B = 1 (per-sample
-gradients), zeta_obs = 40000 (Darcy) / 20000 (others). The released DiffusionPDE inverse
-configurations weight the PDE term instead (zeta_pde = 100 Darcy / 1 Poisson, zeta_u = 5000 / 40);
-pass ``pde_weight`` (a vmappable hyperparameter) to run them.
+gradients; ``batch_size`` sets another B), zeta_obs = 40000 (Darcy) / 20000 (others). The
+released DiffusionPDE inverse configurations weight the PDE term instead (zeta_pde = 100 Darcy /
+1 Poisson, zeta_u = 5000 / 40); pass ``pde_weight`` (a vmappable hyperparameter) to run them.
 
 Where ours departs, and why: the residual is our discretization's (cell-centred finite volumes
 with harmonic faces for Darcy, including the 1/h^2 that the released Darcy loss omits,
@@ -56,7 +59,8 @@ def build(
     guidance_weight: float | None = None, pde_weight: float = 0.0, batch_size: int | None = None,
 ) -> guided.GuidedDiffusion:  # fmt: skip
     """`model`: a joint (unknown, state) `EDMDenoiser` (a U-Net in the published method);
-    `batch_size`: B of the batch-mean loss (default 10 published, 1 ours)."""
+    `batch_size`: B of the batch-mean loss (default 10 published, 1 ours): samples are drawn in
+    batches of B, the last one partial, each guided by zeta / (the size of its batch)."""
     guided.check_profile(profile, "diffusionpde")
     num_steps = checks.positive_int("num_steps", num_steps)
     published = profile == "published"
@@ -71,18 +75,17 @@ def build(
     observation = guided.ObservationObjective(readout, guided.L2Norm())
     late_decay = guided.LateDecay(PDE_FRACTION, OBS_LATE_FACTOR)
     corrections = (
-        guided.Correction(observation, late_decay, "guidance", "corrector", 1.0 / batch),
+        guided.Correction(observation, late_decay, "guidance", "corrector"),
         guided.Correction(
             guided.ResidualNorm(readout),
             guided.LateOnly(PDE_FRACTION),
             "pde_weight",
             "corrector",
-            1.0 / batch,
         ),
     )
     data_scale = guided.PUBLISHED_DATA_SCALE if published else 1.0
     defaults = {"guidance": weight, "pde_weight": float(pde_weight)}
     return guided.GuidedDiffusion(
         task, defaults, p, corrections, guided.Identity(), profile, num_steps,
-        float(sigma_min), float(sigma_max), units=guided.units(p, data_scale),
+        float(sigma_min), float(sigma_max), units=guided.units(p, data_scale), batch_mean=batch,
     )  # fmt: skip

@@ -3,7 +3,7 @@
 `GuidedDiffusion` runs `diffusion.guided.guided_sample` over a Karras schedule with a tuple of
 `Correction`s and a preconditioner. A correction is a small composition:
 
-    weight_i = hparams[hparam] * factor * schedule(sigma_i, i, N),
+    weight_i = hparams[hparam] * schedule(sigma_i, i, N),
     L_i      = weight_i * objective(points[at], y_obs),
 
 its objective a readout of the denoised state plus a loss (`RelativeNorm`, `MaskedMSE`,
@@ -27,6 +27,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 
 from posteriorjax import checks, diffusion, nn
 from posteriorjax.diffusion.guided import POINTS, guided_sample
@@ -139,27 +140,25 @@ class LateOnly(eqx.Module):
 
 
 class Correction(eqx.Module):
-    """One guidance term: hparams[hparam] * factor * schedule(sigma_i, i, N) * objective(points[at]).
+    """One guidance term: hparams[hparam] * schedule(sigma_i, i, N) * objective(points[at]).
 
     Attributes:
       objective: `objective(d, y_obs) -> scalar` on a denoised stack in the prior's normalized units.
       schedule: step multiplier (see above).
       hparam: name of the vmappable hyperparameter that weights it.
       at: ``"denoised"`` (D(x_i, sigma_i)) or ``"corrector"`` (D at the Heun corrector point).
-      factor: a static constant (e.g. DiffusionPDE's batch-mean 1 / B).
     """
 
     objective: eqx.Module
     schedule: eqx.Module
     hparam: str = eqx.field(static=True)
     at: str = eqx.field(static=True)
-    factor: float = eqx.field(static=True, default=1.0)
 
     def __check_init__(self):
         checks.in_choices("at", self.at, POINTS)
 
     def __call__(self, points, y_obs, hparams, sigma, i, n):
-        weight = hparams[self.hparam] * self.factor * self.schedule(sigma, i, n)
+        weight = hparams[self.hparam] * self.schedule(sigma, i, n)
         return weight * self.objective(points[self.at], y_obs)
 
 
@@ -190,6 +189,9 @@ class GuidedDiffusion(AbstractSampler):
       profile: ``"ours"`` or ``"published"`` (which detail set built it; informational).
       num_steps, sigma_min, sigma_max, rho: the Karras schedule in trajectory units (static).
       units: trajectory = units x the prior's normalized units (static).
+      batch_mean: B of a batch-mean loss (DiffusionPDE's published `_field_loss`), or None: the
+        samples are drawn in batches of B, the last one partial, and each sample's guidance is
+        divided by the size of its own batch (`batch_divisors`); None divides by nothing (static).
     """
 
     prior: DiffusionPrior
@@ -201,13 +203,15 @@ class GuidedDiffusion(AbstractSampler):
     sigma_max: float = eqx.field(static=True)
     rho: float = eqx.field(static=True, default=7.0)
     units: float = eqx.field(static=True, default=1.0)
+    batch_mean: int | None = eqx.field(static=True, default=None)
 
     @property
     def evaluations_per_sample(self) -> int:
         return 2 * self.num_steps - 1
 
-    def sample_one(self, key, y_obs, hparams) -> jax.Array:
-        """One sample: the prior's normalized stack in trajectory units, before read-off."""
+    def sample_one(self, key, y_obs, hparams, divisor=1.0) -> jax.Array:
+        """One sample: the prior's normalized stack in trajectory units, before read-off; the
+        guidance loss (every correction) is divided by `divisor` (its batch's size, `batch_divisors`)."""
         r = self.units
         sigmas = diffusion.karras_sigmas(self.num_steps, self.sigma_min, self.sigma_max, self.rho)
         shape = (self.prior.channels, *self.task.unknown_shape[1:])
@@ -218,15 +222,32 @@ class GuidedDiffusion(AbstractSampler):
         def loss_fn(points, sigma, i):
             model_points = {k: v / r for k, v in points.items()}
             terms = [c(model_points, y_obs, hparams, sigma, i, self.num_steps) for c in self.corrections]
-            return sum(terms, jnp.zeros((), points["denoised"].dtype))
+            return sum(terms, jnp.zeros((), points["denoised"].dtype)) / divisor
 
         return guided_sample(key, denoise, self.prior.noise, shape, sigmas, loss_fn, self.preconditioner)
 
     def _sample(self, key, y_obs, num_samples, hparams):
-        def one(k):
-            return self.prior.unknown(self.sample_one(k, y_obs, hparams) / self.units)
+        def one(k, divisor):
+            return self.prior.unknown(self.sample_one(k, y_obs, hparams, divisor) / self.units)
 
-        return jax.vmap(one)(jr.split(key, num_samples))
+        divisors = batch_divisors(num_samples, self.batch_mean)
+        return jax.vmap(one)(jr.split(key, num_samples), jnp.asarray(divisors, y_obs.dtype))
+
+
+def batch_divisors(num_samples: int, batch_size: int | None) -> np.ndarray:
+    """(num_samples,) the size of the batch each sample is drawn in, when `num_samples` samples are
+    drawn in batches of `batch_size` with the last one partial (the published `generate` loop:
+    ``current_batch = min(batch_size, num_samples - count)``); all ones when `batch_size` is None.
+
+    >>> batch_divisors(12, 10).tolist()
+    [10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 2.0, 2.0]
+    """
+    num_samples = checks.positive_int("num_samples", num_samples)
+    if batch_size is None:
+        return np.ones(num_samples)
+    batch_size = checks.positive_int("batch_size", batch_size)
+    start = np.arange(num_samples) // batch_size * batch_size  # first index of each sample's batch
+    return np.minimum(batch_size, num_samples - start).astype(float)
 
 
 PROFILES = ("ours", "published")

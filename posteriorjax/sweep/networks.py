@@ -1,7 +1,8 @@
 """The networks a sampler entry asks for: their specs, training configs, and training.
 
 A network spec (`NetworkSpec`, parsed from a config by `parse_spec`) names a kind, task
-overrides, a step count, training-config overrides and an optional network to fine-tune from;
+overrides, a step count, training-config overrides (for every task and per task) and an optional
+network to fine-tune from;
 `network_config` turns it into a training config with a hash, `network` trains (or resumes,
 or loads) it under `workdir/networks/`, `network_record` says what it is and how it scores on
 its own (`training.scores`), for the records of the samplers that use it.
@@ -29,7 +30,9 @@ class NetworkSpec:
     path, e.g. ``{"diffusion.noise": "white"}`` (written nested in a config). `pretrain`: the
     spec of a network (same kind) trained first, whose parameters start this one's training
     (multi-resolution fine-tuning: pretrain at a lower resolution); it inherits the kind and
-    the `training` overrides.
+    the `training` overrides. `task_training`: {task: overrides} applied after `training` when the
+    network is trained for that task (PosteriorBench's per-task configs, e.g. the Darcy prior's
+    attention level); a `pretrain` spec inherits them too.
     """
 
     kind: str
@@ -37,22 +40,32 @@ class NetworkSpec:
     num_steps: int | None = None
     pretrain: NetworkSpec | None = None
     training: dict = dataclasses.field(default_factory=dict)
+    task_training: dict = dataclasses.field(default_factory=dict)
+
+    def overrides(self, task: str) -> dict:
+        """The dotted training overrides of this network trained for `task`."""
+        return {**self.training, **self.task_training.get(task, {})}
 
 
 def parse_spec(
-    where: str, spec, scale: str, task: str, kind=None, training: Mapping | None = None
-) -> NetworkSpec:
+    where: str, spec, scale: str, task: str, kind=None, training: Mapping | None = None,
+    task_training: Mapping | None = None,
+) -> NetworkSpec:  # fmt: skip
     """Parse a network spec trained at `scale` for `task` (its training overrides are checked against
-    that task's training config); a `pretrain` spec inherits `kind` and `training`."""
+    that task's training config, each `task_training` entry against its task's); a `pretrain` spec
+    inherits `kind`, `training` and `task_training`."""
     if isinstance(spec, str):
         spec = {"kind": spec}
     if not isinstance(spec, Mapping):
         raise ValueError(f"{where}: expected a kind {NETWORK_KINDS} or a dict with 'kind', got {spec!r}")
     spec = dict(spec)
-    unknown = sorted(set(spec) - {"kind", "task_options", "num_steps", "pretrain", "training"})
+    unknown = sorted(
+        set(spec) - {"kind", "task_options", "num_steps", "pretrain", "training", "task_training"}
+    )
     if unknown:
         raise ValueError(
-            f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps, pretrain, training"
+            f"{where}: unknown key(s) {unknown}; expected kind, task_options, num_steps, pretrain, training, "
+            "task_training"
         )
     if kind is not None and spec.setdefault("kind", kind) != kind:
         raise ValueError(f"{where}.kind: expected the fine-tuned network's {kind!r}, got {spec['kind']!r}")
@@ -63,10 +76,22 @@ def parse_spec(
         steps = positive_int(f"{where}.num_steps", steps)
     training = {**(training or {}), **_dotted(f"{where}.training", spec.get("training") or {})}
     _training_overrides(f"{where}.training", training, common_config(task, spec["kind"], scale))
+    per_task = spec.get("task_training") or {}
+    if not isinstance(per_task, Mapping):
+        raise ValueError(f"{where}.task_training: expected {{task: training overrides}}, got {per_task!r}")
+    per_task = {
+        **{str(t): dict(v) for t, v in (task_training or {}).items()},
+        **{str(t): _dotted(f"{where}.task_training.{t}", v) for t, v in as_dict(per_task).items()},
+    }
+    for name, overrides in per_task.items():
+        cfg = common_config(name, spec["kind"], scale)
+        _training_overrides(f"{where}.task_training.{name}", {**training, **overrides}, cfg)
     pretrain = spec.get("pretrain")
     if pretrain is not None:
-        pretrain = parse_spec(f"{where}.pretrain", as_dict(pretrain), scale, task, spec["kind"], training)
-    return NetworkSpec(spec["kind"], as_dict(spec.get("task_options")), steps, pretrain, training)
+        pretrain = parse_spec(
+            f"{where}.pretrain", as_dict(pretrain), scale, task, spec["kind"], training, per_task
+        )
+    return NetworkSpec(spec["kind"], as_dict(spec.get("task_options")), steps, pretrain, training, per_task)
 
 
 # mapping-valued training settings a network spec replaces whole when it also names a new backbone
@@ -121,18 +146,22 @@ def _training_overrides(where: str, overrides: Mapping, cfg):
 def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None):
     """The training config of a network spec (`posteriorjax.training.config`) and its short hash.
 
-    `task_options` are those of the sampler's task, updated by `spec.task_options`;
-    the step count is `spec.num_steps`, else `num_steps`, else the config's. The hash
+    `task_options` are those of the sampler's task, updated by `spec.task_options`; the training
+    overrides `spec.overrides(task_name)`; the step count is `spec.num_steps`, else `num_steps`,
+    else the config's (a given step count caps the warm-up at a fifth of it, unless both the step
+    count and ``train.warmup_steps`` come from the spec). The hash
     covers the pretraining chain, so a fine-tuned network never shares a directory with one
     trained from scratch.
     """
     cfg = common_config(task_name, spec.kind, scale)
     cfg.task_options = {**dict(task_options), **spec.task_options}
-    _training_overrides("training", spec.training, cfg)
+    overrides = spec.overrides(task_name)
+    _training_overrides("training", overrides, cfg)
     steps = spec.num_steps if spec.num_steps is not None else num_steps
     if steps is not None:
         cfg.train.num_steps = int(steps)
-        cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
+        if spec.num_steps is None or "train.warmup_steps" not in overrides:
+            cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
     plain = cfg.to_dict()
     plain["train"].pop("progress")
     plain.pop("scores")  # how the network is scored (`training.scores`) is not what it is
