@@ -163,8 +163,11 @@ def test_error_messages():
 
 
 def test_sweep_stage_flag_lists_the_sweeps_stages():
-    """The --stage choices, spelled out in the entry point (no JAX before parsing), are sweep.STAGES."""
-    from experiments import sweep as entry
-    from posteriorjax import sweep
-
-    assert tuple(entry.flags.FLAGS["stage"].parser.enum_values) == sweep.STAGES
+    """The --stage choices, spelled out in the entry point (no JAX before parsing), are sweep.STAGES
+    (in a process of its own: the entry points define their flags on absl's one global registry)."""
+    code = (
+        "from experiments import sweep as entry; from posteriorjax import sweep; "
+        "print(tuple(entry.flags.FLAGS['stage'].parser.enum_values) == sweep.STAGES)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "True", out.stderr
