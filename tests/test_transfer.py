@@ -293,7 +293,12 @@ def test_pipeline_runs_and_resumes(heat_run):
     pipeline.run(config, workdir)
     assert block_file.stat().st_mtime_ns == stamp  # finished block skipped
     stored = json.loads(block_file.read_text())
-    assert len(stored["blocks"]) == 81 + 2 + 9 and len(stored["expected"]) == 6
+    # the nine single-view models and MIX, each scored on the nine views and the two density-only
+    # views (random 20 %, 35 %), and MIX also on the unseen protocol (line 30 + random 20)
+    assert set(stored["blocks"]) == {
+        f"{v}|{w}" for v in (*data.VIEWS, "MIX") for w in (*data.VIEWS, "random20", "random35")
+    } | {"MIX|line30_random20"}
+    assert len(stored["expected"]) == 6
 
 
 def test_per_frame_scores_and_horizon_matrices():

@@ -190,7 +190,8 @@ def held_out_error(task: Task, model, key, num: int = 64, batch_size: int = 16) 
     (mean over draws of ||u_sur - u_sim|| / ||u_sim||), `obs_rmse` (noise-free observations)
     and, for a `ColumnObservation`, `rmse_per_well` {column: RMSE over its cells} and
     `relative_l2_per_well` {column: ||error|| / ||u|| over that column of every draw, pooled: a
-    column that most draws leave dry has no per-draw relative error}.
+    column that most draws leave dry has no per-draw relative error; NaN for a column that every
+    draw leaves dry, which has none at all}.
     """
     num = checks.positive_int("num", num)
     keys = jr.split(key, num)
@@ -220,6 +221,9 @@ def held_out_error(task: Task, model, key, num: int = 64, batch_size: int = 16) 
         cols = [int(c) for c in np.asarray(columns)]
         out["rmse_per_well"] = {str(c): float(np.sqrt(np.mean(d[..., c] ** 2))) for c in cols}
         out["relative_l2_per_well"] = {
-            str(c): float(np.linalg.norm(d[..., c]) / max(np.linalg.norm(u[..., c]), 1e-12)) for c in cols
+            str(c): float(np.linalg.norm(d[..., c]) / norm)
+            if (norm := np.linalg.norm(u[..., c])) > 0
+            else math.nan
+            for c in cols
         }
     return out
