@@ -130,3 +130,15 @@ def test_add_a_sampler_tutorial_end_to_end(tmp_path):
     assert read["optima"][("rml", "step_size")]["mmd"] == pytest.approx(0.01)
     [row] = [v for (sampler, h), v in read["means"].items() if sampler == "rml" and np.isclose(h[0][1], 0.01)]
     assert row["mmd"] == pytest.approx(mean("rml", "mmd", step_size=0.01))
+
+
+@pytest.mark.slow
+def test_run_on_devices_tutorial_gives_the_one_device_numbers(tmp_path):
+    """run_on_devices: the study on 4 CPU devices equals the study on one, record by record."""
+    t = _load("run_on_devices")
+    assert t.main(tmp_path, devices=4) == []
+    one = json.loads((tmp_path / "devices-1.json").read_text())
+    assert len(one) == 12  # 2 cases x (prior, exact, 4 DPS weights)
+    # the comparison can fail: a metric moved beyond rounding is named
+    moved = {rid: {**m, "mmd": m["mmd"] * (1 + 1e-3)} for rid, m in one.items()}
+    assert len(t.differences(moved, one)) == len(one)
