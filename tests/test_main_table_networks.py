@@ -258,3 +258,14 @@ def test_medium_main_table_size_and_schedules():
             assert entry.options["num_steps"] >= 100, label
         want = "published" if label.removesuffix("_oracle") in base.PUBLISHED_OPTIONS else None
         assert entry.options.get("profile") == want, label
+
+
+def test_entries_that_need_a_square_grid_skip_ccs():
+    """GRF noise (DPS, the `_ours` rows) needs a square grid and the full FunDiff's 16 x 16 patches
+    do not tile CCS's 64 x 200: those entries run on every other task (the dry run found them
+    unbuildable on CCS)."""
+    for arg, off in (("medium", ("dps", "esmda_ours", "fundps_ours", "eci_ours")), ("", ("dps", "fundiff"))):
+        config = main_table.get_config(arg)
+        for label in off:
+            assert tuple(config.samplers[label].tasks) == tuple(t for t in config.tasks if t != "ccs"), label
+        assert config.samplers["fundps"].tasks is None  # published FunDPS runs on CCS too
