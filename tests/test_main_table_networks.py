@@ -267,5 +267,5 @@ def test_entries_that_need_a_square_grid_skip_ccs():
     for arg, off in (("medium", ("dps", "esmda_ours", "fundps_ours", "eci_ours")), ("", ("dps", "fundiff"))):
         config = main_table.get_config(arg)
         for label in off:
-            assert tuple(config.samplers[label].tasks) == tuple(t for t in config.tasks if t != "ccs"), label
+            assert set(config.samplers[label].tasks) == set(config.tasks) - {"ccs"}, label
         assert config.samplers["fundps"].tasks is None  # published FunDPS runs on CCS too
