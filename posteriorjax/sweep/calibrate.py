@@ -161,7 +161,11 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
         )
     check_disjoint(s.num_cases)
     if jax.process_count() > 1:
-        raise NotImplementedError(f"{where}: a calibration stage runs on one process")
+        raise ValueError(
+            f"{where}: expected a study on one process (the validation records are not assembled across "
+            f"processes), got {jax.process_count()}; calibrate on one host, then pass the chosen value "
+            f"as an axis of one value"
+        )
     default = float(sampler.defaults[cal.hparam])
     if cal.relative and default == 0:
         raise ValueError(
