@@ -183,6 +183,14 @@ def test_dry_run_keeps_its_keys_and_adds_the_sizing():
     assert out["tasks"]["poisson_fixed"]["fill"].startswith("not an eps rule (exact)")
 
 
+def test_dry_run_without_a_pilot_pool_says_so():
+    """--dry_run_pilot=0 skips the fill estimate of an eps-rule reference instead of failing."""
+    eps = sweep.reference_config("published_eps", num_samples=8, pool_size=64, pool_chunk=32)
+    out = sweep.dry_run(_config(tasks={"darcy": {"resolution": 16}}, reference=eps), sizing=True,
+                        compile=False, pilot_draws=0)  # fmt: skip
+    assert out["tasks"]["darcy"]["fill"].startswith("not estimated (no pilot pool")
+
+
 def test_sweep_dry_run_flag_prints_the_sizing():
     """The entry point in its own process (absl flags are process-global)."""
     import json

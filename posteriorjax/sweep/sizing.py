@@ -526,6 +526,8 @@ def size(plan, *, compile: bool = True, pilot_draws: int = 2048, mesh=None, log=
         rc = s.references[task_name]
         if task_name in plan.given:
             references[task_name] = {"verdict": "given (read from a cases file)"}
+        elif rc["method"] in EPS_METHODS and pilot_draws == 0:
+            references[task_name] = {"verdict": "not estimated (no pilot pool: --dry_run_pilot=0)"}
         elif rc["method"] in EPS_METHODS:
             key = registry.stream(jr.key(s.seed), "dry_run_pilot")
             y_obs = np.asarray(plan.cases(task_name).y_obs)
