@@ -30,11 +30,16 @@ linear-Gaussian task: `poisson_fixed`, see `quickstart.py`). ECI constrains Darc
 Poisson's point values, CCS's well columns and LTMI's block averages (`samplers.eci`, as
 published); its velocities on CCS and LTMI have been built and sampled untrained, not trained.
 
-Medium (`configs/main_table.py:medium`, a CPU study): Darcy, Poisson, `poisson_fixed` (its
-reference `exact`: the linear-Gaussian posterior) and LTMI at 32 x 32 (LTMI pooled to 16 x 16), CCS
-at `tasks.ccs.MEDIUM` (16 layers x 48 radial cells to 100 km, 2 years of injection in 8 pressure
-steps of 0.25 years, wells at radial indices 0 and 16, IMPES), kept as before; 10 cases x 64
-samples per sampler. Every sampler at its published profile with the published networks shrunk by
+Medium (`configs/main_table.py:medium`, a CPU study): Darcy, Poisson and `poisson_fixed` (its
+reference `exact`: the linear-Gaussian posterior) at 32 x 32; 10 cases x 64 samples per sampler.
+`medium:TASKS[:LABELS]` (comma-separated) runs a part of it, its entries unchanged, so the
+trained networks (`networks/<task>/<kind>-<hash>`) are the same directories: LTMI at 32 x 32
+(pooled to 16 x 16) and CCS at `tasks.ccs.MEDIUM` (16 layers x 48 radial cells to 100 km, 2 years
+of injection in 8 pressure steps of 0.25 years, wells at radial indices 0 and 16, IMPES) are
+defined but left out of the default, since their networks do not train on a 2-core CPU in the
+session budget. The networks train `training.kinds.medium_steps(backbone)` steps: 6000, or
+about 30 minutes of a 2-core CPU for the slow backbones (1500 for the ``ddpmpp-uno`` priors and
+DDIS's ``fno_pad``, 250 for DiffusionPDE's ``ddpmpp`` U-Net). Every sampler at its published profile with the published networks shrunk by
 the one rule `nn.published.scaled` (`SCALE_RULES["medium"]`: grid-tied sizes x 32/128, widths / 4,
 depths kept) and trained at `config.training.scale = "medium"` (`training.config(task, kind,
 "medium")`: 32 x 32, its own optimizer settings), beside our function-space variants
@@ -199,26 +204,45 @@ def off_ccs(samplers: dict, tasks, labels) -> dict:
 ORACLE_SPLIT = ("dps", "fundps", "funddps", "ddis", "diffusionpde")
 
 
-def medium_config():
-    """The medium-scale main table (module docstring): five tasks on a 2-core CPU."""
-    tasks = {name: dict(options) for name, options in MEDIUM_TASKS.items()}
+MEDIUM_DEFAULT = ("darcy", "poisson", "poisson_fixed")
+
+
+def _names(where: str, text: str, known) -> tuple[str, ...]:
+    """The comma-separated names of `text`, each one of `known` (ValueError naming `where`)."""
+    names = tuple(n for n in text.split(",") if n)
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        raise ValueError(
+            f"config argument: {where}: expected comma-separated names from {sorted(known)}, got {text!r}"
+        )
+    return names
+
+
+def medium_config(task_names=MEDIUM_DEFAULT, labels=None):
+    """The medium-scale main table (module docstring) on a 2-core CPU: `task_names` (keys of
+    `MEDIUM_TASKS`), the sampler entries `labels` (None: all)."""
+    tasks = {name: dict(MEDIUM_TASKS[name]) for name in task_names}
     sampled = tuple(n for n in tasks if n != "poisson_fixed")
     references = published_references(
         sampled, MEDIUM_REFERENCE, MEDIUM_POOLS, pool_chunk=2048, surrogate=MEDIUM_SURROGATE,
         validate=True,
     )  # fmt: skip
-    references["poisson_fixed"] = sweep.reference_config("exact", num_samples=1000)
+    if "poisson_fixed" in tasks:
+        references["poisson_fixed"] = sweep.reference_config("exact", num_samples=1000)
     samplers = base.catalog(False, SAMPLERS, profile="published", scale="medium", options=MEDIUM_OPTIONS)
     ours = base.catalog(False, OURS_VARIANTS, scale="medium", options=MEDIUM_OPTIONS)
     samplers.update({f"{name}_ours": entry for name, entry in ours.items()})
     samplers = off_ccs(samplers, tuple(tasks), ["dps", *(k for k in samplers if k.endswith("_ours"))])
     # the error split on `poisson_fixed` (exact GRF prior score): each learned score-based sampler
     # beside its oracle twin, the sampler's own error (`report.split`)
-    for label in [k for k, e in samplers.items() if e["sampler"] in ORACLE_SPLIT]:
-        samplers[label + split.ORACLE_SUFFIX] = {
-            **split.oracle_twin(samplers[label]),
-            "tasks": ("poisson_fixed",),
-        }
+    if "poisson_fixed" in tasks:
+        for label in [k for k, e in samplers.items() if e["sampler"] in ORACLE_SPLIT]:
+            samplers[label + split.ORACLE_SUFFIX] = {
+                **split.oracle_twin(samplers[label]),
+                "tasks": ("poisson_fixed",),
+            }
+    if labels is not None:
+        samplers = {label: samplers[label] for label in _names("samplers", labels, samplers)}
     config = base.sweep(
         False,
         tasks=tasks,
@@ -226,7 +250,7 @@ def medium_config():
         num_samples=64,
         chunk_size=8,
         batch_size=2,
-        reference=references["darcy"],
+        reference=references[task_names[0]],
         references=references,
         samplers=calibrated(samplers, "medium", MEDIUM_VALIDATION_CASES),
     )
@@ -235,8 +259,12 @@ def medium_config():
 
 
 def get_config(arg: str | None = None):
-    if arg == "medium":
-        return medium_config()
+    """`arg`: "" (published scale), "tiny", "medium", or "medium:TASKS[:LABELS]" (comma-separated
+    keys of `MEDIUM_TASKS`, then sampler labels) for a part of the medium table."""
+    if arg is not None and (arg == "medium" or arg.startswith("medium:")):
+        _, tasks, labels = (arg.split(":", 2) + [None, None])[:3]
+        names = MEDIUM_DEFAULT if tasks is None else _names("tasks", tasks, MEDIUM_TASKS)
+        return medium_config(names, labels)
     tiny = base.is_tiny(arg)
     if tiny:
         tasks = {"darcy": {"resolution": 16}, "poisson": {"resolution": 16}}

@@ -184,7 +184,7 @@ def test_main_table_dry_runs_with_the_published_references_and_a_medium_scale():
     assert {n: t["reference"]["settings"]["pool_size"] for n, t in full.items()} == dict.fromkeys(
         full, 2_000_000
     )
-    medium = sweep.dry_run(_load("main_table").get_config("medium"))
+    medium = sweep.dry_run(_load("main_table").get_config("medium:darcy,poisson,poisson_fixed,ltmi,ccs"))
     tasks = medium["tasks"]
     assert set(tasks) == {"darcy", "poisson", "poisson_fixed", "ccs", "ltmi"}
     assert medium["training_scale"] == "medium"

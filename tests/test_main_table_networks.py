@@ -241,8 +241,11 @@ def test_smaller_scales_keep_the_published_architectures_by_one_rule(arg):
 
 def test_medium_main_table_size_and_schedules():
     config = main_table.get_config("medium")
-    assert set(config.tasks) == {"darcy", "poisson", "poisson_fixed", "ltmi", "ccs"}
-    assert all(config.tasks[t].resolution == 32 for t in ("darcy", "poisson", "poisson_fixed", "ltmi"))
+    assert set(config.tasks) == {"darcy", "poisson", "poisson_fixed"}
+    assert set(main_table.get_config("medium:darcy,poisson,poisson_fixed,ltmi,ccs").tasks) == set(
+        main_table.MEDIUM_TASKS
+    )
+    assert all(config.tasks[t].resolution == 32 for t in ("darcy", "poisson", "poisson_fixed"))
     assert config.num_cases >= 10 and config.num_samples >= 64
     labels = set(config.samplers)
     learned = set(main_table.SAMPLERS) | {f"{n}_ours" for n in main_table.OURS_VARIANTS}
@@ -264,8 +267,40 @@ def test_entries_that_need_a_square_grid_skip_ccs():
     """GRF noise (DPS, the `_ours` rows) needs a square grid and the full FunDiff's 16 x 16 patches
     do not tile CCS's 64 x 200: those entries run on every other task (the dry run found them
     unbuildable on CCS)."""
-    for arg, off in (("medium", ("dps", "esmda_ours", "fundps_ours", "eci_ours")), ("", ("dps", "fundiff"))):
+    medium = "medium:darcy,poisson,poisson_fixed,ltmi,ccs"
+    for arg, off in ((medium, ("dps", "esmda_ours", "fundps_ours", "eci_ours")), ("", ("dps", "fundiff"))):
         config = main_table.get_config(arg)
         for label in off:
             assert set(config.samplers[label].tasks) == set(config.tasks) - {"ccs"}, label
         assert config.samplers["fundps"].tasks is None  # published FunDPS runs on CCS too
+
+
+def test_a_part_of_the_medium_table_is_the_same_entries():
+    """`medium:TASKS:LABELS` keeps the listed tasks and entries unchanged (their networks, and so
+    the trained network directories, are the whole table's); unknown names are errors."""
+    whole = main_table.get_config("medium")
+    part = main_table.get_config("medium:poisson_fixed:fundps,fundps_oracle")
+    assert list(part.tasks) == ["poisson_fixed"] and list(part.samplers) == ["fundps", "fundps_oracle"]
+    for label in part.samplers:
+        assert part.samplers[label].to_dict() == whole.samplers[label].to_dict()
+    assert "fundps_oracle" not in main_table.get_config("medium:darcy").samplers  # oracle: poisson_fixed only
+    for arg, name in (("medium:poison", "tasks"), ("medium:darcy:fundsp", "samplers"), ("medium::", "tasks")):
+        with pytest.raises(ValueError, match=name):
+            main_table.get_config(arg)
+
+
+def test_medium_networks_train_for_their_backbones_budget():
+    """At the medium scale a network trains `kinds.medium_steps(its backbone)` steps, whether the
+    backbone is its kind's default or a published one laid over it by the spec."""
+    from posteriorjax import training
+
+    parsed = sweep.settings(main_table.get_config("medium:poisson"))
+    seen = {}
+    for entry in parsed.samplers:
+        for spec in entry.networks.values():
+            cfg, _ = networks.network_config("poisson", parsed.tasks["poisson"], spec, "medium")
+            seen[str(cfg.model.name)] = int(cfg.train.num_steps)
+    assert seen["ddpmpp_uno"] == 1500 and seen["ddpmpp"] == 250 and seen["fno_pad"] == 1500
+    assert seen["fno"] == training.kinds.MEDIUM_STEPS
+    assert training.config("poisson", "prior", "medium").train.num_steps == 1500  # the kind's U-NO
+    assert training.config("poisson", "surrogate", "medium").train.num_steps == training.kinds.MEDIUM_STEPS

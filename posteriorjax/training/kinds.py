@@ -11,7 +11,7 @@ A kind is one `Kind` entry (registered with `register`, looked up with `get`, li
   models, steps                       default backbones {"tiny" | "full": (nn name, options)} and
                                       step counts {"tiny" | "full": steps}; the ``medium``
                                       backbone is the full one shrunk by `nn.published.scaled`
-                                      unless given, its step count `MEDIUM_STEPS` unless given;
+                                      unless given, its step count `medium_steps` unless given;
   generative                          trained like a generative model (learning rate, EMA);
   edm                                 the data are rescaled to `diffusion.data_scale` (EDM priors);
   uses_state                          needs the state normalization (`u_norm`);
@@ -59,7 +59,17 @@ from posteriorjax.training.checkpoints import parameter_digest
 
 SCALES = ("tiny", "medium", "full")
 TINY_STEPS = 300  # about a minute on one CPU at 16 x 16
+# Medium training length: 6000 steps, or for a backbone whose step is slow on a CPU what about 30
+# minutes of a 2-core CPU trains at batch 32 (measured: `ddpmpp_uno` 1.33 s per step, `ddpmpp`
+# 7.4 s, `fno_pad` 1.9-2.8 s on a loaded CPU, docs/networks.md); `medium_steps` is the one place
+# that decides it.
 MEDIUM_STEPS = 6000
+MEDIUM_STEPS_BY_MODEL = {"ddpmpp_uno": 1500, "ddpmpp": 250, "fno_pad": 1500}
+
+
+def medium_steps(model_name: str) -> int:
+    """Training steps of a medium-scale network with the backbone `model_name` (an `nn` name)."""
+    return MEDIUM_STEPS_BY_MODEL.get(model_name, MEDIUM_STEPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +105,8 @@ class Kind:
             medium = published.scaled(self.models["full"], "medium")
             object.__setattr__(self, "models", {**self.models, "medium": medium})
         if "medium" not in self.steps:
-            object.__setattr__(self, "steps", {**self.steps, "medium": MEDIUM_STEPS})
+            steps = medium_steps(self.models["medium"][0])
+            object.__setattr__(self, "steps", {**self.steps, "medium": steps})
         for field in ("models", "steps"):
             if set(getattr(self, field)) != set(SCALES):
                 raise ValueError(
