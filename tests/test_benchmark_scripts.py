@@ -61,6 +61,26 @@ def test_gpu_check_dry_run_finds_every_step():
     assert expected <= set(out.stdout.split())
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_train_device_script_lists_the_networks_and_refuses_bad_arguments(tmp_path):
+    """`scripts/train_device.sh --dry-run CONFIG` lists the config's networks as the sweep would
+    train them (none trained in a fresh checkout); bad arguments exit 2 with a usage line."""
+    import json
+
+    script = str(ROOT / "scripts" / "train_device.sh")
+    subprocess.run(["bash", "-n", script], check=True)
+    env = {"PYTHON": sys.executable, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        ["bash", script, "--dry-run", "configs/quickstart.py"], check=True, capture_output=True, text=True, env=env
+    )
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert rows and {"network", "kind", "model", "parameters", "steps", "trained"} <= set(rows[0])
+    assert all(r["parameters"] > 0 and r["steps"] > 0 and r["network"].startswith("poisson_fixed/") for r in rows)
+    for argv, message in ((["--dry-run"], "usage"), (["cfg", str(tmp_path), "soon"], "SECONDS")):
+        bad = subprocess.run(["bash", script, *argv], capture_output=True, text=True, env=env)
+        assert bad.returncode == 2 and message in bad.stderr
+
+
 def test_interleaved_timing_runs_each_function_back_to_back(monkeypatch):
     """Warm-up first, then per round each function `calls` times in a row (order of `fns`)."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
