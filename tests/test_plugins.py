@@ -15,7 +15,7 @@ PLUGIN = "examples.plugin_sampler"
 @pytest.fixture(scope="module")
 def loaded():
     new = plugins.load(PLUGIN)
-    assert new == {PLUGIN: (["tempered_is"], ["poisson_fixed_sparse"])}
+    assert new == {PLUGIN: {"sampler": ["tempered_is"], "task": ["poisson_fixed_sparse"]}}
     assert plugins.load([PLUGIN]) == new  # loading again is a no-op
     yield tasks.get("poisson_fixed_sparse", resolution=16)
     plugins.unload(PLUGIN)  # the registry-wide tests see the built-in names only
@@ -49,7 +49,7 @@ def test_checker_names_the_failed_property(loaded):
 def test_loader_errors_name_the_module():
     with pytest.raises(ValueError, match="cannot import plugin module 'no_such_module_xyz'"):
         plugins.load("no_such_module_xyz")
-    with pytest.raises(ValueError, match="'json' registered no new sampler or task"):
+    with pytest.raises(ValueError, match="'json' registered no new sampler, task"):
         plugins.load("json")
     assert plugins.parse(" a, ,b ") == ["a", "b"] and plugins.parse(None) == []
 

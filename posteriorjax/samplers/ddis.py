@@ -46,7 +46,7 @@ import jax.random as jr
 
 from posteriorjax import checks, diffusion
 from posteriorjax.samplers import guidance, guided
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
 LR_MIN_RATIO = 0.01
@@ -235,3 +235,6 @@ def build(
         values["ode_steps"], values["langevin_steps"], float(values["sigma_min"]), float(values["sigma_max"]),
         float(values["ode_sigma_min"]), units=guided.units(p, data_scale),
     )  # fmt: skip
+
+
+register("ddis", build, networks={"model": "prior", "surrogate": "surrogate"})

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
 PUBLISHED = {"darcy": 40000.0, "poisson": 20000.0, "ccs": 1000.0, "ltmi": 400.0}
@@ -89,3 +90,6 @@ def build(
         task, defaults, p, corrections, guided.Identity(), profile, num_steps,
         float(sigma_min), float(sigma_max), units=guided.units(p, data_scale), batch_mean=batch,
     )  # fmt: skip
+
+
+register("diffusionpde", build, networks={"model": "joint"})

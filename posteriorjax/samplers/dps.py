@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
 GUIDANCE = {"darcy": 4000.0, "darcy_lowres": 4000.0}  # exact task names; every other task: 1600
@@ -42,3 +43,6 @@ def build(
         task, {"guidance": weight}, p, (correction,), guided.NoiseCovariance(p.noise), "ours",
         num_steps, float(sigma_min), float(sigma_max), units=guided.units(p, 1.0),
     )  # fmt: skip
+
+
+register("dps", build, networks={"model": "prior"})

@@ -49,10 +49,11 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, diffusion, nn
+from posteriorjax import checks, diffusion, kinds, nn
+from posteriorjax.nn import published
 from posteriorjax.observations import AveragePool, ColumnObservation, MaskObservation
 from posteriorjax.samplers import guidance, guided
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
 # configs/evaluations/eci_<dataset>.yaml, per PosteriorBench dataset: n_mix and resample_step
@@ -278,3 +279,31 @@ def _build_published(task, prior, model, num_steps, mixing, t_min, noise, resamp
             f"{type(model.noise).__name__}"
         )
     return ECISampler(task, {}, model, num_steps, mixing, 0.0, "published", resample_step)
+
+
+register("eci", build, networks={"model": "joint"})
+
+# The published ECI velocity (`training_eci/flow.py`, `configs/training/*_eci_*.yml`): neuralop's FNO
+# with 32 modes, 128 hidden channels, 6 layers, lifting / projection ratio 4, domain padding 0.1 and
+# a 32-channel sinusoidal embedding of t concatenated to the input (`nn.published` "eci_velocity"),
+# trained for 58594 steps on data of std 0.5 with Matern 1/2 base noise (set `diffusion.noise =
+# "matern"`, `data_scale = 0.5`).
+kinds.register(
+    kinds.Kind(
+        "flow",
+        channels=lambda task: (kinds.x_channels(task) + kinds.u_channels(task),) * 2,
+        example=kinds.joint_example,
+        wrap=lambda net, x_norm, u_norm, cfg: FlowVelocity(
+            net,
+            x_norm.concat(u_norm),
+            diffusion.MaternNoise() if cfg.noise is None else cfg.noise,
+            x_norm.channels,
+        ),
+        loss=lambda task, noise, d: FlowMatchingLoss(),
+        evaluate=kinds.loss_evaluation("eval_flow_matching_loss"),
+        models={"tiny": kinds.TINY_DENOISER, "full": published.get("eci_velocity")},
+        steps={"tiny": kinds.TINY_STEPS, "full": 58_594},
+        generative=True,
+        edm=True,  # rescaled to `data_scale` like the EDM kinds (published 0.5)
+    )
+)

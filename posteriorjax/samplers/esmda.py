@@ -44,7 +44,7 @@ from jax.flatten_util import ravel_pytree
 
 from posteriorjax import checks, rng
 from posteriorjax.samplers import guidance, guided
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.base import AbstractSampler, register
 
 
 def default_alphas(num_updates: int) -> tuple[float, ...]:
@@ -181,3 +181,6 @@ def build(task, ensemble_size: int | None = None, alphas=None, profile: str = "o
     if not math.isclose(sum(1.0 / a for a in alphas), 1.0, rel_tol=1e-6):
         raise ValueError(f"alphas: expected sum(1 / alpha_i) = 1, got {sum(1.0 / a for a in alphas):.6g}")
     return ESMDASampler(task, defaults, alphas, ensemble_size, profile)
+
+
+register("esmda", build)

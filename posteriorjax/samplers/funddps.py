@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
 PUBLISHED = {"darcy": 1000.0, "poisson": 100.0, "ccs": 17.5, "ltmi": 400.0}  # sigma 0.002 -> 80 everywhere
@@ -67,3 +68,6 @@ def build(
         task, {"guidance": weight}, p, (correction,), preconditioner, profile, num_steps,
         float(sigma_min), float(sigma_max), units=guided.units(p, data_scale),
     )  # fmt: skip
+
+
+register("funddps", build, networks={"model": "prior", "surrogate": "surrogate"})

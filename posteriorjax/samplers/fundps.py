@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
 # configs/evaluations/fundps_<dataset>.yaml (sigmas in the published 0.5-scaled units)
@@ -85,3 +86,6 @@ def build(
         float(values["sigma_max"] if sigma_max is None else sigma_max),
         units=guided.units(p, data_scale),
     )  # fmt: skip
+
+
+register("fundps", build, networks={"model": "joint"})

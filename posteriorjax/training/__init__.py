@@ -16,6 +16,7 @@ scores       a trained network's own scores (`scores.json`, logged while it trai
              per-channel error, the conditional kinds' held-out error.
 """
 
+from posteriorjax.samplers.flow_fno import FlowMatchingLoss
 from posteriorjax.training import kinds, scores
 from posteriorjax.training.checkpoints import (
     Checkpoints,
@@ -29,7 +30,6 @@ from posteriorjax.training.data import PoolSource, TaskSource, build_pool
 from posteriorjax.training.loop import fit, make_step, scan, scan_ensemble, update
 from posteriorjax.training.losses import (
     DiffusionLoss,
-    FlowMatchingLoss,
     InverseLoss,
     surrogate_loss,
 )
