@@ -8,6 +8,9 @@ trained network expects. The per-task tuned values the builders read are one tab
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from posteriorjax.samplers.base import REGISTRY, AbstractSampler, register
 from posteriorjax.tasks.base import Task
 
@@ -45,21 +48,9 @@ def get(name: str, task, **config) -> AbstractSampler:
     return entry.build(task, **config)
 
 
-# the built-in samplers register themselves when their modules are imported
-from posteriorjax.samplers import (  # noqa: E402,F401
-    ddis,
-    diffusionpde,
-    dps,
-    eci,
-    esmda,
-    exact,
-    flow_fno,
-    funddps,
-    fundiff,
-    fundps,
-    mc_dropout,
-    pcn,
-    prior,
-)
+# Every module of this package is imported here, so a built-in sampler module registers itself
+# (its `register` call beside its `build`) without a line in this file.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = ["REGISTRY", "AbstractSampler", "get", "names", "networks", "options", "register", "unregister"]

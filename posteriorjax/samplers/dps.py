@@ -20,9 +20,6 @@ from posteriorjax.samplers import guidance, guided
 from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
-GUIDANCE = {"darcy": 4000.0, "darcy_lowres": 4000.0}  # exact task names; every other task: 1600
-DEFAULT_GUIDANCE = 1600.0
-
 
 def build(
     task, prior: str = "learned", model=None, num_steps: int = 500, sigma_min: float = 0.002,
@@ -38,7 +35,7 @@ def build(
         "guidance",
         "denoised",
     )
-    weight = GUIDANCE.get(task.name, DEFAULT_GUIDANCE) if guidance_weight is None else float(guidance_weight)
+    weight = guided.guidance_weight(task, guidance_weight, "dps", published=False)
     return guided.GuidedDiffusion(
         task, {"guidance": weight}, p, (correction,), guided.NoiseCovariance(p.noise), "ours",
         num_steps, float(sigma_min), float(sigma_max), units=guided.units(p, 1.0),

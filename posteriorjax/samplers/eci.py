@@ -52,13 +52,11 @@ import jax.random as jr
 from posteriorjax import checks, diffusion, kinds, nn
 from posteriorjax.nn import published
 from posteriorjax.observations import AveragePool, ColumnObservation, MaskObservation
-from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers import guided, tuned
 from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
 # configs/evaluations/eci_<dataset>.yaml, per PosteriorBench dataset: n_mix and resample_step
-MIXING = {"darcy": 5, "poisson": 1, "ccs": 1, "ltmi": 1}
-RESAMPLE = {"darcy": 1, "poisson": 1, "ccs": 5, "ltmi": 5}
 CONSTRAINED = (MaskObservation, ColumnObservation, AveragePool)  # observations `replace` handles
 PUBLISHED_STEPS = 200
 
@@ -227,11 +225,11 @@ def build(
     num_steps = checks.positive_int("num_steps", num_steps)
     if num_steps < 2:
         raise ValueError(f"num_steps: expected at least 2 steps, got {num_steps}")
-    mixing = guidance.published(task, MIXING, "ECI", "mixing") if mixing is None else mixing
+    mixing = tuned.published(task, "eci", "mixing")["mixing"] if mixing is None else mixing
     mixing = checks.positive_int("mixing", mixing)
     if resample_step is None:
-        dataset = guidance.PUBLISHED_DATASET.get(task.name)
-        resample_step = RESAMPLE.get(dataset, 1) if profile == "published" else 1
+        published = profile == "published"
+        resample_step = tuned.published_or_default(task, "eci")["resample_step"] if published else 1
     resample_step = checks.positive_int("resample_step", resample_step)
     if profile != "published" and resample_step != 1:
         raise ValueError(f"resample_step: our ECI draws fresh noise every mix (1), got {resample_step}")

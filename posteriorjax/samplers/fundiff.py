@@ -35,17 +35,13 @@ import jax.random as jr
 from posteriorjax import checks, kinds, nn, rng
 from posteriorjax.nn.fae import grid_coords
 from posteriorjax.observations.operators import MaskObservation
-from posteriorjax.samplers import guidance
+from posteriorjax.samplers import tuned
 from posteriorjax.samplers.base import AbstractSampler, register
 
-NUM_STEPS = 20  # for a task without published values
-# `sampling.num_steps` of configs/evaluations/fundiff_<dataset>.yaml, per PosteriorBench dataset
-PUBLISHED_STEPS = {"darcy": 20, "poisson": 20, "ccs": 100, "ltmi": 20}
 DATA_SCALE = 0.5  # published target / condition normalization `scale`
 QUERY_FRACTION = 0.25  # 4096 query points of a 128 x 128 grid
 TARGET_DOWNSAMPLING = (1, 2, 4)  # published `input_downsample_factors` of the target FAE
 CONDITION_DOWNSAMPLING = (1,)
-PUBLISHED_DISCRETE = {"darcy": (3.0, 12.0)}  # `postprocess.discrete_values` of the published profiles
 
 
 class TargetAutoencoder(eqx.Module):
@@ -230,13 +226,13 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
     """`model`: a trained `LatentFlow` (kind ``fundiff_dit``); `target`, `condition`: the trained
     ``fundiff_fae_target`` / ``fundiff_fae_condition`` autoencoders it was trained on.
 
-    `num_steps`: default the task's published value (`PUBLISHED_STEPS`), `NUM_STEPS` elsewhere.
+    `num_steps`: default the task's published value (`tuned`; 20, logged, elsewhere).
 
     `discrete_values`: ``"published"`` (the binary projection of the task's published profile:
     Darcy {3, 12}, none elsewhere), None, or a (low, high) pair.
     """
     if num_steps is None:
-        num_steps = PUBLISHED_STEPS.get(guidance.PUBLISHED_DATASET.get(task.name), NUM_STEPS)
+        num_steps = tuned.published_or_default(task, "fundiff")["num_steps"]
     num_steps = checks.positive_int("num_steps", num_steps)
     for name, value, cls in (("model", model, LatentFlow), ("target", target, TargetAutoencoder),
                              ("condition", condition, ConditionAutoencoder)):  # fmt: skip
@@ -256,7 +252,7 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
             raise ValueError(
                 f"discrete_values: expected 'published', None or (low, high), got {discrete_values!r}"
             )
-        discrete_values = PUBLISHED_DISCRETE.get(task.name)
+        discrete_values = tuned.ours(task, "fundiff")["discrete_values"]
     if discrete_values is not None:
         discrete_values = tuple(sorted(float(v) for v in discrete_values))
         if len(discrete_values) != 2:

@@ -7,7 +7,9 @@ A builder is any callable taking keyword options (e.g. `resolution=32`) and retu
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from collections.abc import Callable
 
 from posteriorjax.registry import Registry
@@ -41,7 +43,10 @@ def get(name: str, **overrides) -> Task:
     return builder(**overrides)
 
 
-from posteriorjax.tasks import ccs, darcy, fields, interface, ltmi, poisson  # noqa: E402,F401  (registration)
+# Every module of this package is imported here, so a built-in task module registers itself (its
+# `register` call beside its builder) without a line in this file.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "REGISTRY",
