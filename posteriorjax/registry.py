@@ -38,8 +38,6 @@ class Registry(Generic[T]):
         return f"Registry({self.what!r}, {self.names()})"
 
     def _check(self, name: str, entry) -> None:
-        if not (isinstance(name, str) and name):
-            raise ValueError(f"name: expected a non-empty string naming the {self.what}, got {name!r}")
         if self.kind is callable:
             ok, expected = callable(entry), "a callable"
         else:
@@ -50,6 +48,8 @@ class Registry(Generic[T]):
             raise TypeError(
                 f"{self.what} {name!r}: expected {expected}, got {type(entry).__name__} {entry!r:.80}"
             )
+        if not (isinstance(name, str) and name):
+            raise ValueError(f"name: expected a non-empty string naming the {self.what}, got {name!r}")
         if name in self._entries:
             raise ValueError(f"name: {self.what} {name!r} is already registered")
 

@@ -12,9 +12,9 @@ too, so every built-in kind is registered.
   ``surrogate``  FNO-type regressor unknown -> state,
   ``inverse``    regressor (masked observations on the grid, mask) -> unknown, with dropout.
 
-A new kind is one `register(Kind(...))` beside the model it trains; `configs/train/network.py`,
-the sweep's network specs and `configs/base.NETWORKS` derive from the registry, and
-`tests/test_train.py` checks every registered kind's contract.
+A new kind is one `register(Kind(...))` beside the model it trains; `configs/train/network.py`
+and the sweep's network specs read the registry, a sampler names the kinds it takes
+(`samplers.networks`), and `tests/test_train.py` checks every registered kind's contract.
 """
 
 from __future__ import annotations
