@@ -56,7 +56,6 @@ from posteriorjax.samplers import guided, tuned
 from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
-# configs/evaluations/eci_<dataset>.yaml, per PosteriorBench dataset: n_mix and resample_step
 CONSTRAINED = (MaskObservation, ColumnObservation, AveragePool)  # observations `replace` handles
 PUBLISHED_STEPS = 200
 
@@ -228,8 +227,9 @@ def build(
     mixing = tuned.published(task, "eci", "mixing")["mixing"] if mixing is None else mixing
     mixing = checks.positive_int("mixing", mixing)
     if resample_step is None:
-        published = profile == "published"
-        resample_step = tuned.published_or_default(task, "eci")["resample_step"] if published else 1
+        resample_step = 1  # ours: fresh noise every mix; published: the task's dataset's value
+        if profile == "published":
+            resample_step = tuned.published_or_default(task, "eci")["resample_step"]
     resample_step = checks.positive_int("resample_step", resample_step)
     if profile != "published" and resample_step != 1:
         raise ValueError(f"resample_step: our ECI draws fresh noise every mix (1), got {resample_step}")
