@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ml_collections
 
-from posteriorjax import training
+from posteriorjax import samplers
 
 ARGS = ("", "tiny")
 
@@ -89,9 +89,6 @@ def sampler(
         "tasks": None if tasks is None else tuple(tasks),
     }
 
-
-# The networks each learned sampler receives ({sampler: {builder option: kind}}, from the kinds registry).
-NETWORKS = training.kinds.networks()
 
 # Learned samplers whose builders default to white noise get the noise their networks are trained
 # with (`posteriorjax.training.config`: GRF noise).
@@ -217,7 +214,8 @@ def _networks(name: str, scale: str, published: bool) -> dict | None:
             option: published_network(kind, backbone, scale)
             for option, (kind, backbone) in PUBLISHED_NETWORKS[name].items()
         }
-    return NETWORKS.get(name)
+    # the networks the sampler receives ({builder option: kind}, as it registered them)
+    return (samplers.networks(name) or None) if name in samplers.REGISTRY else None
 
 
 def catalog(

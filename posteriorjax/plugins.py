@@ -1,9 +1,11 @@
-"""Out-of-tree samplers and tasks, loaded by module path.
+"""Out-of-tree samplers, tasks, metrics, network kinds and reference methods, loaded by module path.
 
 A plugin is an importable module (``my_package.my_sampler`` or ``examples.plugin_sampler``)
-that registers its samplers and tasks through the public `samplers.register` and
-`tasks.register` when imported. `load(modules)` imports each one; the experiments take the
-list as ``--plugins=mod1,mod2``, the sweep records it in ``provenance.json`` (``plugins``) and
+that registers its entries when imported, with the same calls the package makes beside its own:
+`samplers.register`, `tasks.register`, `metrics.registry.register`, `training.kinds.register`
+and `reference.registry.register` (`REGISTRIES` lists the five `posteriorjax.registry.Registry`
+objects by what they hold). `load(modules)` imports each one; the experiments take the list as
+``--plugins=mod1,mod2``, the sweep records it in ``provenance.json`` (``plugins``) and
 `check_workdir` says which plugins a workdir needs when one of its samplers or tasks is
 unknown.
 
@@ -20,13 +22,24 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-_LOADED: dict[str, tuple[list[str], list[str]]] = {}
+from posteriorjax import samplers, tasks, training
+from posteriorjax.metrics import registry as metric_registry
+from posteriorjax.reference import registry as reference_registry
+
+# every registry a plugin may add to, by what an entry is
+REGISTRIES = {
+    "sampler": samplers.REGISTRY,
+    "task": tasks.REGISTRY,
+    "metric": metric_registry.REGISTRY,
+    "network kind": training.kinds.REGISTRY,
+    "reference method": reference_registry.REGISTRY,
+}
+
+_LOADED: dict[str, dict[str, list[str]]] = {}
 
 
-def _registered() -> tuple[set[str], set[str]]:
-    from posteriorjax import samplers, tasks
-
-    return set(samplers.names()), set(tasks.names())
+def _registered() -> dict[str, set[str]]:
+    return {what: set(registry.names()) for what, registry in REGISTRIES.items()}
 
 
 def define_flag():
@@ -49,12 +62,13 @@ def parse(modules: str | Iterable[str] | None) -> list[str]:
     return [m.strip() for m in modules if m.strip()]
 
 
-def load(modules: str | Iterable[str] | None) -> dict[str, tuple[list[str], list[str]]]:
-    """Import each plugin module; returns ``{module: (new sampler names, new task names)}``.
+def load(modules: str | Iterable[str] | None) -> dict[str, dict[str, list[str]]]:
+    """Import each plugin module; returns ``{module: {what: new names}}`` (`what`: a key of
+    `REGISTRIES`, only those the module added to).
 
-    A module must register at least one sampler or task when first imported. Loading an
-    already loaded module again is a no-op (its first registrations are returned).
-    Errors name the module: one that cannot be imported, or that registers nothing new.
+    A module must register at least one entry when first imported. Loading an already loaded
+    module again is a no-op (its first registrations are returned). Errors name the module: one
+    that cannot be imported, or that registers nothing new.
     """
     out = {}
     for module in parse(modules):
@@ -69,11 +83,11 @@ def load(modules: str | Iterable[str] | None) -> dict[str, tuple[list[str], list
                 f"plugins: cannot import plugin module {module!r}: {type(e).__name__}: {e}"
             ) from e
         after = _registered()
-        new = (sorted(after[0] - before[0]), sorted(after[1] - before[1]))
-        if not (new[0] or new[1]):
+        new = {what: sorted(after[what] - before[what]) for what in REGISTRIES if after[what] - before[what]}
+        if not new:
             raise ValueError(
-                f"plugins: module {module!r} registered no new sampler or task "
-                "(call posteriorjax.samplers.register / posteriorjax.tasks.register at import; "
+                f"plugins: module {module!r} registered no new sampler, task, metric, network kind or "
+                "reference method (call their `register` at import, e.g. posteriorjax.samplers.register; "
                 "a module imported before load() has already registered)"
             )
         _LOADED[module] = out[module] = new
@@ -83,15 +97,11 @@ def load(modules: str | Iterable[str] | None) -> dict[str, tuple[list[str], list
 def unload(module: str) -> None:
     """Remove what `load(module)` registered and forget the module (no-op if not loaded), so a
     notebook can load an edited plugin again and a test leaves the registries as it found them."""
-    from posteriorjax import samplers, tasks
-
     if module not in _LOADED:
         return
-    sampler_names, task_names = _LOADED.pop(module)
-    for name in sampler_names:
-        samplers.unregister(name)
-    for name in task_names:
-        tasks.unregister(name)
+    for what, names in _LOADED.pop(module).items():
+        for name in names:
+            REGISTRIES[what].unregister(name)
     sys.modules.pop(module, None)
 
 
@@ -113,7 +123,8 @@ def required_names(config: dict) -> tuple[list[str], list[str]]:
 
 def check_names(sampler_names: Sequence[str], task_names: Sequence[str], plugins: Sequence[str]) -> None:
     """Raise a `ValueError` naming the unknown samplers/tasks and the plugins to load."""
-    known_samplers, known_tasks = _registered()
+    known = _registered()
+    known_samplers, known_tasks = known["sampler"], known["task"]
     missing_s = sorted(set(sampler_names) - known_samplers)
     missing_t = sorted(set(task_names) - known_tasks)
     if not (missing_s or missing_t):

@@ -358,7 +358,7 @@ def test_round_trip_equals_the_sweeps_exact_rows(study, tmp_path):
     # scored on the exported (public) reference beside the cases file, as the file's public_* scores
     given = sweep.run(_config(cases_files={TASK: str(wd / "exchange" / TASK / "cases.npz")}),
                       tmp_path / "given", progress=False)  # fmt: skip
-    reference_based = {m.name for m in registry.METRICS_LIST if m.needs == frozenset({"reference"})}
+    reference_based = {m.name for m in registry.REGISTRY.values() if m.needs == frozenset({"reference"})}
     for a, b, f in zip(rows, given, records, strict=True):
         assert b.scored["reference"]["set"] == "given"
         for k, v in a.metrics.items():

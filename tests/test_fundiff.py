@@ -12,8 +12,8 @@ from posteriorjax import nn, samplers, tasks, training
 from posteriorjax.samplers import fundiff
 from posteriorjax.training.checkpoints import parameter_digest
 
-FAE = training.kinds._FAE
-DIT = training.kinds._DIT
+FAE = fundiff.FAE
+DIT = fundiff.DIT
 
 
 # -- the published architecture, written out from the published configs --------------------------

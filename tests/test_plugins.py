@@ -2,11 +2,16 @@
 
 import json
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from configs import plugin_example
-from posteriorjax import plugins, samplers, sweep, tasks, testing
+from posteriorjax import diffusion, nn, plugins, samplers, sweep, tasks, testing, training
+from posteriorjax.metrics import registry as metric_registry
+from posteriorjax.metrics import suite
+from posteriorjax.reference import registry as reference_registry
 from posteriorjax.samplers import AbstractSampler
 
 PLUGIN = "examples.plugin_sampler"
@@ -15,7 +20,7 @@ PLUGIN = "examples.plugin_sampler"
 @pytest.fixture(scope="module")
 def loaded():
     new = plugins.load(PLUGIN)
-    assert new == {PLUGIN: (["tempered_is"], ["poisson_fixed_sparse"])}
+    assert new == {PLUGIN: {"sampler": ["tempered_is"], "task": ["poisson_fixed_sparse"]}}
     assert plugins.load([PLUGIN]) == new  # loading again is a no-op
     yield tasks.get("poisson_fixed_sparse", resolution=16)
     plugins.unload(PLUGIN)  # the registry-wide tests see the built-in names only
@@ -49,7 +54,7 @@ def test_checker_names_the_failed_property(loaded):
 def test_loader_errors_name_the_module():
     with pytest.raises(ValueError, match="cannot import plugin module 'no_such_module_xyz'"):
         plugins.load("no_such_module_xyz")
-    with pytest.raises(ValueError, match="'json' registered no new sampler or task"):
+    with pytest.raises(ValueError, match="'json' registered no new sampler, task"):
         plugins.load("json")
     assert plugins.parse(" a, ,b ") == ["a", "b"] and plugins.parse(None) == []
 
@@ -89,3 +94,47 @@ def test_plugin_sweep_end_to_end(loaded, tmp_path):
         with pytest.raises(ValueError, match=f"tempered_is.*--plugins={PLUGIN}"):
             attempt()
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 4  # nothing lost
+
+
+REGISTRIES_PLUGIN = "examples.plugin_registries"
+
+
+@pytest.fixture
+def extras():
+    new = plugins.load(REGISTRIES_PLUGIN)
+    yield new
+    plugins.unload(REGISTRIES_PLUGIN)
+    assert "mean_abs_bias" not in metric_registry.METRICS and "prior_wide" not in training.kinds.names()
+    assert "prior_draws" not in reference_registry.METHODS
+
+
+def test_a_plugin_adds_a_metric_a_network_kind_and_a_reference_method(extras):
+    assert extras == {
+        REGISTRIES_PLUGIN: {"metric": ["mean_abs_bias"], "network kind": ["prior_wide"],
+                            "reference method": ["prior_draws"]},
+    }  # fmt: skip
+    # the metric: recorded by the suite for every case; the known value of a shifted copy
+    reference = jnp.asarray(np.random.default_rng(0).normal(size=(16, 1, 4, 4)), jnp.float32)
+    out = suite.evaluate(reference + 0.5, reference)
+    assert out["mean_abs_bias"] == pytest.approx(0.5, abs=1e-6) and "mean_error" in out
+    assert metric_registry.HEADERS["mean_abs_bias"] == "Mean |bias|"
+    # the network kind: a training config, a model and a finite loss on one tiny batch
+    config = training.config("poisson_fixed", "prior_wide", "tiny")
+    assert config.kind == "prior_wide" and config.model.options.width == 32
+    task = tasks.get("poisson_fixed", resolution=16, num_sensors=6)
+    spec = sweep.networks.parse_spec("networks.model", "prior_wide", "tiny", "poisson_fixed")
+    assert spec.kind == "prior_wide"
+    entry, x_norm, key = training.kinds.get("prior_wide"), nn.field_normalizer(task), jax.random.key(1)
+    model = training.build_model("prior_wide", *entry.models["tiny"], task, x_norm, None, key)
+    batch = training.TaskSource(task, x_norm, None, "prior_wide", 2)(key)
+    d = config.diffusion
+    noise = diffusion.noise.get(d.noise, **training.NOISE_OPTIONS[d.noise](d))
+    assert np.isfinite(float(entry.loss(task, noise, d)(model, key, batch)))
+    # the reference method: a section, references of the right shape and weights, its rule
+    section = reference_registry.section({"method": "prior_draws", "num_samples": 4}, "references")
+    cases = task.cases(0, 2)
+    samples, weights, info = reference_registry.build(section, task, cases, jax.random.key(0), None)
+    assert samples.shape == (2, 4, *task.unknown_shape) and np.allclose(weights, 0.25)
+    assert reference_registry.report(task, section, info)["rule"].startswith("prior draws")
+    with pytest.raises(ValueError, match=r"name: reference method 'prior_draws' is already registered"):
+        reference_registry.register("prior_draws", reference_registry.METHODS["prior_draws"])

@@ -2,15 +2,21 @@
 
 `YAML` transcribes, by hand, the values `configs/evaluations/<method>_<dataset>.yaml` sets for
 each of the four datasets (darcy, poisson, ccs, light_transport = our ltmi); the tests compare
-the tables and builder defaults our published profiles read. MC dropout's configs set no
-sampling value per dataset (`dropout_active: true` only), so it has no table.
+the table (`samplers.tuned.PUBLISHED`) and builder defaults our published profiles read. MC
+dropout's configs set no sampling value per dataset (`dropout_active: true` only), so it has no
+table.
 """
 
+import functools
 import inspect
+import logging
+import types
 
 import pytest
 
-from posteriorjax.samplers import ddis, diffusionpde, eci, esmda, funddps, fundiff, fundps, guidance
+from posteriorjax import samplers, tasks
+from posteriorjax.samplers import ddis, diffusionpde, eci, funddps, fundps, tuned
+from posteriorjax.tasks import poisson
 
 DATASETS = ("darcy", "poisson", "ccs", "ltmi")
 
@@ -64,33 +70,82 @@ def default(build, name):
 
 
 def test_every_published_dataset_has_a_task():
-    assert set(guidance.PUBLISHED_DATASET.values()) == set(DATASETS)
-    assert all(guidance.PUBLISHED_DATASET[d] == d for d in DATASETS)
+    assert set(tuned.PUBLISHED) == {entry.dataset for entry in tuned.TASKS.values()} == set(DATASETS)
+    assert all(tuned.TASKS[d].dataset == d for d in DATASETS)
 
 
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_guided_samplers_match_the_evaluation_configs(dataset):
     steps, smin, smax, weight = YAML["fundps"][dataset]
     assert default(fundps.build, "num_steps") == steps
-    assert fundps.PUBLISHED[dataset] == {"guidance": weight, "sigma_min": smin, "sigma_max": smax}
+    table = tuned.PUBLISHED[dataset]
+    assert table["fundps"] == {"guidance": weight, "sigma_min": smin, "sigma_max": smax}
     steps, smin, smax, weight = YAML["funddps"][dataset]
     assert (default(funddps.build, "num_steps"), default(funddps.build, "sigma_min")) == (steps, smin)
-    assert (default(funddps.build, "sigma_max"), funddps.PUBLISHED[dataset]) == (smax, weight)
+    assert (default(funddps.build, "sigma_max"), table["funddps"]) == (smax, {"guidance": weight})
     steps, smin, smax, weight = YAML["diffusionpde"][dataset]
-    assert (default(diffusionpde.build, "num_steps"), diffusionpde.PUBLISHED[dataset]) == (steps, weight)
+    assert (default(diffusionpde.build, "num_steps"), table["diffusionpde"]) == (steps, {"guidance": weight})
 
 
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_ddis_esmda_eci_fundiff_match_the_evaluation_configs(dataset):
     keys = ("num_steps", "langevin_steps", "step_size", "temperature", "weight", "obs_scale")
-    assert ddis.PUBLISHED[dataset] == dict(zip(keys, YAML["ddis"][dataset], strict=True))
+    table = tuned.PUBLISHED[dataset]
+    assert table["ddis"] == dict(zip(keys, YAML["ddis"][dataset], strict=True))
     assert ddis.PUBLISHED_SCHEDULE == DDIS_SCHEDULE and ddis.LR_MIN_RATIO == 0.01
     size, alphas, scale = YAML["esmda"][dataset]
-    assert esmda.PUBLISHED[dataset] == {"ensemble_size": size, "alphas": alphas, "obs_std_scale": scale}
+    assert table["esmda"] == {"ensemble_size": size, "alphas": alphas, "obs_std_scale": scale}
     n_step, n_mix, resample = YAML["eci"][dataset]
-    assert (default(eci.build, "num_steps"), eci.MIXING[dataset], eci.RESAMPLE[dataset]) == (
-        n_step,
-        n_mix,
-        resample,
-    )
-    assert fundiff.PUBLISHED_STEPS[dataset] == YAML["fundiff"][dataset]
+    assert default(eci.build, "num_steps") == n_step
+    assert table["eci"] == {"mixing": n_mix, "resample_step": resample}
+    assert table["fundiff"] == {"num_steps": YAML["fundiff"][dataset]}
+
+
+# Our profile's values before they moved into one table: (Darcy at both resolutions, every other task)
+OURS = {"dps": (4000.0, 1600.0), "fundps": (4000.0, 1600.0), "funddps": (1000.0, 100.0),
+        "diffusionpde": (40000.0, 20000.0)}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(tuned.TASKS))
+def test_our_values_by_exact_task_name(name):
+    task = types.SimpleNamespace(name=name)
+    darcy = name in ("darcy", "darcy_lowres")
+    for sampler, (on_darcy, elsewhere) in OURS.items():
+        assert tuned.ours(task, sampler) == {"guidance": on_darcy if darcy else elsewhere}
+    assert tuned.ours(task, "ddis") == {"num_steps": 200 if darcy else 100}
+    # FunDiff's binary projection: the published Darcy profile's, by exact name
+    assert tuned.ours(task, "fundiff") == {"discrete_values": (3.0, 12.0) if name == "darcy" else None}
+
+
+@pytest.fixture
+def new_task(monkeypatch):
+    """A task under a name the table does not have (a prefix of one it has does not count)."""
+    monkeypatch.setattr(tuned, "_WARNED", set())
+    tasks.register("poisson_fixed_new", functools.partial(poisson.build_fixed, "poisson_fixed_new"))
+    try:
+        yield tasks.get("poisson_fixed_new", resolution=8, num_sensors=6)
+    finally:
+        tasks.unregister("poisson_fixed_new")
+
+
+def test_a_new_task_gets_an_error_or_a_logged_default(new_task, caplog):
+    with pytest.raises(ValueError, match="fundps has no published values for task 'poisson_fixed_new'.*pass"):
+        samplers.get("fundps", new_task, prior="oracle", profile="published")
+    with pytest.raises(ValueError, match="eci has no published values for task 'poisson_fixed_new'.*mixing"):
+        tuned.published(new_task, "eci", "mixing")
+    with caplog.at_level(logging.WARNING):
+        dps = samplers.get("dps", new_task, prior="oracle")
+        samplers.get("dps", new_task, prior="oracle")  # logged once per task and sampler
+        esmda = samplers.get("esmda", new_task)
+    assert dps.defaults["guidance"] == tuned.DEFAULTS["dps"]["guidance"] == 1600.0
+    assert esmda.alphas == tuned.DEFAULTS["esmda"]["alphas"] == (1.0,)
+    logged = [r.getMessage() for r in caplog.records if "poisson_fixed_new" in r.getMessage()]
+    assert len(logged) == 2, logged
+    assert "'dps'" in logged[0] and "1600" in logged[0] and "tuned.py" in logged[0]
+    assert "'esmda'" in logged[1] and "published" in logged[1]
+    # a given value needs no table entry: nothing more is logged
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        given = samplers.get("funddps", new_task, prior="oracle", forward="exact", guidance_weight=5.0)
+    assert given.defaults["guidance"] == 5.0
+    assert not [r for r in caplog.records if "poisson_fixed_new" in r.getMessage()]

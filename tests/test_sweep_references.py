@@ -1,5 +1,6 @@
 """Sweep references from a prior pool (eps rule and importance), cached in the workdir."""
 
+import dataclasses
 import json
 import zlib
 
@@ -58,7 +59,11 @@ def test_importance_reference_matches_the_exact_posterior_and_is_cached(problem,
     def refuse(*args):
         raise AssertionError("rebuilt a cached reference")
 
-    monkeypatch.setitem(registry.METHODS, "importance", refuse)
+    monkeypatch.setitem(
+        registry.METHODS._entries,
+        "importance",
+        dataclasses.replace(registry.METHODS["importance"], build=refuse),
+    )
     again, _, again_report = _build(task, cases, rc, tmp_path)
     np.testing.assert_array_equal(again, samples)
     assert again_report["cases"] == report["cases"]
@@ -135,8 +140,7 @@ TINY = {
 
 def test_every_registered_method_builds_a_reference(problem, tmp_path):
     task, cases = problem
-    assert set(registry.METHODS) == set(registry.RULES) == set(registry.KEYS)
-    assert set(TINY) == set(registry.METHODS) - set(registry.SURROGATE_METHODS)
+    assert set(TINY) == set(registry.METHODS) - set(registry.surrogate_methods())
     for method, options in TINY.items():
         spec = registry.section(_rc(method, **options), method)
         registry.check_task(task, spec, method)
@@ -145,7 +149,7 @@ def test_every_registered_method_builds_a_reference(problem, tmp_path):
         assert samples.shape == (2, k, 1, RES, RES) and weights.shape == (2, k), method
         assert np.all(np.isfinite(samples)) and len(info) == 2, method
         np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-5, err_msg=method)
-        assert registry.report(task, spec, info)["rule"] == registry.RULES[method]
+        assert registry.report(task, spec, info)["rule"] == registry.METHODS[method].rule
     assert len(list((tmp_path / "references" / "pools").iterdir())) == 1  # one pool for every method
     with pytest.raises(ValueError, match="spec.method: expected one of"):
         registry.build({**spec, "method": "oracle"}, task, cases, KEY, tmp_path)
@@ -189,7 +193,10 @@ def test_a_reference_in_the_old_single_file_form_is_moved_not_rebuilt(problem, t
             "info": np.asarray(json.dumps(info)),
         },
     )  # fmt: skip
-    monkeypatch.setitem(registry.METHODS, "exact", lambda *a: pytest.fail("rebuilt a stored reference"))
+    fail = dataclasses.replace(
+        registry.METHODS["exact"], build=lambda *a: pytest.fail("rebuilt a stored reference")
+    )
+    monkeypatch.setitem(registry.METHODS._entries, "exact", fail)
     directory = tmp_path / "references" / "poisson_fixed"
     logged = []
     monkeypatch.setattr(registry.absl_logging, "info", lambda msg, *args: logged.append(msg % args))

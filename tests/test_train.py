@@ -281,7 +281,14 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
     )
     assert config.train.num_steps == entry.steps["tiny"]
     assert training.config("darcy", kind).train.num_steps == entry.steps["full"]
-    assert set(entry.samplers) <= set(samplers.names())  # the samplers that take the kind exist
+
+
+def test_every_sampler_network_is_a_registered_kind():
+    """Each sampler names the kind of every network option it takes (`samplers.register(networks=)`)."""
+    taken = {kind for name in samplers.names() for kind in samplers.networks(name).values()}
+    assert taken and taken <= set(training.kinds.names())
+    assert samplers.networks("funddps") == {"model": "prior", "surrogate": "surrogate"}
+    assert samplers.networks("pcn") == {}
 
 
 def test_network_config_argument():
@@ -296,7 +303,7 @@ def test_network_config_argument():
         network.get_config("task=darcy,size=3")
     with pytest.raises(ValueError, match="at most one of tiny and medium"):
         network.get_config("tiny,medium")
-    with pytest.raises(ValueError, match=r"kind='gan' is not a network kind; allowed: \['prior', 'joint'"):
+    with pytest.raises(ValueError, match=r"kind='gan' is not a network kind; allowed: \['flow', 'flow_fno'"):
         network.get_config("kind=gan")
     with pytest.raises(ValueError, match=r"task='heat' is not a registered task; allowed: \["):
         network.get_config("task=heat,tiny")

@@ -11,13 +11,14 @@ which way the spread is wrong. Its direction is a target value, 0.
 Every metric of the suite is one `registry.Metric` entry: a name, a function of one case
 (`registry.Inputs`: the ensemble, the reference posterior and its weights, the truth, ...),
 what it needs, the smallest ensembles it is defined for, its direction and a header. In the
-package the edit is one entry appended to `METRICS_LIST` in `posteriorjax/metrics/registry.py`
-(its function beside the others, in `metrics/posterior.py` for a metric against the reference)
-and, to show it in the reports, its name in `TABLE` or `RANKED` (lower-is-better scores only);
-`tests/test_metrics_registry.py` then checks it on the fixed pair used below. This script
-builds the entry, runs those checks, and shows what `suite.compute` records once the entry is
-in the registry (it extends the registry for the duration of the script; the package is not
-edited).
+package the edit is one `register(Metric(...))` in `posteriorjax/metrics/registry.py` (its
+function beside the others, in `metrics/posterior.py` for a metric against the reference) and,
+to show it in the reports, its name in `TABLE` or `RANKED` (lower-is-better scores only);
+`tests/test_metrics_registry.py` then checks it on the fixed pair used below. Out of tree, a
+plugin module makes the same `registry.register` call when `posteriorjax.plugins.load` imports
+it. This script builds the entry, runs those checks, and shows what `suite.compute` records
+once the entry is registered (it registers it for the duration of the script and removes it
+after; the package is not edited).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def check(metric) -> dict:
 
 
 def in_the_suite(metric) -> dict:
-    """`suite.compute` with `metric` appended to the registry: what a sweep would record."""
+    """`suite.compute` with `metric` registered: what a sweep would record."""
     import jax.numpy as jnp
 
     from posteriorjax.metrics import registry, suite
@@ -88,12 +89,11 @@ def in_the_suite(metric) -> dict:
     rng = np.random.default_rng(1)
     reference = jnp.asarray(rng.normal(size=(64, 1, 8, 8)), jnp.float32)
     narrow = jnp.asarray(0.5 * rng.normal(size=(32, 1, 8, 8)), jnp.float32)
-    saved = registry.METRICS_LIST
-    registry.METRICS_LIST = saved + (metric,)  # what the one-line edit of registry.py does
+    registry.register(metric)  # what the one call in registry.py (or in a plugin) does
     try:
         out = suite.evaluate(narrow, reference)
     finally:
-        registry.METRICS_LIST = saved
+        registry.REGISTRY.unregister(metric.name)
     return {k: out[k] for k in ("std_error", metric.name)}
 
 

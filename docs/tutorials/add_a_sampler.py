@@ -20,12 +20,12 @@ steps the members stay near their prior draws. Three things make it a sampler of
 3. `testing.check_sampler` passing: jit, vmap over cases and hyperparameters, one
    compilation, determinism for a fixed key, dependence on key and data, named errors.
 
-In the package this is `posteriorjax/samplers/<name>.py` plus one `register` line in
-`samplers/__init__.py` and a small config in `tests/test_samplers_registry.py`; out of tree it
-is a plugin module (`--plugins=my_module`, see "Extending"). The last step runs a sweep
-(`sweep.run`) with the new sampler beside the built-in `prior` and `exact` samplers, on
-`poisson_fixed` at 16 x 16 with 8 sensors and noise 1e-2 (as `examples/plugin_sampler.py`'s
-variant), and prints its table.
+In the package this is `posteriorjax/samplers/<name>.py` with its `register` line beside
+`build` (the package imports every module it holds) and a small config in
+`tests/test_samplers_registry.py`; out of tree it is a plugin module (`--plugins=my_module`,
+see "Extending"). The last step runs a sweep (`sweep.run`) with the new sampler beside the
+built-in `prior` and `exact` samplers, on `poisson_fixed` at 16 x 16 with 8 sensors and noise
+1e-2 (as `examples/plugin_sampler.py`'s variant), and prints its table.
 """
 
 from __future__ import annotations

@@ -15,16 +15,18 @@ lists from here: `TABLE` (the main table's columns, `results.TABLE_METRICS`), `R
 `POSTERIOR` (the ranked scores against the reference posterior: the figures' posterior
 panels and the reference two-ensemble check) and `HEADERS`.
 
-To add a metric: write its function in the metric module it belongs to (`posterior`,
-`scoring`, `calibration`, `diagnostics`), add an entry to `METRICS` below, and add its name
-to `TABLE` or `RANKED` to show it in the reports; `tests/test_metrics_registry.py` then
-exercises it.
+The entries live in `REGISTRY` (a `posteriorjax.registry.Registry`; `METRICS` is the same
+object), in the order the suite records them. To add a metric: write its function in the metric
+module it belongs to (`posterior`, `scoring`, `calibration`, `diagnostics`), register its entry
+below (`register(Metric(...))`; a plugin module calls the same `register`), and add its name to
+`TABLE` or `RANKED` to show it in the reports; `tests/test_metrics_registry.py` then exercises
+every registered entry.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -33,6 +35,7 @@ import numpy as np
 
 from posteriorjax import checks
 from posteriorjax.metrics import calibration, diagnostics, posterior, scoring
+from posteriorjax.registry import Registry
 
 DEFAULT_SPECTRAL_DC = "auto"
 CONFORMAL_LEVEL = 0.9
@@ -178,7 +181,26 @@ def _pooled(c: Inputs):
     return c.samples[None], c.truth[None]
 
 
-METRICS_LIST: tuple[Metric, ...] = (
+REGISTRY: Registry[Metric] = Registry("metric", Metric)
+METRICS = REGISTRY
+
+
+def register(metric: Metric) -> Metric:
+    """Add `metric` under `metric.name`, after the registered ones (the suite's order); returns it."""
+    return REGISTRY.register(getattr(metric, "name", None), metric)
+
+
+def names() -> list[str]:
+    """The registered metric names, in the suite's order."""
+    return REGISTRY.names()
+
+
+def get(name: str) -> Metric:
+    """The registered metric `name` (ValueError listing the registered ones otherwise)."""
+    return REGISTRY.get(name)
+
+
+for _metric in (
     _count("num_samples", lambda c: jnp.asarray(c.samples.shape[0]), "Samples"),
     _count("num_nonfinite", lambda c: checks.count_nonfinite(c.raw), "Non-finite"),
     Metric(
@@ -268,8 +290,8 @@ METRICS_LIST: tuple[Metric, ...] = (
     # data consistency: about 1 for a sample the data allow, not ranked (see `diagnostics.observation_misfit`)
     Metric("obs_misfit", _obs_misfit, "Obs. misfit", frozenset({"observation"}), better=None),
     _count("num_invalid", _num_invalid, "Invalid", frozenset({"domain"})),
-)
-METRICS: dict[str, Metric] = {m.name: m for m in METRICS_LIST}
+):
+    register(_metric)
 
 # the main table's columns, in order
 TABLE: tuple[str, ...] = ("mean_error", "std_error", "mmd", "swd", "spectral_error", "crps", "rel_l2_mean")
@@ -277,12 +299,29 @@ TABLE: tuple[str, ...] = ("mean_error", "std_error", "mmd", "swd", "spectral_err
 RANKED: tuple[str, ...] = TABLE + ("crps_fair", "energy_score", "rel_l2_samples", "coverage_error")
 # the ranked scores against the reference posterior (not the truth)
 POSTERIOR: tuple[str, ...] = tuple(n for n in RANKED if METRICS[n].needs == frozenset({"reference"}))
-HEADERS: dict[str, str] = {m.name: m.header for m in METRICS_LIST}
+
+
+class _Headers(Mapping):
+    """{metric name: its table header}, read from the registry (so a plugin's metrics are in it)."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in REGISTRY:
+            raise KeyError(name)
+        return REGISTRY[name].header
+
+    def __iter__(self):
+        return iter(REGISTRY.names())
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+HEADERS: Mapping[str, str] = _Headers()
 
 
 def applicable(inputs: Inputs) -> tuple[Metric, ...]:
     """The entries defined for one case, in registry order."""
-    return tuple(m for m in METRICS_LIST if m.applies(inputs))
+    return tuple(m for m in REGISTRY.values() if m.applies(inputs))
 
 
 def compute(inputs: Inputs) -> dict:

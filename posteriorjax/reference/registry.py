@@ -1,7 +1,9 @@
 """One registry of reference builders: `build(spec, task, cases, key, workdir)` by method name.
 
-A reference section (`config(...)`, keys `DEFAULTS`) names a method of `METHODS`; `build`
-returns `(samples (K, M, C, H, W), weights (K, M), info [K dicts])` for the K cases.
+A reference section (`config(...)`, keys `DEFAULTS`) names a registered `Method` (`REGISTRY`,
+also `METHODS`, a `posteriorjax.registry.Registry`: the built-in ones are registered below their
+builders, a plugin's with the same `register`); `build` returns `(samples (K, M, C, H, W),
+weights (K, M), info [K dicts])` for the K cases.
 `load_or_build` caches that set in a directory in the checksummed `store.save_references`
 layout and reuses it when it was built for the same task, method and settings. The sweep
 (`posteriorjax.sweep`) and the reference pipeline (`reference.pipeline`) both go through it.
@@ -14,6 +16,7 @@ so its references are unchanged); inside `build`, case i of a method uses
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import zlib
@@ -27,6 +30,7 @@ from absl import logging as absl_logging
 
 from posteriorjax.checks import integer_at_least, positive_int
 from posteriorjax.reference import store
+from posteriorjax.registry import Registry
 from posteriorjax.tasks.base import Cases, Task
 
 DEFAULTS = {
@@ -69,6 +73,38 @@ def published_eps(task: Task) -> float:
     """
     y = np.zeros(task.num_observations)
     return 3.0 * float(np.max(np.asarray(task.noise.variance(y.shape[0]), np.float64) ** 0.5))
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A reference method.
+
+    `build(task, cases, spec, key, workdir, pool_key, progress)` (with ``surrogate=model`` when
+    `surrogate`) -> `(samples (K, M, C, H, W), weights (K, M), info [K dicts])` for the K cases;
+    `rule`: one line stating it (written with the references); `keys`: the section settings
+    (keys of `DEFAULTS`) it reads, which the report states.
+    """
+
+    build: Callable
+    rule: str
+    keys: tuple[str, ...]
+    surrogate: bool = False
+
+    def __post_init__(self):
+        unknown = sorted(set(self.keys) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(
+                f"keys: {unknown} are not reference settings; expected keys of {sorted(DEFAULTS)}"
+            )
+
+
+REGISTRY: Registry[Method] = Registry("reference method", Method)
+METHODS = REGISTRY
+
+
+def register(name: str, method: Method) -> Method:
+    """Add `method` under `name` (beside its builder; a plugin module calls the same); returns it."""
+    return REGISTRY.register(name, method)
 
 
 # ----------------------------------------------------------------------------
@@ -218,54 +254,66 @@ def _num_samples(rc: Mapping) -> int:
     return int(rc["num_samples"])
 
 
-METHODS: dict[str, Callable] = {
-    "exact": _exact,
-    "pcn": _pcn,
-    # the eps rule at the section's eps, K = num_samples
-    "rejection": _eps(lambda task, rc: float(rc["eps"]), _num_samples, False),
-    # the published rule: eps = 3 x noise std, K = num_samples, strict (fewer than K under eps: error)
-    "published_eps": _eps(lambda task, rc: published_eps(task), _num_samples, False),
-    # our variant: K = 1000 at the published eps, eps widened to the 1000-th MAE where needed
-    "eps_k1000": _eps(lambda task, rc: published_eps(task), lambda rc: EPS_K1000, True),
-    "importance": _importance,
-    "surrogate_rejection": _surrogate_rejection,
-}
-
-# methods whose builder takes a trained surrogate network (`build(..., surrogate=model)`)
-SURROGATE_METHODS = ("surrogate_rejection",)
-
-# One line per method, written with the references (`references.json`, `summary.md`).
-RULES = {
-    "exact": "exact Gaussian posterior (pathwise samples)",
-    "pcn": "MCMC chains on the prior latent",
-    "rejection": "eps rule on a prior pool at the configured eps, K = num_samples",
-    "published_eps": "published eps rule: MAE <= 3 x noise std, K = num_samples, "
-    "w ∝ exp(-MAE^2 / 2 (eps/3)^2)",
-    "eps_k1000": "eps rule at 3 x noise std with K = 1000, eps widened to fill K where needed (our variant)",
-    "importance": "Gaussian-likelihood importance weights over a prior pool, resampled",
-    "surrogate_rejection": "published CCS rule: rejection (accept with probability "
-    "exp(-||y_sur - y_obs||^2 / (2 sigma^2 M))) over a prior pool through a trained surrogate, "
-    "K = num_samples kept at random; the kept members re-simulated with the simulator (error budget)",
-}
-
+# One line per method, written with the references (`references.json`, `summary.md`), and the
+# settings of a section each method reads (the report states them).
 _POOL_KEYS = ("pool_size", "pool_chunk", "augment")
-# the settings of a section each method reads (the report states them)
-KEYS = {
-    "exact": ("num_samples",),
-    "pcn": ("num_samples", "mcmc_method", "num_chains", "burn_in", "thin"),
-    "rejection": ("num_samples", "eps", "sigma", *_POOL_KEYS),
-    "published_eps": ("num_samples", "sigma", *_POOL_KEYS),
-    "eps_k1000": ("num_samples", "sigma", *_POOL_KEYS),
-    "importance": ("num_samples", "per_point", *_POOL_KEYS),
-    "surrogate_rejection": (
-        "num_samples",
-        "surrogate",
-        "surrogate_rule",
-        "validate",
-        "pool_size",
-        "pool_chunk",
+register("exact", Method(_exact, "exact Gaussian posterior (pathwise samples)", ("num_samples",)))
+register(
+    "pcn",
+    Method(
+        _pcn,
+        "MCMC chains on the prior latent",
+        ("num_samples", "mcmc_method", "num_chains", "burn_in", "thin"),
     ),
-}
+)
+register(  # the eps rule at the section's eps, K = num_samples
+    "rejection",
+    Method(
+        _eps(lambda task, rc: float(rc["eps"]), _num_samples, False),
+        "eps rule on a prior pool at the configured eps, K = num_samples",
+        ("num_samples", "eps", "sigma", *_POOL_KEYS),
+    ),
+)
+register(  # the published rule: eps = 3 x noise std, K = num_samples, strict (fewer than K under eps: error)
+    "published_eps",
+    Method(
+        _eps(lambda task, rc: published_eps(task), _num_samples, False),
+        "published eps rule: MAE <= 3 x noise std, K = num_samples, w ∝ exp(-MAE^2 / 2 (eps/3)^2)",
+        ("num_samples", "sigma", *_POOL_KEYS),
+    ),
+)
+register(  # our variant: K = 1000 at the published eps, eps widened to the 1000-th MAE where needed
+    "eps_k1000",
+    Method(
+        _eps(lambda task, rc: published_eps(task), lambda rc: EPS_K1000, True),
+        "eps rule at 3 x noise std with K = 1000, eps widened to fill K where needed (our variant)",
+        ("num_samples", "sigma", *_POOL_KEYS),
+    ),
+)
+register(
+    "importance",
+    Method(
+        _importance,
+        "Gaussian-likelihood importance weights over a prior pool, resampled",
+        ("num_samples", "per_point", *_POOL_KEYS),
+    ),
+)
+register(
+    "surrogate_rejection",
+    Method(
+        _surrogate_rejection,
+        "published CCS rule: rejection (accept with probability "
+        "exp(-||y_sur - y_obs||^2 / (2 sigma^2 M))) over a prior pool through a trained surrogate, "
+        "K = num_samples kept at random; the kept members re-simulated with the simulator (error budget)",
+        ("num_samples", "surrogate", "surrogate_rule", "validate", "pool_size", "pool_chunk"),
+        surrogate=True,
+    ),
+)
+
+
+def surrogate_methods() -> tuple[str, ...]:
+    """The methods whose builder takes a trained surrogate network (`build(..., surrogate=model)`)."""
+    return tuple(name for name, m in METHODS.items() if m.surrogate)
 
 
 def build(
@@ -277,26 +325,28 @@ def build(
     `spec`: a section filled with `DEFAULTS` (`section`). Pool-based methods keep their pool
     under `workdir/references/pools/`; `pool_key` (default: the first half of `split(key)`)
     lets several methods share one pool with their own case keys. `surrogate`: the trained
-    network x -> u of the `SURROGATE_METHODS` (the sweep trains it from `spec["surrogate"]`).
+    network x -> u of the `surrogate_methods()` (the sweep trains it from `spec["surrogate"]`).
     """
     method = spec["method"]
     if method not in METHODS:
         raise ValueError(f"spec.method: expected one of {sorted(METHODS)}, got {method!r}")
-    if method in SURROGATE_METHODS:
-        return METHODS[method](task, cases, spec, key, workdir, pool_key, progress, surrogate=surrogate)
+    entry = METHODS[method]
+    if entry.surrogate:
+        return entry.build(task, cases, spec, key, workdir, pool_key, progress, surrogate=surrogate)
     if surrogate is not None:
         raise ValueError(
-            f"surrogate: method {method!r} takes no surrogate network; use one of {SURROGATE_METHODS}"
+            f"surrogate: method {method!r} takes no surrogate network; use one of {surrogate_methods()}"
         )
-    return METHODS[method](task, cases, spec, key, workdir, pool_key, progress)
+    return entry.build(task, cases, spec, key, workdir, pool_key, progress)
 
 
 def report(task: Task, spec: Mapping, info: list[dict]) -> dict:
     """What a reference is: method, rule, the settings it read, task and per-case info."""
-    rule = RULES[spec["method"]]
+    entry = METHODS[spec["method"]]
+    rule = entry.rule
     if spec["method"] == "importance" and spec["per_point"]:
         rule += " (per-point likelihood exp(-||y_j - y_obs||^2 / (2 sigma^2 M)), the CCS rule's form)"
-    if spec["method"] in SURROGATE_METHODS:
+    if entry.surrogate:
         if spec["surrogate_rule"] == "importance":
             rule += "; selection by systematic resampling ∝ the surrogate likelihood instead of rejection"
         if spec["validate"]:
@@ -304,7 +354,7 @@ def report(task: Task, spec: Mapping, info: list[dict]) -> dict:
     return {
         "method": spec["method"],
         "rule": rule,
-        "settings": {k: spec[k] for k in KEYS[spec["method"]]},
+        "settings": {k: spec[k] for k in entry.keys},
         "task_hash": task.config_hash(),
         "task": task.config_dict(),
         "cases": info,
@@ -377,7 +427,7 @@ def _surrogate_section(rc: dict, where: str) -> None:
     spec, method = rc["surrogate"], rc["method"]
     if hasattr(spec, "to_dict"):
         spec = rc["surrogate"] = spec.to_dict()
-    if method in SURROGATE_METHODS:
+    if METHODS[method].surrogate:
         if not (isinstance(spec, str) and spec) and not isinstance(spec, Mapping):
             raise ValueError(
                 f"{where}.surrogate: method {method!r} needs the network spec of its surrogate "
@@ -389,7 +439,7 @@ def _surrogate_section(rc: dict, where: str) -> None:
             )
     elif spec is not None:
         raise ValueError(
-            f"{where}.surrogate: only the methods {SURROGATE_METHODS} take a surrogate network; "
+            f"{where}.surrogate: only the methods {surrogate_methods()} take a surrogate network; "
             f"method {method!r} got {spec!r}"
         )
     if rc["surrogate_rule"] not in RULES:
@@ -455,7 +505,7 @@ def load_or_build(
     is checked the same way, moved into `directory` (logged) and removed. Returns
     (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
     is set aside (`store.quarantine`) and rebuilt. `surrogate`: the trained network of a
-    `SURROGATE_METHODS` method (`build`); `settings` should then identify it.
+    `surrogate_methods()` method (`build`); `settings` should then identify it.
     """
     directory, y_obs = Path(directory), np.asarray(cases.y_obs)
     found = None

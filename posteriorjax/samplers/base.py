@@ -10,13 +10,16 @@ pytree field of the sampler, never a global.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from posteriorjax import checks
+from posteriorjax.registry import Registry
 from posteriorjax.tasks.base import Task
 
 
@@ -94,3 +97,35 @@ class AbstractSampler(eqx.Module):
 @eqx.filter_jit
 def _compiled_sample(sampler: AbstractSampler, key, y_obs, num_samples: int, hparams) -> jax.Array:
     return sampler._sample(key, y_obs, num_samples, sampler.check_hparams(hparams))
+
+
+@dataclasses.dataclass(frozen=True)
+class Builder:
+    """A registered sampler: `build(task, **options) -> AbstractSampler` and the trained networks it
+    takes, `networks` {builder option: network kind} (e.g. ``{"model": "prior"}``; `training.kinds`)."""
+
+    build: Callable[..., AbstractSampler]
+    networks: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if not callable(self.build):
+            raise TypeError(f"build: expected a callable build(task, **options), got {self.build!r:.80}")
+        options = list(inspect.signature(self.build).parameters)[1:]
+        unknown = sorted(set(self.networks) - set(options))
+        if unknown:
+            raise ValueError(f"networks: {unknown} are not options of the builder; its options: {options}")
+
+    @property
+    def options(self) -> list[str]:
+        """The structural options (the builder's keywords after the task)."""
+        return list(inspect.signature(self.build).parameters)[1:]
+
+
+REGISTRY: Registry[Builder] = Registry("sampler", Builder)
+
+
+def register(name: str, build: Callable[..., AbstractSampler], networks: Mapping[str, str] | None = None):
+    """Register `build(task, **options)` under `name`, with the network kind of each option that takes a
+    trained network (`networks`, {option: kind}). Returns `build`."""
+    REGISTRY.register(name, Builder(build, dict(networks or {})))
+    return build

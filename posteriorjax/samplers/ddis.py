@@ -45,19 +45,12 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import checks, diffusion
-from posteriorjax.samplers import guidance, guided
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers import guidance, guided, tuned
+from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
 LR_MIN_RATIO = 0.01
-# configs/evaluations/ddis_<dataset>.yaml
-_KEYS = ("num_steps", "langevin_steps", "step_size", "temperature", "weight", "obs_scale")
-PUBLISHED = {
-    "darcy": dict(zip(_KEYS, (200, 10, 1e-4, 0.1, 10.0, 1.0), strict=True)),
-    "poisson": dict(zip(_KEYS, (100, 35, 7e-5, 0.25, 2.0, 0.5), strict=True)),
-    "ccs": dict(zip(_KEYS, (100, 20, 1e-4, 0.1, 0.4, 1.0), strict=True)),
-    "ltmi": dict(zip(_KEYS, (100, 20, 1e-4, 0.1, 3.0, 1.0), strict=True)),
-}
+# every published profile (configs/evaluations/ddis_<dataset>.yaml); per-dataset values: `tuned`
 PUBLISHED_SCHEDULE = {
     "sigma_min": 0.01,
     "sigma_max": 10.0,
@@ -65,7 +58,6 @@ PUBLISHED_SCHEDULE = {
     "ode_sigma_min": 0.001,
     "tau": 1e-3,
 }
-OURS_ANNEAL = {"darcy": 200, "darcy_lowres": 200}  # exact task names; 100 elsewhere
 
 
 class SquaredError(eqx.Module):
@@ -203,15 +195,14 @@ def build(
     )  # fmt: skip
     if published:
         values = {**PUBLISHED_SCHEDULE, "obs_scale": 1.0}
-        if guidance.PUBLISHED_DATASET.get(task.name) in PUBLISHED or None in given.values():
-            values.update(
-                guidance.published(task, PUBLISHED, "DDIS", "profile='ours', or every Langevin option")
-            )
+        if tuned.dataset(task) is not None or None in given.values():
+            values.update(tuned.published(task, "ddis", "profile='ours', or every Langevin option"))
     else:
         if temperature is not None:
             raise ValueError("temperature: only the published profile has a Langevin temperature (eta)")
         values = {
-            "num_steps": OURS_ANNEAL.get(task.name, 100), "langevin_steps": 100, "step_size": 1e-4,
+            "num_steps": tuned.ours(task, "ddis")["num_steps"] if num_steps is None else num_steps,
+            "langevin_steps": 100, "step_size": 1e-4,
             "weight": 1.0, "sigma_min": 0.01, "sigma_max": 80.0, "ode_steps": 5, "tau": 1e-3,
         }  # fmt: skip
     options = dict(given, ode_steps=ode_steps, sigma_min=sigma_min, sigma_max=sigma_max, tau=tau)
@@ -235,3 +226,6 @@ def build(
         values["ode_steps"], values["langevin_steps"], float(values["sigma_min"]), float(values["sigma_max"]),
         float(values["ode_sigma_min"]), units=guided.units(p, data_scale),
     )  # fmt: skip
+
+
+register("ddis", build, networks={"model": "prior", "surrogate": "surrogate"})

@@ -43,12 +43,10 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
-PUBLISHED = {"darcy": 40000.0, "poisson": 20000.0, "ccs": 1000.0, "ltmi": 400.0}
 PUBLISHED_BATCH_SIZE = 10
-OURS_GUIDANCE = {"darcy": 40000.0, "darcy_lowres": 40000.0}
-OURS_DEFAULT_GUIDANCE = 20000.0
 PDE_FRACTION = 0.8
 OBS_LATE_FACTOR = 0.1
 
@@ -66,10 +64,7 @@ def build(
     published = profile == "published"
     batch = (PUBLISHED_BATCH_SIZE if published else 1) if batch_size is None else batch_size
     batch = checks.positive_int("batch_size", batch)
-    table = PUBLISHED if published else None
-    weight = guided.guidance_weight(
-        task, guidance_weight, "DiffusionPDE", table, OURS_GUIDANCE, OURS_DEFAULT_GUIDANCE
-    )
+    weight = guided.guidance_weight(task, guidance_weight, "diffusionpde", published=published)
     p = build_prior(task, prior, model, joint=True, noise=noise)
     readout = guidance.build_readout(task, p, "joint")
     observation = guided.ObservationObjective(readout, guided.L2Norm())
@@ -89,3 +84,6 @@ def build(
         task, defaults, p, corrections, guided.Identity(), profile, num_steps,
         float(sigma_min), float(sigma_max), units=guided.units(p, data_scale), batch_mean=batch,
     )  # fmt: skip
+
+
+register("diffusionpde", build, networks={"model": "joint"})

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
-
-GUIDANCE = {"darcy": 4000.0, "darcy_lowres": 4000.0}  # exact task names; every other task: 1600
-DEFAULT_GUIDANCE = 1600.0
 
 
 def build(
@@ -37,8 +35,11 @@ def build(
         "guidance",
         "denoised",
     )
-    weight = GUIDANCE.get(task.name, DEFAULT_GUIDANCE) if guidance_weight is None else float(guidance_weight)
+    weight = guided.guidance_weight(task, guidance_weight, "dps", published=False)
     return guided.GuidedDiffusion(
         task, {"guidance": weight}, p, (correction,), guided.NoiseCovariance(p.noise), "ours",
         num_steps, float(sigma_min), float(sigma_max), units=guided.units(p, 1.0),
     )  # fmt: skip
+
+
+register("dps", build, networks={"model": "prior"})

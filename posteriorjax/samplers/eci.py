@@ -49,15 +49,13 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, diffusion, nn
+from posteriorjax import checks, diffusion, kinds, nn
+from posteriorjax.nn import published
 from posteriorjax.observations import AveragePool, ColumnObservation, MaskObservation
-from posteriorjax.samplers import guidance, guided
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers import guided, tuned
+from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
-# configs/evaluations/eci_<dataset>.yaml, per PosteriorBench dataset: n_mix and resample_step
-MIXING = {"darcy": 5, "poisson": 1, "ccs": 1, "ltmi": 1}
-RESAMPLE = {"darcy": 1, "poisson": 1, "ccs": 5, "ltmi": 5}
 CONSTRAINED = (MaskObservation, ColumnObservation, AveragePool)  # observations `replace` handles
 PUBLISHED_STEPS = 200
 
@@ -226,11 +224,12 @@ def build(
     num_steps = checks.positive_int("num_steps", num_steps)
     if num_steps < 2:
         raise ValueError(f"num_steps: expected at least 2 steps, got {num_steps}")
-    mixing = guidance.published(task, MIXING, "ECI", "mixing") if mixing is None else mixing
+    mixing = tuned.published(task, "eci", "mixing")["mixing"] if mixing is None else mixing
     mixing = checks.positive_int("mixing", mixing)
     if resample_step is None:
-        dataset = guidance.PUBLISHED_DATASET.get(task.name)
-        resample_step = RESAMPLE.get(dataset, 1) if profile == "published" else 1
+        resample_step = 1  # ours: fresh noise every mix; published: the task's dataset's value
+        if profile == "published":
+            resample_step = tuned.published_or_default(task, "eci")["resample_step"]
     resample_step = checks.positive_int("resample_step", resample_step)
     if profile != "published" and resample_step != 1:
         raise ValueError(f"resample_step: our ECI draws fresh noise every mix (1), got {resample_step}")
@@ -278,3 +277,31 @@ def _build_published(task, prior, model, num_steps, mixing, t_min, noise, resamp
             f"{type(model.noise).__name__}"
         )
     return ECISampler(task, {}, model, num_steps, mixing, 0.0, "published", resample_step)
+
+
+register("eci", build, networks={"model": "joint"})
+
+# The published ECI velocity (`training_eci/flow.py`, `configs/training/*_eci_*.yml`): neuralop's FNO
+# with 32 modes, 128 hidden channels, 6 layers, lifting / projection ratio 4, domain padding 0.1 and
+# a 32-channel sinusoidal embedding of t concatenated to the input (`nn.published` "eci_velocity"),
+# trained for 58594 steps on data of std 0.5 with Matern 1/2 base noise (set `diffusion.noise =
+# "matern"`, `data_scale = 0.5`).
+kinds.register(
+    kinds.Kind(
+        "flow",
+        channels=lambda task: (kinds.x_channels(task) + kinds.u_channels(task),) * 2,
+        example=kinds.joint_example,
+        wrap=lambda net, x_norm, u_norm, cfg: FlowVelocity(
+            net,
+            x_norm.concat(u_norm),
+            diffusion.MaternNoise() if cfg.noise is None else cfg.noise,
+            x_norm.channels,
+        ),
+        loss=lambda task, noise, d: FlowMatchingLoss(),
+        evaluate=kinds.loss_evaluation("eval_flow_matching_loss"),
+        models={"tiny": kinds.TINY_DENOISER, "full": published.get("eci_velocity")},
+        steps={"tiny": kinds.TINY_STEPS, "full": 58_594},
+        generative=True,
+        edm=True,  # rescaled to `data_scale` like the EDM kinds (published 0.5)
+    )
+)

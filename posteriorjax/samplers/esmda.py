@@ -43,8 +43,8 @@ import jax.random as jr
 from jax.flatten_util import ravel_pytree
 
 from posteriorjax import checks, rng
-from posteriorjax.samplers import guidance, guided
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers import guidance, guided, tuned
+from posteriorjax.samplers.base import AbstractSampler, register
 
 
 def default_alphas(num_updates: int) -> tuple[float, ...]:
@@ -52,12 +52,6 @@ def default_alphas(num_updates: int) -> tuple[float, ...]:
     return (float(num_updates),) * num_updates
 
 
-PUBLISHED = {
-    "darcy": {"ensemble_size": 128, "alphas": (2.0, 2.0), "obs_std_scale": 10.0},
-    "poisson": {"ensemble_size": 512, "alphas": (1.0,), "obs_std_scale": 100.0},
-    "ccs": {"ensemble_size": 256, "alphas": (4.0, 4.0, 4.0, 4.0), "obs_std_scale": 2.0},
-    "ltmi": {"ensemble_size": 1024, "alphas": (1.0,), "obs_std_scale": 1.0},
-}
 MIN_STD = 1e-6
 JITTER = 1e-8
 
@@ -165,15 +159,14 @@ def build(task, ensemble_size: int | None = None, alphas=None, profile: str = "o
         ensemble_size = checks.positive_int("ensemble_size", ensemble_size)
         if ensemble_size < 2:
             raise ValueError(f"ensemble_size: expected at least 2 members, got {ensemble_size}")
-    dataset = guidance.PUBLISHED_DATASET.get(task.name)
     if profile == "published":
-        values = guidance.published(task, PUBLISHED, "ES-MDA", "profile='ours'")
+        values = tuned.published(task, "esmda", "profile='ours'")
         ensemble_size = values["ensemble_size"] if ensemble_size is None else ensemble_size
         alphas = values["alphas"] if alphas is None else alphas
         defaults = {"obs_std_scale": values["obs_std_scale"]}
     else:
         if alphas is None:
-            alphas = PUBLISHED[dataset]["alphas"] if dataset in PUBLISHED else default_alphas(1)
+            alphas = tuned.published_or_default(task, "esmda")["alphas"]
         defaults = {"noise_inflation": 1.0}
     alphas = tuple(float(a) for a in alphas)
     if not alphas or not all(a > 0 and math.isfinite(a) for a in alphas):
@@ -181,3 +174,6 @@ def build(task, ensemble_size: int | None = None, alphas=None, profile: str = "o
     if not math.isclose(sum(1.0 / a for a in alphas), 1.0, rel_tol=1e-6):
         raise ValueError(f"alphas: expected sum(1 / alpha_i) = 1, got {sum(1.0 / a for a in alphas):.6g}")
     return ESMDASampler(task, defaults, alphas, ensemble_size, profile)
+
+
+register("esmda", build)

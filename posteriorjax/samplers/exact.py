@@ -20,7 +20,7 @@ import numpy as np
 
 from posteriorjax import random_fields
 from posteriorjax.reference import exact
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.base import AbstractSampler, register
 
 
 class ExactSampler(AbstractSampler):
@@ -62,3 +62,6 @@ def build(task) -> ExactSampler:
     gain = (np.asarray(v, np.float64).reshape(m, -1).T @ l_inv.T).T.reshape(v.shape)
     dtype = at.dtype
     return ExactSampler(task, {}, jnp.asarray(gain, dtype), jnp.asarray(l_inv, dtype))
+
+
+register("exact", build)

@@ -41,8 +41,8 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, diffusion, nn
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax import checks, diffusion, kinds, nn
+from posteriorjax.samplers.base import AbstractSampler, register
 
 NUM_STEPS = 20
 
@@ -98,6 +98,19 @@ def flow_matching_loss(model: ConditionalFlow, key, x_n: jax.Array, y_grid: jax.
     return jnp.mean((v - (x_n - eps)) ** 2)
 
 
+class FlowMatchingLoss(eqx.Module):
+    """Conditional flow-matching loss (`flow_matching_loss`) averaged over a batch `(x_n (B, C_x, H, W),
+    y_grid (B, C_u + 1, H, W))`."""
+
+    mask: jax.Array
+
+    def __call__(self, model, key, batch):
+        x_n, y_grid = batch
+        keys = jr.split(key, x_n.shape[0])
+        per = jax.vmap(lambda x, y, k: flow_matching_loss(model, k, x, y, self.mask))
+        return jnp.mean(per(x_n, y_grid, keys))
+
+
 class FlowFNOSampler(AbstractSampler):
     """Integrates the learned conditional flow from base noise (see module doc)."""
 
@@ -147,3 +160,34 @@ def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0
     if not temperature >= 0:
         raise ValueError(f"temperature: expected a value >= 0, got {temperature!r}")
     return FlowFNOSampler(task, {"temperature": float(temperature)}, model, num_steps)
+
+
+register("flow_fno", build, networks={"model": "flow_fno"})
+
+
+def _example(task, x_norm, u_norm, key):
+    """(normalized x, the gridded simulated observation y) for x from the task prior."""
+    k_prior, k_noise = jr.split(key)
+    x = task.prior.sample(k_prior)
+    y = task.simulate(k_noise, x)
+    return x_norm.normalize(x), task.observation.to_grid(y, leading=(task.state_shape[0],))
+
+
+kinds.register(
+    kinds.Kind(
+        "flow_fno",
+        channels=lambda task: (kinds.x_channels(task) + kinds.u_channels(task) + 1, kinds.x_channels(task)),
+        example=_example,
+        wrap=lambda net, x_norm, u_norm, cfg: ConditionalFlow(
+            net, x_norm, u_norm, diffusion.GRFNoise() if cfg.noise is None else cfg.noise
+        ),
+        loss=lambda task, noise, d: FlowMatchingLoss(task.observation.mask),
+        evaluate=kinds.loss_evaluation("eval_flow_matching_loss"),
+        models={
+            "tiny": ("fno", {**kinds.TINY_REGRESSOR, "embed_dim": 32}),
+            "full": ("fno", dict(modes=32, width=64, layers=4, padding=0.125, embed_dim=128)),
+        },
+        steps={"tiny": kinds.TINY_STEPS, "full": 100_000},
+        generative=True,
+    )
+)

@@ -25,11 +25,8 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
-
-PUBLISHED = {"darcy": 1000.0, "poisson": 100.0, "ccs": 17.5, "ltmi": 400.0}  # sigma 0.002 -> 80 everywhere
-OURS_GUIDANCE = {"darcy": 1000.0, "darcy_lowres": 1000.0}
-OURS_DEFAULT_GUIDANCE = 100.0
 
 
 def build(
@@ -44,10 +41,7 @@ def build(
     if forward not in ("surrogate", "exact"):
         raise ValueError(f"forward: expected 'surrogate' or 'exact', got {forward!r}")
     published = profile == "published"
-    table = PUBLISHED if published else None
-    weight = guided.guidance_weight(
-        task, guidance_weight, "Fun-DDPS", table, OURS_GUIDANCE, OURS_DEFAULT_GUIDANCE
-    )
+    weight = guided.guidance_weight(task, guidance_weight, "funddps", published=published)
     p = build_prior(task, prior, model, joint=False, noise=noise or ("rbf" if published else "grf"))
     readout = guidance.build_readout(task, p, forward, surrogate)
     if published:
@@ -67,3 +61,6 @@ def build(
         task, {"guidance": weight}, p, (correction,), preconditioner, profile, num_steps,
         float(sigma_min), float(sigma_max), units=guided.units(p, data_scale),
     )  # fmt: skip
+
+
+register("funddps", build, networks={"model": "prior", "surrogate": "surrogate"})

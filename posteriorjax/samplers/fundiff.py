@@ -32,20 +32,16 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, nn, rng
+from posteriorjax import checks, kinds, nn, rng
 from posteriorjax.nn.fae import grid_coords
 from posteriorjax.observations.operators import MaskObservation
-from posteriorjax.samplers import guidance
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers import tuned
+from posteriorjax.samplers.base import AbstractSampler, register
 
-NUM_STEPS = 20  # for a task without published values
-# `sampling.num_steps` of configs/evaluations/fundiff_<dataset>.yaml, per PosteriorBench dataset
-PUBLISHED_STEPS = {"darcy": 20, "poisson": 20, "ccs": 100, "ltmi": 20}
 DATA_SCALE = 0.5  # published target / condition normalization `scale`
 QUERY_FRACTION = 0.25  # 4096 query points of a 128 x 128 grid
 TARGET_DOWNSAMPLING = (1, 2, 4)  # published `input_downsample_factors` of the target FAE
 CONDITION_DOWNSAMPLING = (1,)
-PUBLISHED_DISCRETE = {"darcy": (3.0, 12.0)}  # `postprocess.discrete_values` of the published profiles
 
 
 class TargetAutoencoder(eqx.Module):
@@ -230,13 +226,13 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
     """`model`: a trained `LatentFlow` (kind ``fundiff_dit``); `target`, `condition`: the trained
     ``fundiff_fae_target`` / ``fundiff_fae_condition`` autoencoders it was trained on.
 
-    `num_steps`: default the task's published value (`PUBLISHED_STEPS`), `NUM_STEPS` elsewhere.
+    `num_steps`: default the task's published value (`tuned`; 20, logged, elsewhere).
 
     `discrete_values`: ``"published"`` (the binary projection of the task's published profile:
     Darcy {3, 12}, none elsewhere), None, or a (low, high) pair.
     """
     if num_steps is None:
-        num_steps = PUBLISHED_STEPS.get(guidance.PUBLISHED_DATASET.get(task.name), NUM_STEPS)
+        num_steps = tuned.published_or_default(task, "fundiff")["num_steps"]
     num_steps = checks.positive_int("num_steps", num_steps)
     for name, value, cls in (("model", model, LatentFlow), ("target", target, TargetAutoencoder),
                              ("condition", condition, ConditionAutoencoder)):  # fmt: skip
@@ -248,9 +244,7 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
             f"target, condition: channels (x {target.x_norm.channels}, u {condition.u_norm.channels}) do "
             f"not match task {task.name!r} (x {cx}, u {cu})"
         )
-    from posteriorjax.training.checkpoints import parameter_digest  # (training imports the samplers)
-
-    digests = (parameter_digest(target), parameter_digest(condition))
+    digests = (_parameter_digest(target), _parameter_digest(condition))
     if digests != (model.target_digest, model.condition_digest):
         raise ValueError("target, condition: not the autoencoders the model (the DiT) was trained on")
     if isinstance(discrete_values, str):
@@ -258,9 +252,101 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
             raise ValueError(
                 f"discrete_values: expected 'published', None or (low, high), got {discrete_values!r}"
             )
-        discrete_values = PUBLISHED_DISCRETE.get(task.name)
+        discrete_values = tuned.ours(task, "fundiff")["discrete_values"]
     if discrete_values is not None:
         discrete_values = tuple(sorted(float(v) for v in discrete_values))
         if len(discrete_values) != 2:
             raise ValueError(f"discrete_values: expected a (low, high) pair, got {discrete_values!r}")
     return FunDiffSampler(task, {}, model, target, condition, num_steps, discrete_values)
+
+
+register(
+    "fundiff",
+    build,
+    networks={"target": "fundiff_fae_target", "condition": "fundiff_fae_condition", "model": "fundiff_dit"},
+)
+
+
+def _parameter_digest(model) -> str:
+    from posteriorjax.training.checkpoints import parameter_digest  # (training imports the samplers)
+
+    return parameter_digest(model)
+
+
+# -- the network kinds (PosteriorBench `configs/training/*_fundiff_*.yml`) ----------------------
+# Function autoencoders at full size as published; tiny: patch 2 at 16 x 16 (the same 8 x 8 patch
+# grid as 16 at 128), widths and depths cut down. The DiT trains on latents of the frozen encoders.
+FAE = {
+    "full": dict(patch_size=16, grid_size=128, emb_dim=256, num_latents=64, depth=8, num_heads=8,
+                 mlp_ratio=2, fourier_freq=10.0, period=False, dec_depth=4, dec_num_heads=8,
+                 dec_emb_dim=256, dec_mlp_ratio=2, num_mlp_layers=2),
+    "tiny": dict(patch_size=2, grid_size=16, emb_dim=32, num_latents=16, depth=2, num_heads=4,
+                 mlp_ratio=2, fourier_freq=10.0, period=False, dec_depth=1, dec_num_heads=4,
+                 dec_emb_dim=32, dec_mlp_ratio=2, num_mlp_layers=2),
+}  # fmt: skip
+DIT = {
+    "full": dict(emb_dim=384, depth=16, num_heads=8, mlp_ratio=2.0),
+    "tiny": dict(emb_dim=48, depth=2, num_heads=4, mlp_ratio=2.0),
+}
+
+
+def _fae_kind(name: str, channels, example, wrap, downsampling, uses_state: bool) -> kinds.Kind:
+    return kinds.Kind(
+        name,
+        channels=channels,
+        example=example,
+        wrap=wrap,
+        loss=lambda task, noise, d: AutoencoderLoss(downsampling),
+        evaluate=kinds.loss_evaluation("eval_reconstruction_mse"),
+        models={scale: ("fae", options) for scale, options in FAE.items()},
+        steps={"tiny": kinds.TINY_STEPS, "full": 100_000},
+        uses_state=uses_state,
+    )
+
+
+def _dit_channels(task, *, target, condition):
+    if target.net.latent_shape != condition.net.latent_shape:
+        raise ValueError(
+            f"inputs: the target and condition latents must have one shape (the DiT adds them token by "
+            f"token), got {target.net.latent_shape} and {condition.net.latent_shape}"
+        )
+    return (target.net.latent_shape[1],) * 2
+
+
+kinds.register(
+    _fae_kind(
+        "fundiff_fae_target",
+        channels=lambda task: (kinds.x_channels(task), kinds.x_channels(task)),
+        example=target_example,
+        wrap=lambda net, x_norm, u_norm, cfg: TargetAutoencoder(net, scaled(x_norm)),
+        downsampling=TARGET_DOWNSAMPLING,
+        uses_state=False,
+    )
+)
+kinds.register(
+    _fae_kind(
+        "fundiff_fae_condition",
+        channels=lambda task: (kinds.u_channels(task) + 1, kinds.u_channels(task)),
+        example=condition_example,
+        wrap=lambda net, x_norm, u_norm, cfg: ConditionAutoencoder(net, scaled(u_norm)),
+        downsampling=CONDITION_DOWNSAMPLING,
+        uses_state=True,
+    )
+)
+kinds.register(
+    kinds.Kind(
+        "fundiff_dit",
+        channels=_dit_channels,
+        example=dit_example,
+        wrap=lambda net, x_norm, u_norm, cfg: LatentFlow(
+            net, _parameter_digest(cfg.inputs["target"]), _parameter_digest(cfg.inputs["condition"])
+        ),
+        loss=lambda task, noise, d: RectifiedFlowLoss(),
+        evaluate=kinds.loss_evaluation("eval_flow_matching_loss"),
+        models={scale: ("dit", options) for scale, options in DIT.items()},
+        steps={"tiny": kinds.TINY_STEPS, "full": 117_188},  # published learning rate 1e-3 and no EMA: not
+        # `generative` (learning rate 1e-3, EMA 0.999 at full scale)
+        uses_state=True,
+        inputs={"target": "fundiff_fae_target", "condition": "fundiff_fae_condition"},
+    )
+)

@@ -31,20 +31,9 @@ backward passes.
 from __future__ import annotations
 
 from posteriorjax import checks
-from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers import guidance, guided, tuned
+from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
-
-# configs/evaluations/fundps_<dataset>.yaml (sigmas in the published 0.5-scaled units)
-PUBLISHED = {
-    "darcy": {"guidance": 4000.0, "sigma_min": 0.002, "sigma_max": 80.0},
-    "poisson": {"guidance": 1600.0, "sigma_min": 0.01, "sigma_max": 10.0},
-    "ccs": {"guidance": 300.0, "sigma_min": 0.002, "sigma_max": 80.0},
-    "ltmi": {"guidance": 3000.0, "sigma_min": 0.002, "sigma_max": 80.0},
-}
-# Our variant's default weights (exact task names; 1600 elsewhere). Its best weight depends on the noise
-# and sensors: 750 on poisson_fixed 16^2 with 24 sensors at noise 1e-3 (README, oracle sweep).
-OURS_GUIDANCE = {"darcy": 4000.0, "darcy_lowres": 4000.0}
-OURS_DEFAULT_GUIDANCE = 1600.0
 
 
 def build(
@@ -61,10 +50,10 @@ def build(
         values = {}
         if None in (guidance_weight, sigma_min, sigma_max):
             instead = "profile='ours', or guidance_weight, sigma_min and sigma_max"
-            values = guidance.published(task, PUBLISHED, "FunDPS", instead)
+            values = tuned.published(task, "fundps", instead)
     else:
         values = {
-            "guidance": OURS_GUIDANCE.get(task.name, OURS_DEFAULT_GUIDANCE),
+            "guidance": guided.guidance_weight(task, guidance_weight, "fundps", published=False),
             "sigma_min": 0.002,
             "sigma_max": 80.0,
         }
@@ -85,3 +74,6 @@ def build(
         float(values["sigma_max"] if sigma_max is None else sigma_max),
         units=guided.units(p, data_scale),
     )  # fmt: skip
+
+
+register("fundps", build, networks={"model": "joint"})

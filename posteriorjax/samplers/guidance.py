@@ -1,12 +1,8 @@
-"""Pieces the guided and annealed samplers share: readouts, per-task defaults, argument checks.
+"""Pieces the guided and annealed samplers share: readouts and argument checks.
 
 Readouts map a denoised normalized stack to predicted observations `(M,)`: the state channels
-of a joint stack, the exact physics, or a learned surrogate of the physics.
-
-Per-task defaults are keyed by the *exact* task name (no prefix matching): `PUBLISHED_DATASET`
-says which PosteriorBench dataset each of our tasks is (its physics, prior family and
-observation operator), so a published value applies to it; a task not listed has no published
-values, and asking for one is an error that names what to pass instead.
+of a joint stack, the exact physics, or a learned surrogate of the physics. The per-task tuned
+values the builders read are one table, `samplers.tuned`.
 """
 
 from __future__ import annotations
@@ -18,37 +14,6 @@ import jax.numpy as jnp
 from posteriorjax import checks
 
 FORWARDS = ("joint", "exact", "surrogate")
-
-
-# Our tasks that are a PosteriorBench dataset (same physics and observation operator; the
-# `_fixed` and `_lowres` variants change the prior's hyperparameters or the resolution only).
-PUBLISHED_DATASET = {
-    "darcy": "darcy",
-    "darcy_lowres": "darcy",
-    "poisson": "poisson",
-    "poisson_fixed": "poisson",
-    "poisson_lowres": "poisson",
-    "poisson_fixed_lowres": "poisson",
-    "ccs": "ccs",
-    "ltmi": "ltmi",
-    "ltmi_full": "ltmi",
-}
-
-
-def published(task, table: dict, method: str, instead: str):
-    """`table[dataset]` for the PosteriorBench dataset of `task` (by exact name).
-
-    `instead` names what to pass for a task without published values (e.g. the options that
-    set them by hand, or ``profile='ours'``).
-    """
-    dataset = PUBLISHED_DATASET.get(task.name)
-    if dataset is None or dataset not in table:
-        known = sorted(n for n, ds in PUBLISHED_DATASET.items() if ds in table)
-        raise ValueError(
-            f"task: {method} has no published values for task {task.name!r} (published for {known}); "
-            f"pass {instead}"
-        )
-    return table[dataset]
 
 
 def positive_domain(positive: tuple[str, ...]):

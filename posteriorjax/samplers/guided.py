@@ -31,7 +31,7 @@ import numpy as np
 
 from posteriorjax import checks, diffusion, nn
 from posteriorjax.diffusion.guided import POINTS, guided_sample
-from posteriorjax.samplers import guidance
+from posteriorjax.samplers import guidance, tuned
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior
 
@@ -260,16 +260,14 @@ def check_profile(profile: str, method: str) -> str:
     return profile
 
 
-def guidance_weight(
-    task, given, method: str, published: dict | None, ours: dict, ours_default: float
-) -> float:
-    """`given`, else the published value of `task`'s dataset (`published` a table; None: our
-    profile), else our exact-name default `ours.get(task.name, ours_default)`."""
+def guidance_weight(task, given, sampler: str, *, published: bool) -> float:
+    """`given`, else `sampler`'s tuned ``guidance`` weight on `task` (`tuned`): the published one of
+    its dataset (`published`: an error for a task without one), else ours (logged default)."""
     if given is not None:
         return float(given)
-    if published is not None:
-        return float(guidance.published(task, published, method, "profile='ours', or guidance_weight"))
-    return float(ours.get(task.name, ours_default))
+    if published:
+        return float(tuned.published(task, sampler, "profile='ours', or guidance_weight")["guidance"])
+    return float(tuned.ours(task, sampler)["guidance"])
 
 
 def units(prior: DiffusionPrior, data_scale: float) -> float:

@@ -13,7 +13,7 @@ import jax
 import jax.random as jr
 
 from posteriorjax import nn
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.base import AbstractSampler, register
 
 
 class MCDropoutSampler(AbstractSampler):
@@ -50,3 +50,6 @@ def build(task, model=None) -> MCDropoutSampler:
     if not _has_dropout(model):
         raise ValueError("model: the inverse network has no dropout layer; MC dropout needs dropout > 0")
     return MCDropoutSampler(task, {}, model)
+
+
+register("mc_dropout", build, networks={"model": "inverse"})

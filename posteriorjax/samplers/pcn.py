@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from posteriorjax import checks
 from posteriorjax.reference import mcmc
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.base import AbstractSampler, register
 
 
 class PCNSampler(AbstractSampler):
@@ -72,3 +72,6 @@ def build(
     if method not in ("pcn", "gpcn"):
         raise ValueError(f"method: expected 'pcn' or 'gpcn', got {method!r}")
     return PCNSampler(task, {"step": float(step), "target": float(target)}, burn_in, num_steps, method)
+
+
+register("pcn", build)

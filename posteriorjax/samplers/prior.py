@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.random as jr
 
-from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.tasks.base import Task
 
 
@@ -19,3 +19,6 @@ class PriorSampler(AbstractSampler):
 
 def build(task: Task) -> PriorSampler:
     return PriorSampler(task, {})
+
+
+register("prior", build)

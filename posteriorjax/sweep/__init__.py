@@ -9,10 +9,9 @@ holds the network specs and their training; references come from `reference.regi
 
 from posteriorjax.reference.registry import DEFAULTS as REFERENCE_DEFAULTS
 from posteriorjax.reference.registry import METHODS as REFERENCE_METHODS
-from posteriorjax.reference.registry import RULES as REFERENCE_RULES
 from posteriorjax.reference.registry import config as reference_config
 from posteriorjax.reference.registry import published_eps
-from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, common_config, network, network_config
+from posteriorjax.sweep.networks import NetworkSpec, common_config, network, network_config
 from posteriorjax.sweep.plan import Plan, dry_run, validate
 from posteriorjax.sweep.program import (
     ConfigGrid,
@@ -65,8 +64,8 @@ from posteriorjax.sweep.store import (
 )
 
 __all__ = [
-    "CALIBRATION_DEFAULTS", "DIAGNOSTICS", "MIRA_REGIONS", "NETWORK_KINDS", "REFERENCE_DEFAULTS",
-    "REFERENCE_METHODS", "REFERENCE_RULES", "SAMPLER_KEYS", "TARP_STATS_DRAWS", "CalibrationSettings",
+    "CALIBRATION_DEFAULTS", "DIAGNOSTICS", "MIRA_REGIONS", "REFERENCE_DEFAULTS",
+    "REFERENCE_METHODS", "SAMPLER_KEYS", "TARP_STATS_DRAWS", "CalibrationSettings",
     "ConfigGrid", "NetworkSpec", "Plan", "Record", "ResultsFile", "SamplerEntry", "Settings",
     "TrainingSettings", "assemble", "calibration_settings", "calibration_statistics", "canonical_number",
     "case_program", "chunk_program", "common_config", "config_key", "diagnostic_values", "done_everywhere",

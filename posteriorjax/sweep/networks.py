@@ -18,8 +18,7 @@ from pathlib import Path
 
 from posteriorjax import training
 from posteriorjax.checks import as_dict, positive_int
-
-NETWORK_KINDS = tuple(training.kinds.names())
+from posteriorjax.training import kinds as network_kinds  # (`training` is also an argument below)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +56,9 @@ def parse_spec(
     if isinstance(spec, str):
         spec = {"kind": spec}
     if not isinstance(spec, Mapping):
-        raise ValueError(f"{where}: expected a kind {NETWORK_KINDS} or a dict with 'kind', got {spec!r}")
+        raise ValueError(
+            f"{where}: expected a kind {network_kinds.names()} or a dict with 'kind', got {spec!r}"
+        )
     spec = dict(spec)
     unknown = sorted(
         set(spec) - {"kind", "task_options", "num_steps", "pretrain", "training", "task_training"}
@@ -69,8 +70,8 @@ def parse_spec(
         )
     if kind is not None and spec.setdefault("kind", kind) != kind:
         raise ValueError(f"{where}.kind: expected the fine-tuned network's {kind!r}, got {spec['kind']!r}")
-    if spec.get("kind") not in NETWORK_KINDS:
-        raise ValueError(f"{where}.kind: expected one of {NETWORK_KINDS}, got {spec.get('kind')!r}")
+    if spec.get("kind") not in network_kinds.REGISTRY:
+        raise ValueError(f"{where}.kind: expected one of {network_kinds.names()}, got {spec.get('kind')!r}")
     steps = spec.get("num_steps")
     if steps is not None:
         steps = positive_int(f"{where}.num_steps", steps)

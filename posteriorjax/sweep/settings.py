@@ -48,7 +48,7 @@ from posteriorjax import training
 from posteriorjax.checks import as_dict, integer_at_least, path_component, positive_int
 from posteriorjax.metrics import mira
 from posteriorjax.reference import registry
-from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, parse_spec
+from posteriorjax.sweep.networks import NetworkSpec, parse_spec
 
 DIAGNOSTICS = ("pde_residual", "alpha")
 SAMPLER_KEYS = ("sampler", "options", "axes", "networks", "task_options", "tasks", "calibrate")
@@ -60,7 +60,7 @@ SAMPLER_DEFAULTS = {
 # metrics of each grid value's rank
 CALIBRATE_RULES = ("rank_mean",)
 __all__ = [
-    "NETWORK_KINDS", "CalibrateSettings", "CalibrationSettings", "SamplerEntry", "Settings",
+    "CalibrateSettings", "CalibrationSettings", "SamplerEntry", "Settings",
     "TrainingSettings",
 ]  # fmt: skip
 

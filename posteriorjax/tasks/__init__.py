@@ -1,42 +1,41 @@
 """Task registry: `get(name, **overrides) -> Task`, `names() -> list[str]`.
 
-A builder is any callable taking keyword options (e.g. `resolution=32`) and
-returning a `Task`; `register(name, builder)` adds it (use `functools.partial`
-to register variants of one builder).
+A builder is any callable taking keyword options (e.g. `resolution=32`) and returning a `Task`;
+`register(name, builder)` adds it beside its definition (`REGISTRY`, a
+`posteriorjax.registry.Registry`; use `functools.partial` to register variants of one builder).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from collections.abc import Callable
 
+from posteriorjax.registry import Registry
 from posteriorjax.tasks.base import AbstractPhysics, Cases, Channel, Task
 
-_BUILDERS: dict[str, Callable[..., Task]] = {}
+REGISTRY: Registry[Callable[..., Task]] = Registry("task", callable)
 
 
-def register(name: str, builder: Callable[..., Task]) -> None:
-    """Register `builder` under `name`."""
-    if name in _BUILDERS:
-        raise ValueError(f"name: task {name!r} is already registered")
-    _BUILDERS[name] = builder
+def register(name: str, builder: Callable[..., Task]) -> Callable[..., Task]:
+    """Register `builder` under `name`; returns it."""
+    return REGISTRY.register(name, builder)
 
 
 def unregister(name: str) -> None:
     """Remove the task registered under `name` (a plugin unloaded; no-op if absent)."""
-    _BUILDERS.pop(name, None)
+    REGISTRY.unregister(name)
 
 
 def names() -> list[str]:
     """The registered task names, sorted."""
-    return sorted(_BUILDERS)
+    return sorted(REGISTRY.names())
 
 
 def get(name: str, **overrides) -> Task:
     """Build the task `name` with keyword `overrides` of its builder's defaults."""
-    if name not in _BUILDERS:
-        raise ValueError(f"name: unknown task {name!r}; registered tasks: {names()}")
-    builder = _BUILDERS[name]
+    builder = REGISTRY.get(name)
     allowed = list(inspect.signature(builder).parameters)
     unknown = sorted(set(overrides) - set(allowed))
     if unknown:
@@ -44,6 +43,19 @@ def get(name: str, **overrides) -> Task:
     return builder(**overrides)
 
 
-from posteriorjax.tasks import ccs, darcy, fields, interface, ltmi, poisson  # noqa: E402,F401  (registration)
+# Every module of this package is imported here, so a built-in task module registers itself (its
+# `register` call beside its builder) without a line in this file.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["AbstractPhysics", "Cases", "Channel", "Task", "get", "names", "register", "unregister"]
+__all__ = [
+    "REGISTRY",
+    "AbstractPhysics",
+    "Cases",
+    "Channel",
+    "Task",
+    "get",
+    "names",
+    "register",
+    "unregister",
+]

@@ -1,8 +1,8 @@
 """Training: the registry of network kinds, one optax loop, its settings, checkpoints and data.
 
-kinds        the registry (`kinds.get`, `kinds.names`, `kinds.register`): per kind its
-             channels, training example, model wrapper, loss, evaluation, default backbones
-             and steps per scale, and the samplers that take it;
+kinds        the registry (`kinds.get`, `kinds.names`, `kinds.register`; `posteriorjax.kinds`):
+             per kind its channels, training example, model wrapper, loss, evaluation, and
+             default backbones and steps per scale (a sampler names the kinds it takes);
 settings     `TrainConfig` (the `config.train` section), `make_optimizer`, and `config(task,
              kind, scale)`, the full default config of one network;
 loop         `update` (the optimizer step), the checkpointed, resumable `fit`, and the
@@ -16,6 +16,7 @@ scores       a trained network's own scores (`scores.json`, logged while it trai
              per-channel error, the conditional kinds' held-out error.
 """
 
+from posteriorjax.samplers.flow_fno import FlowMatchingLoss
 from posteriorjax.training import kinds, scores
 from posteriorjax.training.checkpoints import (
     Checkpoints,
@@ -29,7 +30,6 @@ from posteriorjax.training.data import PoolSource, TaskSource, build_pool
 from posteriorjax.training.loop import fit, make_step, scan, scan_ensemble, update
 from posteriorjax.training.losses import (
     DiffusionLoss,
-    FlowMatchingLoss,
     InverseLoss,
     surrogate_loss,
 )

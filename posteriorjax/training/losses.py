@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import diffusion
-from posteriorjax.samplers import flow_fno
 
 
 class DiffusionLoss(eqx.Module):
@@ -41,15 +40,3 @@ class InverseLoss(eqx.Module):
         keys = jr.split(key, x.shape[0])
         pred = jax.vmap(lambda y, k: model.normalized(y, self.mask, key=k))(y_grid, keys)
         return jnp.mean((pred - model.x_norm.normalize(x)) ** 2)
-
-
-class FlowMatchingLoss(eqx.Module):
-    """Conditional flow-matching loss (`samplers.flow_fno.flow_matching_loss`) averaged over a batch."""
-
-    mask: jax.Array
-
-    def __call__(self, model, key, batch):
-        x_n, y_grid = batch
-        keys = jr.split(key, x_n.shape[0])
-        per = jax.vmap(lambda x, y, k: flow_fno.flow_matching_loss(model, k, x, y, self.mask))
-        return jnp.mean(per(x_n, y_grid, keys))

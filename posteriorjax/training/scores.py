@@ -288,9 +288,12 @@ def scorer(config, setup) -> Scorer | None:
         return surrogate(task, s["num_draws"], s["seed"])
     if kind not in CONDITIONAL:
         return None
-    entry = kinds.get(kind)
-    ((name, option),) = entry.samplers.items()
-    options = {kinds.get(k).samplers[name]: setup.inputs[role] for role, k in entry.inputs.items()}
+    # the sampler it serves: the first registered one taking the kind (a built-in before a plugin's)
+    name, option = next(
+        (n, o) for n, b in samplers.REGISTRY.items() for o, k in b.networks.items() if k == kind
+    )
+    option_of = {k: o for o, k in samplers.networks(name).items()}
+    options = {option_of[k]: setup.inputs[role] for role, k in kinds.get(kind).inputs.items()}
     if s["num_steps"] and "num_steps" in samplers.options(name):
         options["num_steps"] = s["num_steps"]
     build = lambda model: samplers.get(name, task, **{option: model}, **options)  # noqa: E731
