@@ -387,3 +387,24 @@ def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
     assert len(res["density_all"]) == 9 and (tmp_path / "cells.md").exists()
     text = (tmp_path / "summary.md").read_text()
     assert "Table 65" in text and "Classical baselines per test view" in text
+
+
+def test_block_hash_follows_the_forecast_protocol_and_resolved_defaults():
+    from configs import observation_patterns
+
+    from posteriorjax.studies.transfer import pipeline
+
+    config = observation_patterns.get_config("tiny")
+    assert config.forecast_mode == "rollout"
+    before = {
+        (f, m): pipeline.block_hash(config, f, m)
+        for f in ("darcy_field", "heat_field")
+        for m in ("fno", "gappy_pod")
+    }
+    assert pipeline.model_settings(config, "heat_field", "fno")["forecast_mode"] == "rollout"
+    assert "forecast_mode" not in pipeline.model_settings(config, "darcy_field", "fno")
+    config.forecast_mode = "joint_variant"
+    after = {k: pipeline.block_hash(config, *k) for k in before}
+    assert after[("heat_field", "fno")] != before[("heat_field", "fno")]
+    for k in (("darcy_field", "fno"), ("darcy_field", "gappy_pod"), ("heat_field", "gappy_pod")):
+        assert after[k] == before[k]

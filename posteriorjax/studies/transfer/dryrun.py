@@ -2,7 +2,8 @@
 settings, its size and (optionally) the XLA memory of one nine-view training step.
 
 For each of the seven learned models (`models.MODELS`) and both tasks (recovery: one output
-channel; forecasting: three) the networks are built abstractly (`eqx.filter_eval_shape`, nothing
+channel; forecasting: `models.network_layout`, one channel rolled out three times under the
+published protocol) the networks are built abstractly (`eqx.filter_eval_shape`, nothing
 allocated): the parameter count, the parameter and Adam-state memory of the nine vmapped views
 (float32, 3 copies) and the published batch. `compile_step` also lowers and compiles one
 training step of the nine-view program and reads XLA's memory analysis (argument, output and
@@ -53,8 +54,9 @@ def table(resolution: int = 128, compile_step: bool = False) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name in models.MODELS:
-        for task, c_out, forecast in (("recovery", 1, False), ("forecasting", 3, True)):
+        for task, frames, forecast in (("recovery", 1, False), ("forecasting", 3, True)):
             cfg = models.fit_config(name, forecast=forecast)
+            c_out, _ = models.network_layout(cfg, frames, forecast=forecast)
             net = eqx.filter_eval_shape(
                 lambda k, cfg=cfg, c_out=c_out, name=name: nn.get(
                     models.NETWORK[name], k, in_channels=2, out_channels=c_out, **dict(cfg.model)

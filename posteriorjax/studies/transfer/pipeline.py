@@ -20,6 +20,7 @@ Model names resolve through an explicit registry: the classical baselines
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -58,9 +59,27 @@ def _plain(value):
     return value.to_dict() if hasattr(value, "to_dict") else dict(value)
 
 
+def model_settings(config, family: str, model: str) -> dict:
+    """The settings `fit_views` gets for `model` on `family`: `config.model_config[model]`, and
+    for a learned model the study's `forecast_mode` (``rollout``, PDE-OBS's protocol, when unset)."""
+    settings = dict(_plain(config.model_config).get(model, {}))
+    if backend(model) is not baselines and family in data.FORECAST:
+        settings.setdefault("forecast_mode", config.get("forecast_mode", "rollout"))
+    return settings
+
+
 def block_hash(config, family: str, model: str) -> str:
-    """SHA-256 (16 hex) of everything a (family, model) result depends on."""
-    model_config = _plain(config.model_config).get(model, {})
+    """SHA-256 (16 hex) of everything a (family, model) result depends on.
+
+    A learned model enters with its resolved training settings (`models.fit_config`), so a
+    change of a published default (the forecasting protocol, a weight decay) reruns its blocks.
+    """
+    model_config = model_settings(config, family, model)
+    if backend(model) is not baselines:
+        from posteriorjax.studies.transfer import models
+
+        resolved = models.fit_config(model, model_config, forecast=family in data.FORECAST)
+        model_config = {"resolved": dataclasses.asdict(resolved)}
     text = json.dumps(
         dict(
             family=family,
@@ -138,7 +157,7 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
     compiled program trains all ten.
     """
     module = backend(model)
-    model_config = _plain(config.model_config).get(model, {})
+    model_config = model_settings(config, dataset.family, model)
     train, test = dataset.train, dataset.test
     mixed = model in config.mixed_models
     inputs_all = train_inputs()
