@@ -29,8 +29,9 @@ from typing import NamedTuple
 import numpy as np
 
 from posteriorjax.studies.transfer.data import DENSITIES, DENSITY_VIEWS, VIEWS
+from posteriorjax.studies.transfer.masks import EQUAL_COUNT_GROUPS
 
-LAYOUT_GROUPS = (("R50", "H", "V", "CL"), ("BL", "LI", "BD"))
+LAYOUT_GROUPS = EQUAL_COUNT_GROUPS  # Table 5: equal counts at every resolution (`masks.view_protocol`)
 EPS = 1e-12
 
 
