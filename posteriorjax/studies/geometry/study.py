@@ -51,6 +51,7 @@ from scipy.stats import norm
 
 from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
+from posteriorjax.reference import registry
 from posteriorjax.studies import estimators as est
 from posteriorjax.studies.geometry import controlled
 from posteriorjax.tasks import interface
@@ -346,9 +347,10 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         num_steps=cfg.num_steps, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
         weight_decay=cfg.weight_decay,
     )  # fmt: skip
-    base = jr.fold_in(jr.key(config.seed), 1)
+    # keyed by the configuration's label, so a subset (or a split run) gives the same numbers
+    base = registry.stream(jr.key(config.seed), "learned")
     rows3, combos, results = [], {rule: [] for rule in RULES}, {}
-    for ci, entry in enumerate(cfg.configurations):
+    for entry in cfg.configurations:
         label, name, frames, options = unpack(entry)
         task = build_task(name, frames, config.resolution, **options)
         shift = {"prior_shift": cfg.ood_shift, "prior_scale": cfg.ood_scale}
@@ -356,7 +358,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         with jax.enable_x64(True):
             g, *_ = analyze_task(task, config.tau)
         out = est.run_configuration(
-            jr.fold_in(base, ci), task, g, estimators=tuple(cfg.estimators),
+            registry.stream(base, label), task, g, estimators=tuple(cfg.estimators),
             sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test), num_seeds=cfg.num_seeds,
             num_members=cfg.num_members, options={k: dict(v) for k, v in cfg.options.items()},
             config=train_config, level=cfg.level, delta=config.delta, ood_task=ood, baseline=True,
