@@ -112,6 +112,8 @@ def load_block_file(path: Path) -> dict:
             np.asarray(b["error"]),
             np.asarray(b["hidden"]),
             None if b.get("frames") is None else np.asarray(b["frames"], np.float64),
+            None if b.get("spread") is None else np.asarray(b["spread"], np.float64),
+            b.get("problem"),
         )
         for k, b in raw["blocks"].items()
     }
@@ -127,6 +129,10 @@ def _encode(block: protocol.Block) -> dict:
     }
     if block.frames is not None and block.frames.shape[1] > 1:
         out["frames"] = np.asarray(block.frames, np.float64).tolist()
+    if block.spread is not None:
+        out["spread"] = [float(e) for e in block.spread]
+    if block.problem:
+        out["problem"] = block.problem
     return out
 
 
@@ -144,9 +150,12 @@ class _Views:
         return self._cache[view]
 
 
-def _score(test: data.Dataset, preds, masks) -> list[protocol.Block]:
+def _score(test: data.Dataset, preds, masks, problems) -> list[protocol.Block]:
     preds = np.asarray(preds)
-    return [protocol.score_block(test.record, p, test.target, masks) for p in preds]
+    return [
+        protocol.score_block(test.record, p, test.target, masks, problem=q)
+        for p, q in zip(preds, problems, strict=True)
+    ]
 
 
 def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test_views: _Views) -> dict:
@@ -166,17 +175,33 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
     rows = (*data.VIEWS, data.MIXTURE) if mixed else data.VIEWS
     blocks = {}
     start = time.perf_counter()
-    fitted = module.fit_views(key, model, inputs_all, train.target, config=model_config, dataset=dataset)
+    training = {}
+    if module is baselines:
+        fitted = module.fit_views(key, model, inputs_all, train.target, config=model_config, dataset=dataset)
+    else:  # the training losses decide whether each trained model is valid
+        fitted, losses = module.fit_views(
+            key, model, inputs_all, train.target, config=model_config, dataset=dataset, return_losses=True
+        )
+        losses = np.asarray(losses, np.float64)
+        window = max(1, losses.shape[0] // 10)
+        for v, curve in zip(rows, losses.T, strict=True):
+            training[v] = {
+                "initial_loss": float(np.mean(curve[:window])),
+                "final_loss": float(np.mean(curve[-window:])),
+                "problem": protocol.training_problem(curve),
+            }
     jax.block_until_ready(fitted)
     fit_seconds = time.perf_counter() - start
+    problems = [training.get(v, {}).get("problem") for v in rows]
     start = time.perf_counter()
     for w in (*data.VIEWS, *DENSITY_ONLY, *(data.UNSEEN if mixed else ())):
         inputs, masks = test_views(w)
-        for v, block in zip(rows, _score(test, module.predict(fitted, inputs), masks), strict=True):
+        for v, block in zip(rows, _score(test, module.predict(fitted, inputs), masks, problems), strict=True):
             if w in data.UNSEEN and v != data.MIXTURE:
                 continue  # the unseen protocols are scored for the MIX model (PDE-OBS Table 65)
             blocks[f"{v}|{w}"] = _encode(block)
     out = {"fit_seconds": fit_seconds, "predict_seconds": time.perf_counter() - start, "mixed": mixed}
+    out["training"] = training
     out["blocks"] = blocks
     return out
 

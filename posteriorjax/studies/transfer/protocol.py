@@ -9,7 +9,26 @@ and the hidden-only variant restricted to the cells a view leaves unobserved
 (numerator and denominator over the hidden cells, every frame of a forecast).
 A block (one training view, one test view) is the per-record errors of the
 test records; it is **invalid** if a record is missing, duplicated, unexpected
-or non-finite, and an invalid block never enters a mean.
+or non-finite, or if the model behind it failed (`Block.problem`, see below), and
+an invalid block never enters a mean: its cell is NaN, a matrix with a NaN cell
+gets no summary, and the reports count the (family, model) pairs so excluded.
+
+Model validity (our checks, after PDE-OBS's training health gates,
+`configs/campaign/all_pde_one_setting_10method_9x9.yaml`, `preflight.loss_gate`,
+and `src/pdeobs/training.py`, `constant_output_collapse`): a trained model is
+invalid, with the reason, when
+
+  * its training loss is non-finite, or its final loss (mean of the last tenth of
+    the steps) exceeds `LOSS_GROWTH_MAX` (1.25, PDE-OBS's maximum final / first
+    ratio) times its initial loss (mean of the first tenth): **diverged**;
+  * its final loss is less than `LOSS_REDUCTION_MIN` (1 %, PDE-OBS's minimum
+    relative reduction) below the initial one: **stayed at its initial loss**;
+  * on a test view, the median over records of its spatial spread ratio
+    sqrt(mean_c var_x pred) / sqrt(mean_c var_x target) is below `COLLAPSE_RATIO`
+    (1e-2; PDE-OBS flags a batch std ratio below 1e-4 online, 1e-3 in its
+    preflight): a **near-constant** field.
+
+The first two mark every block of that model; the third the blocks of that test view.
 
 For one (family, model), E[v, w] is the block mean with training view v (row)
 and test view w (column) over `VIEWS`. Matched mean D = mean of the 9
@@ -31,6 +50,9 @@ import numpy as np
 from posteriorjax.studies.transfer.data import DENSITIES, DENSITY_VIEWS, VIEWS
 from posteriorjax.studies.transfer.masks import EQUAL_COUNT_GROUPS
 
+COLLAPSE_RATIO = 1e-2
+LOSS_GROWTH_MAX = 1.25
+LOSS_REDUCTION_MIN = 0.01
 LAYOUT_GROUPS = EQUAL_COUNT_GROUPS  # Table 5: equal counts at every resolution (`masks.view_protocol`)
 EPS = 1e-12
 
@@ -48,12 +70,16 @@ class Block(NamedTuple):
       hidden: `(N,)` float64 relative L2 over the hidden cells only.
       frames: `(N, C)` float64 relative L2 per output channel (forecasting: per horizon,
         PDE-OBS Table 14's auxiliary per-frame scores), or None.
+      spread: `(N,)` float64 spatial spread ratio of the predictions (`spatial_spread`), or None.
+      problem: why the model behind the block is invalid (module doc), or None.
     """
 
     record: np.ndarray
     error: np.ndarray
     hidden: np.ndarray
     frames: np.ndarray | None = None
+    spread: np.ndarray | None = None
+    problem: str | None = None
 
 
 # ----------------------------------------------------------------------------
@@ -90,19 +116,70 @@ def relative_l2(pred, target, hidden=None) -> np.ndarray:
     return num / np.maximum(np.sqrt(np.sum(target**2, axis=(1, 2, 3))), EPS)
 
 
-def score_block(record, pred, target, masks) -> Block:
-    """`Block` of predictions `(N, C, H, W)` for records `(N,)` observed with `masks (N, H, W)`."""
+def spatial_spread(pred, target) -> np.ndarray:
+    """Per-record ratio `(N,)` sqrt(mean_c var_x pred) / sqrt(mean_c var_x target) (float64).
+
+    var_x is the variance over the H x W cells of one channel; 0 for a spatially constant
+    prediction, about 1 for one as rough as its target. Both `(N, C, H, W)`.
+    """
+    pred, target = _as_fields(pred, "pred"), _as_fields(target, "target")
+    num = np.sqrt(np.mean(np.var(pred, axis=(2, 3)), axis=1))
+    return num / np.maximum(np.sqrt(np.mean(np.var(target, axis=(2, 3)), axis=1)), EPS)
+
+
+def score_block(record, pred, target, masks, *, problem: str | None = None) -> Block:
+    """`Block` of predictions `(N, C, H, W)` for records `(N,)` observed with `masks (N, H, W)`.
+
+    `problem`: the trained model's own failure (`training_problem`), if any; otherwise a
+    near-constant prediction (`prediction_problem`) marks the block.
+    """
     masks = np.asarray(masks, bool)
     pred, target = _as_fields(pred, "pred"), _as_fields(target, "target")
     frames = np.stack(
         [relative_l2(pred[:, c : c + 1], target[:, c : c + 1]) for c in range(target.shape[1])], 1
     )
+    spread = spatial_spread(pred, target)
     return Block(
         np.asarray(record, np.int64),
         relative_l2(pred, target),
         relative_l2(pred, target, hidden=~masks),
         frames,
+        spread,
+        problem or prediction_problem(spread),
     )
+
+
+def training_problem(losses) -> str | None:
+    """Why a model with training losses `(steps,)` is invalid (diverged, or stayed at its
+    initial loss; module doc), or None. Initial / final: means of the first / last tenth."""
+    losses = np.asarray(losses, np.float64).ravel()
+    if losses.size == 0:
+        raise ValueError("losses: expected at least one training loss, got none")
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        return f"diverged: non-finite training loss from step {int(bad[0])}"
+    window = max(1, losses.size // 10)
+    initial, final = float(np.mean(losses[:window])), float(np.mean(losses[-window:]))
+    if final > LOSS_GROWTH_MAX * initial:
+        return (
+            f"diverged: final training loss {final:.3g} is {final / max(initial, EPS):.3g} x "
+            f"the initial {initial:.3g} (limit {LOSS_GROWTH_MAX:g})"
+        )
+    if initial - final < LOSS_REDUCTION_MIN * initial:
+        return (
+            f"stayed at its initial loss: {initial:.3g} -> {final:.3g} "
+            f"(less than {100 * LOSS_REDUCTION_MIN:g} % lower)"
+        )
+    return None
+
+
+def prediction_problem(spread) -> str | None:
+    """'near-constant prediction' when the median of the spread ratios `(N,)` is below
+    `COLLAPSE_RATIO` (or not finite), else None."""
+    median = float(np.median(np.asarray(spread, np.float64)))
+    if not np.isfinite(median) or median < COLLAPSE_RATIO:
+        return f"near-constant prediction: median spatial spread ratio {median:.2g} < {COLLAPSE_RATIO:g}"
+    return None
 
 
 # ----------------------------------------------------------------------------
@@ -166,9 +243,10 @@ def error_matrix(
         for j, w in enumerate(views):
             block = blocks.get((v, w))
             name = f"train {v} / test {w}"
-            if block is None:
+            if block is None or block.problem:
                 if strict:
-                    raise InvalidBlockError(f"{name}: invalid block: not computed")
+                    reason = "not computed" if block is None else block.problem
+                    raise InvalidBlockError(f"{name}: invalid block: {reason}")
                 continue
             if frame is None:
                 values = getattr(block, metric)
@@ -192,8 +270,10 @@ def invalid_blocks(blocks: Mapping[tuple[str, str], Block], expected, *, views=V
             if block is None:
                 out[(v, w)] = "not computed"
                 continue
-            problem = block_problem(expected, block.record, block.error) or block_problem(
-                expected, block.record, block.hidden
+            problem = (
+                block.problem
+                or block_problem(expected, block.record, block.error)
+                or block_problem(expected, block.record, block.hidden)
             )
             if problem:
                 out[(v, w)] = problem
