@@ -7,23 +7,24 @@ import numpy as np
 import pytest
 
 from posteriorjax.studies.transfer import data, pipeline, protocol
+from posteriorjax.training import health
 
 N = 16
 
 
 def test_training_problem_closed_cases():
     steps = np.arange(40, dtype=np.float64)
-    assert protocol.training_problem(1.0 / (1.0 + steps)) is None  # learns
-    assert protocol.training_problem(np.full(40, 0.7)).startswith("stayed at its initial loss")
-    assert protocol.training_problem(0.7 * (1 + 1e-3 * steps)).startswith("stayed at its initial loss")
-    grows = protocol.training_problem(np.linspace(1.0, 3.0, 40))
+    assert health.training_problem(1.0 / (1.0 + steps)) is None  # learns
+    assert health.training_problem(np.full(40, 0.7)).startswith("stayed at its initial loss")
+    assert health.training_problem(0.7 * (1 + 1e-3 * steps)).startswith("stayed at its initial loss")
+    grows = health.training_problem(np.linspace(1.0, 3.0, 40))
     assert grows.startswith("diverged: final training loss") and "limit 1.25" in grows
     assert (
-        protocol.training_problem(np.r_[1.0, 0.5, np.nan, 0.2])
+        health.training_problem(np.r_[1.0, 0.5, np.nan, 0.2])
         == "diverged: non-finite training loss from step 2"
     )
     with pytest.raises(ValueError, match="losses: expected at least one"):
-        protocol.training_problem([])
+        health.training_problem([])
 
 
 def test_a_constant_predictor_marks_its_block_and_leaves_every_mean():

@@ -51,6 +51,7 @@ from posteriorjax import checks, nn, training
 from posteriorjax.metrics import calibration
 from posteriorjax.metrics import geometry as geo
 from posteriorjax.reference import registry
+from posteriorjax.training import health
 
 ESTIMATORS = ("mlp", "gru", "fno", "deeponet", "unipde", "unipde_noalign")
 CONFIDENCES = ("validation", "spread", "conformal", "oracle")
@@ -543,6 +544,23 @@ def evaluate(
     }
 
 
+def run_problem(member_problems, pred, true) -> str | None:
+    """Why one seed's ensemble is invalid, or None (`posteriorjax.training.health`).
+
+    A member whose training diverged or stayed at its initial loss invalidates the seed;
+    otherwise the ensemble-mean test predictions `pred (N, m)` are near-constant when their
+    total spread sqrt(sum_j var pred_j) / sqrt(sum_j var true_j) over the N test samples is
+    below `health.COLLAPSE_RATIO` (one number: directions the observations do not identify
+    may legitimately be predicted constant).
+    """
+    for k, problem in enumerate(member_problems):
+        if problem:
+            return f"member {k}: {problem}"
+    pred, true = np.asarray(pred, np.float64), np.asarray(true, np.float64)
+    ratio = np.sqrt(np.sum(np.var(pred, axis=0))) / max(np.sqrt(np.sum(np.var(true, axis=0))), 1e-300)
+    return health.spread_problem([ratio], "prediction spread ratio")
+
+
 def run_configuration(
     key,
     task,
@@ -571,7 +589,8 @@ def run_configuration(
     split. `ood_task` (the same observation model, a shifted coefficient prior):
     an out-of-distribution test split of the same size (key `stream(key, "ood")`),
     scored with the in-distribution confidences under ``"ood"`` of each run.
-    Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" (+ "ood")],
+    Each run holds ``"problem"``: why that seed is invalid (`run_problem`), or None.
+    Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" + "problem" (+ "ood")],
     "final_loss": (num_seeds, num_members)}}``; with `baseline`, also
     ``"baseline": {"ridge": {"id": NRMSE, "ood": NRMSE}}`` (`ridge_baseline` on the
     same splits; coefficient NRMSE as in `evaluate`). `field: (m,) -> (H, W)`: each
@@ -622,10 +641,14 @@ def run_configuration(
 
         pred_ca, pred_te = ensemble(y_ca), ensemble(y_te)
         pred_ood = ensemble(y_ood) if ood_task is not None else None
+        member_problems = np.asarray(
+            [health.training_problem(curve) for curve in np.asarray(losses)], object
+        ).reshape(num_seeds, num_members)
         runs = []
         for s in range(num_seeds):
             conf = confidences(geometry, pred_ca[s], c_ca, level=level)
             run = evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf}
+            run["problem"] = run_problem(member_problems[s], pred_te[s].mean(axis=0), c_te)
             if field is not None:
                 run["field_nrmse"] = field_nrmse(field, pred_te[s].mean(axis=0), c_te)
             if ood_task is not None:

@@ -349,7 +349,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
     )  # fmt: skip
     # keyed by the configuration's label, so a subset (or a split run) gives the same numbers
     base = registry.stream(jr.key(config.seed), "learned")
-    rows3, combos, results = [], {rule: [] for rule in RULES}, {}
+    rows3, combos, results, invalid = [], {rule: [] for rule in RULES}, {}, []
     for entry in cfg.configurations:
         label, name, frames, options = unpack(entry)
         task = build_task(name, frames, config.resolution, **options)
@@ -368,7 +368,17 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         results[label] = {"geometry": g.summary(), "ridge": ridge}
         macro = {"id": [], "ood": []}
         for family, res in out.items():
-            runs = res["runs"]
+            # an invalid seed (a failed member, a near-constant ensemble) leaves every mean
+            problems = [r["problem"] for r in res["runs"]]
+            invalid += [f"- {label} / {family}: seed {s}: {p}" for s, p in enumerate(problems) if p]
+            runs = [r for r in res["runs"] if not r["problem"]]
+            seeds = f"{len(runs)} / {len(res['runs'])}"
+            counts = f"{g.num_retained} / {g.num_below}"
+            final_loss = res["final_loss"].tolist()
+            if not runs:
+                rows3.append(f"| {label} | {family} | {counts} | {seeds} |" + " invalid |" * 8)
+                results[label][family] = {"problems": problems, "final_loss": final_loss}
+                continue
             cells, rec = [], {}
             for split in ("id", "ood"):
                 ev = runs if split == "id" else [r["ood"] for r in runs]
@@ -390,26 +400,31 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                         sel = geo.selection(u, g.retained, hit)
                         sc = geo.scrs(claimed, g.retained, hit)
                         combos[rule].append((label, family, split, claimed, sc, sel, g))
-            counts = f"{g.num_retained} / {g.num_below}"
-            rows3.append(f"| {label} | {family} | {counts} | {cells[0]} | {cells[1]} |")
-            results[label][family] = rec | {"final_loss": res["final_loss"].tolist()}
+            rows3.append(f"| {label} | {family} | {counts} | {seeds} | {cells[0]} | {cells[1]} |")
+            results[label][family] = rec | {"final_loss": final_loss, "problems": problems}
             if path:
                 _plot_learned(path / "figures" / f"learned_{label.replace(' ', '_')}_{family}.png",
                               f"{label} {family}", runs)  # fmt: skip
-        m_id, m_ood = np.mean(macro["id"], axis=0), np.mean(macro["ood"], axis=0)
+        valid_families = len(macro["id"])
+        if valid_families:
+            m_id, m_ood = np.mean(macro["id"], axis=0), np.mean(macro["ood"], axis=0)
+            rows3.append(
+                f"| {label} | **macro-average** (valid families) | {g.num_retained} / {g.num_below} | "
+                f"{valid_families} / {len(out)} families | "
+                + " | ".join(f"{v:.3f}" for v in (*m_id, *m_ood))
+                + " |"
+            )
         rows3.append(
-            f"| {label} | **macro-average** | {g.num_retained} / {g.num_below} | "
-            + " | ".join(f"{v:.3f}" for v in (*m_id, *m_ood))
-            + " |"
-        )
-        rows3.append(
-            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | {ridge['field_id']:.3f} | "
+            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | – | {ridge['field_id']:.3f} | "
             f"{ridge['id']:.3f} | – | – | {ridge['field_ood']:.3f} | {ridge['ood']:.3f} | – | – |"
         )
     rows4 = []
     for rule, items in combos.items():
         # one combination = (configuration, family, split): seed means of its claims and scores
         keys = sorted({(a, b, c) for a, b, c, *_ in items})
+        if not keys:
+            rows4.append(f"| {rule} | 0 / 0 | – | – | " + " | ".join(["no valid runs"] * 4) + " |")
+            continue
         passes = overclaims = 0
         scrs_m, crc, auc, d, dr = [], [], [], [], []
         for key in keys:
@@ -437,13 +452,15 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
     if path:
         _plot_budgets(path / "figures" / "budgets_conformal.png", combos["conformal"])
     t3 = _table(
-        ["configuration", "family", "retained / below", "ID field NRMSE", "ID coeff. NRMSE", "ID sCRS val.",
+        ["configuration", "family", "retained / below", "valid seeds", "ID field NRMSE", "ID coeff. NRMSE",
+         "ID sCRS val.",
          "ID sCRS oracle", "OOD field NRMSE", "OOD coeff. NRMSE", "OOD sCRS val.", "OOD sCRS oracle"], rows3,
     )  # fmt: skip
     t4 = _table(
         ["rule", "passes", "combinations with below-threshold claims", "mean sCRS", "CRC-AUC",
          "geometric AUROC", "D", "D / D_geometric"], rows4,
     )  # fmt: skip
+    results["invalid"] = invalid
     return t3, t4, t5, t6, t7, results
 
 
@@ -475,7 +492,10 @@ def run(config, workdir: str | None = None) -> dict:
             f"## Table 5: geometric AUROC of conformal-width rankings (ID)\n\n{t5}\n\n"
             "## Table 6: excess abstention D of conformal-width rankings against the geometric "
             f"reference (ID)\n\n{t6}\n\n"
-            f"## Below-threshold abstention at fixed claim budgets (conformal width, ID; Fig. 7)\n\n{t7}\n"
+            f"## Below-threshold abstention at fixed claim budgets (conformal width, ID; Fig. 7)\n\n{t7}\n\n"
+            "## Invalid seeds (excluded from every mean above; `posteriorjax.training.health`)\n\n"
+            + ("\n".join(results["learned"]["invalid"]) or "none")
+            + "\n"
         )
     print(text)
     if path:

@@ -33,6 +33,7 @@ import numpy as np
 
 from posteriorjax.report import provenance
 from posteriorjax.studies.transfer import baselines, data, protocol, report
+from posteriorjax.training import health
 
 DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
 
@@ -188,7 +189,7 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
             training[v] = {
                 "initial_loss": float(np.mean(curve[:window])),
                 "final_loss": float(np.mean(curve[-window:])),
-                "problem": protocol.training_problem(curve),
+                "problem": health.training_problem(curve),
             }
     jax.block_until_ready(fitted)
     fit_seconds = time.perf_counter() - start

@@ -13,22 +13,12 @@ or non-finite, or if the model behind it failed (`Block.problem`, see below), an
 an invalid block never enters a mean: its cell is NaN, a matrix with a NaN cell
 gets no summary, and the reports count the (family, model) pairs so excluded.
 
-Model validity (our checks, after PDE-OBS's training health gates,
-`configs/campaign/all_pde_one_setting_10method_9x9.yaml`, `preflight.loss_gate`,
-and `src/pdeobs/training.py`, `constant_output_collapse`): a trained model is
-invalid, with the reason, when
-
-  * its training loss is non-finite, or its final loss (mean of the last tenth of
-    the steps) exceeds `LOSS_GROWTH_MAX` (1.25, PDE-OBS's maximum final / first
-    ratio) times its initial loss (mean of the first tenth): **diverged**;
-  * its final loss is less than `LOSS_REDUCTION_MIN` (1 %, PDE-OBS's minimum
-    relative reduction) below the initial one: **stayed at its initial loss**;
-  * on a test view, the median over records of its spatial spread ratio
-    sqrt(mean_c var_x pred) / sqrt(mean_c var_x target) is below `COLLAPSE_RATIO`
-    (1e-2; PDE-OBS flags a batch std ratio below 1e-4 online, 1e-3 in its
-    preflight): a **near-constant** field.
-
-The first two mark every block of that model; the third the blocks of that test view.
+Model validity (`posteriorjax.training.health`, thresholds after PDE-OBS's training
+gates): a trained model is invalid, with the reason, when its training loss diverged
+(non-finite, or the last tenth's mean above 1.25 x the first tenth's) or stayed at its
+initial loss (less than 1 % lower), which marks every block of that model; and a block is
+invalid when the median over its records of the spatial spread ratio
+sqrt(mean_c var_x pred) / sqrt(mean_c var_x target) is below 1e-2 (a near-constant field).
 
 For one (family, model), E[v, w] is the block mean with training view v (row)
 and test view w (column) over `VIEWS`. Matched mean D = mean of the 9
@@ -49,10 +39,8 @@ import numpy as np
 
 from posteriorjax.studies.transfer.data import DENSITIES, DENSITY_VIEWS, VIEWS
 from posteriorjax.studies.transfer.masks import EQUAL_COUNT_GROUPS
+from posteriorjax.training import health
 
-COLLAPSE_RATIO = 1e-2
-LOSS_GROWTH_MAX = 1.25
-LOSS_REDUCTION_MIN = 0.01
 LAYOUT_GROUPS = EQUAL_COUNT_GROUPS  # Table 5: equal counts at every resolution (`masks.view_protocol`)
 EPS = 1e-12
 
@@ -130,7 +118,7 @@ def spatial_spread(pred, target) -> np.ndarray:
 def score_block(record, pred, target, masks, *, problem: str | None = None) -> Block:
     """`Block` of predictions `(N, C, H, W)` for records `(N,)` observed with `masks (N, H, W)`.
 
-    `problem`: the trained model's own failure (`training_problem`), if any; otherwise a
+    `problem`: the trained model's own failure (`health.training_problem`), if any; otherwise a
     near-constant prediction (`prediction_problem`) marks the block.
     """
     masks = np.asarray(masks, bool)
@@ -149,37 +137,10 @@ def score_block(record, pred, target, masks, *, problem: str | None = None) -> B
     )
 
 
-def training_problem(losses) -> str | None:
-    """Why a model with training losses `(steps,)` is invalid (diverged, or stayed at its
-    initial loss; module doc), or None. Initial / final: means of the first / last tenth."""
-    losses = np.asarray(losses, np.float64).ravel()
-    if losses.size == 0:
-        raise ValueError("losses: expected at least one training loss, got none")
-    bad = np.flatnonzero(~np.isfinite(losses))
-    if bad.size:
-        return f"diverged: non-finite training loss from step {int(bad[0])}"
-    window = max(1, losses.size // 10)
-    initial, final = float(np.mean(losses[:window])), float(np.mean(losses[-window:]))
-    if final > LOSS_GROWTH_MAX * initial:
-        return (
-            f"diverged: final training loss {final:.3g} is {final / max(initial, EPS):.3g} x "
-            f"the initial {initial:.3g} (limit {LOSS_GROWTH_MAX:g})"
-        )
-    if initial - final < LOSS_REDUCTION_MIN * initial:
-        return (
-            f"stayed at its initial loss: {initial:.3g} -> {final:.3g} "
-            f"(less than {100 * LOSS_REDUCTION_MIN:g} % lower)"
-        )
-    return None
-
-
 def prediction_problem(spread) -> str | None:
     """'near-constant prediction' when the median of the spread ratios `(N,)` is below
-    `COLLAPSE_RATIO` (or not finite), else None."""
-    median = float(np.median(np.asarray(spread, np.float64)))
-    if not np.isfinite(median) or median < COLLAPSE_RATIO:
-        return f"near-constant prediction: median spatial spread ratio {median:.2g} < {COLLAPSE_RATIO:g}"
-    return None
+    `health.COLLAPSE_RATIO` (or not finite), else None."""
+    return health.spread_problem(spread, "spatial spread ratio")
 
 
 # ----------------------------------------------------------------------------
