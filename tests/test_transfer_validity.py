@@ -133,5 +133,6 @@ def test_a_constant_model_is_invalid_in_the_report(tmp_path, monkeypatch):
     text = (tmp_path / "summary.md").read_text()
     assert "| 1 (const) |" in text
     assert "- poisson_field / const: 99 block(s) near-constant prediction, training views R50" in text
+    assert "(invalid)" in (tmp_path / "cells.md").read_text()
     # the family median uses the valid pair only
     assert out["family_median_cd"]["poisson_field"] == pytest.approx(pod["summary"].ratio)

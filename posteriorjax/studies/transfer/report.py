@@ -478,19 +478,22 @@ def _baseline_table(analysis: dict) -> str:
 
 
 def _cell_tables(analysis: dict) -> str:
-    """Tables 15-63: every cell as mean ± SD over the test records."""
+    """Tables 15-63: every cell as mean ± SD over the test records, an invalid block marked so."""
     parts = []
     for (family, model), res in analysis.items():
         cells = res.get("cells", {})
         lines = [f"### {family} / {model}", "", "| train \\ test | " + " | ".join(data.VIEWS) + " |"]
         lines.append("|" + "---|" * (1 + len(data.VIEWS)))
         rows = [*data.VIEWS, data.MIXTURE] if any(k[0] == data.MIXTURE for k in cells) else list(data.VIEWS)
+        bad = res.get("invalid_all", {})
+
+        def cell(v, w, cells=cells, bad=bad):
+            if (v, w) not in cells:
+                return "—"
+            return _pm(*cells[(v, w)]) + (" (invalid)" if (v, w) in bad else "")
+
         for v in rows:
-            lines.append(
-                f"| {v} | "
-                + " | ".join(_pm(*cells[(v, w)]) if (v, w) in cells else "—" for w in data.VIEWS)
-                + " |"
-            )
+            lines.append(f"| {v} | " + " | ".join(cell(v, w) for w in data.VIEWS) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
