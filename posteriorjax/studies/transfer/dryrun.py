@@ -123,7 +123,7 @@ def table(resolution: int = 128, compile_step: bool = False, rates=None) -> str:
     head = (
         "| model | task (families) | parameters | forward calls | batch | data, GiB "
         "| 10 x (params + Adam), GiB | one step, XLA, GiB | TFLOP / epoch | "
-        + " | ".join(f"hours, {d}" for d in devices)
+        + " | ".join(f"hours, {d} (its families)" for d in devices)
         + " |"
     )
     lines = [head, "|" + "---|" * (9 + len(devices))]
