@@ -1,5 +1,6 @@
 """Model validity in the transfer study: constant, diverged and untrained models mark their blocks."""
 
+import json
 import types
 
 import ml_collections
@@ -136,3 +137,20 @@ def test_a_constant_model_is_invalid_in_the_report(tmp_path, monkeypatch):
     assert "(invalid)" in (tmp_path / "cells.md").read_text()
     # the family median uses the valid pair only
     assert out["family_median_cd"]["poisson_field"] == pytest.approx(pod["summary"].ratio)
+
+
+def test_a_subset_of_models_gives_the_same_blocks_as_the_full_list(tmp_path, monkeypatch):
+    """Each block's key is named by (family, model): running fno alone equals fno after gappy POD."""
+    ds = _records()
+    monkeypatch.setattr(data, "make_dataset", lambda *a, **k: ds)
+    tiny = dict(scale="tiny", steps=3, batch_size=4)
+    model_config = {
+        "gappy_pod": {"ranks": (3,), "noises": (1e-6,), "fit_records": 4},
+        "fno": tiny | {"model": dict(width=4, modes=3, layers=1)},
+    }
+    pipeline.run(_config(("gappy_pod", "fno"), model_config), tmp_path / "all")
+    pipeline.run(_config(("fno",), model_config), tmp_path / "one")
+    read = lambda d: json.loads((tmp_path / d / "blocks" / "poisson_field__fno.json").read_text())  # noqa: E731
+    assert (
+        read("one")["blocks"] == read("all")["blocks"] and read("one")["training"] == read("all")["training"]
+    )
