@@ -12,6 +12,15 @@ errors of every block, timings, the configuration hash) as soon as it is
 done; a rerun skips every block file whose hash matches. Finally
 `report.write` builds the tables and figures from the block files.
 
+Keys: block (family, model) trains from fold_in(fold_in(key(seed), crc32(family)),
+crc32(model)), and a family's records depend on (family, resolution, split sizes, seed)
+only, so a subset of families or models, or a run split over machines, gives the same
+blocks. Validity: a learned model's training losses (`training.health.training_problem`)
+and every block's prediction spread (`protocol.score_block`) decide whether its blocks are
+valid; the block file records the reason (``problem``) and each model's initial and final
+loss (``training``). Forecasting follows `config.forecast_mode` (``rollout``, PDE-OBS's
+protocol, when unset; see `models`).
+
 Model names resolve through an explicit registry: the classical baselines
 (`baselines.MODELS`) and the learned models (`models.MODELS`); both provide
 `fit_views(key, name, inputs, targets, *, config, dataset)` and
