@@ -139,6 +139,10 @@ def test_summary_on_a_hand_built_matrix():
     assert sweep["denser_lower"] == 1 and sweep["denser_total"] == 2
     with pytest.raises(ValueError, match="matrix"):
         protocol.summarize(np.where(np.eye(9, dtype=bool), np.nan, e))
+    # counts that are not equal are said so (the 32 x 32 layouts of the `posteriorjax` scheme)
+    counts = dict(R50=512, H=512, V=512, CL=512, BL=540, LI=518, BD=540)
+    flagged = protocol.layout_comparison(e, counts=counts)
+    assert [g["equal_count"] for g in flagged] == [True, False] and flagged[1]["cells"]["LI"] == [518]
 
 
 def _blocks(expected, error=0.1):
@@ -376,6 +380,10 @@ def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
     ):
         assert (tmp_path / name).exists(), name
     assert "| poisson_field |" in (tmp_path / "summary.md").read_text()
+    # the equal-count groups really are: 16 x 16, R50 = H = V = CL = 128, BL = LI = BD = 112 cells
+    cells = [(g["equal_count"], sorted({tuple(c) for c in g["cells"].values()})) for g in res["layout"]]
+    assert cells == [(True, [(128,)]), (True, [(112,)])]
+    assert "| 112 each |" in (tmp_path / "summary.md").read_text()
     block_file = tmp_path / "blocks" / "poisson_field__gappy_pod.json"
     stamp = block_file.stat().st_mtime_ns
     pipeline.run(config, tmp_path)

@@ -211,6 +211,9 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
                 continue  # the unseen protocols are scored for the MIX model (PDE-OBS Table 65)
             blocks[f"{v}|{w}"] = _encode(block)
     out = {"fit_seconds": fit_seconds, "predict_seconds": time.perf_counter() - start, "mixed": mixed}
+    # observed cells per test view (every record of a view observes the same count, except
+    # where a scheme cannot: then the distinct counts), for the equal-count layout contrasts
+    out["view_counts"] = {w: sorted({int(c) for c in test_views(w)[1].sum(axis=(1, 2))}) for w in data.VIEWS}
     out["training"] = training
     out["blocks"] = blocks
     return out

@@ -298,11 +298,15 @@ def summarize(matrix) -> TransferSummary:
     )
 
 
-def layout_comparison(matrix, *, views: Sequence[str] = VIEWS, groups=LAYOUT_GROUPS) -> list[dict]:
+def layout_comparison(
+    matrix, *, views: Sequence[str] = VIEWS, groups=LAYOUT_GROUPS, counts: Mapping | None = None
+) -> list[dict]:
     """Equal-count layout contrasts (PDE-OBS Table 12, first group).
 
     For each group, over ordered pairs v != w inside it: how many transfers
-    E[v, w] exceed the destination-trained E[w, w], and the median ratio.
+    E[v, w] exceed the destination-trained E[w, w], and the median ratio. With `counts`
+    (view -> the observed-cell counts of its test records), each group also says whether its
+    views really observe one and the same count (``equal_count``) and which (``cells``).
     """
     matrix = _check_matrix(matrix)
     index = {v: i for i, v in enumerate(views)}
@@ -317,14 +321,19 @@ def layout_comparison(matrix, *, views: Sequence[str] = VIEWS, groups=LAYOUT_GRO
             for w in group
             if v != w
         ]
-        out.append(
-            {
-                "group": "/".join(group),
-                "worse": int(np.sum(np.asarray(ratios) > 1.0)),
-                "total": len(ratios),
-                "median_ratio": float(np.median(ratios)),
-            }
-        )
+        entry = {
+            "group": "/".join(group),
+            "worse": int(np.sum(np.asarray(ratios) > 1.0)),
+            "total": len(ratios),
+            "median_ratio": float(np.median(ratios)),
+        }
+        if counts is not None and all(v in counts for v in group):
+            cells = {v: sorted(int(c) for c in np.atleast_1d(counts[v])) for v in group}
+            entry["cells"] = cells
+            entry["equal_count"] = len({tuple(c) for c in cells.values()}) == 1 and all(
+                len(c) == 1 for c in cells.values()
+            )
+        out.append(entry)
     return out
 
 

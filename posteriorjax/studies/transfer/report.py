@@ -233,7 +233,7 @@ def analyze(entries: dict) -> dict:
             )
         if np.all(np.isfinite(matrix)):
             res["summary"] = protocol.summarize(matrix)
-            res["layout"] = protocol.layout_comparison(matrix)
+            res["layout"] = protocol.layout_comparison(matrix, counts=entry.get("view_counts"))
             if np.all(np.isfinite(hidden)):
                 res["hidden_summary"] = protocol.summarize(hidden)
             density = {w: _mean_of(entry, "R50", w) for w in ("random20", "random35")}
@@ -332,13 +332,23 @@ def _training_table(analysis: dict) -> str:
 
 def _layout_table(analysis: dict) -> str:
     lines = [
-        "| family | model | group | worse than destination-trained | median ratio |",
-        "|---|---|---|---|---|",
+        "| family | model | group | worse than destination-trained | median ratio | observed cells |",
+        "|---|---|---|---|---|---|",
     ]
     for (family, model), res in analysis.items():
         for g in res.get("layout", []):
             worse = f"{g['worse']}/{g['total']}"
-            lines.append(f"| {family} | {model} | {g['group']} | {worse} | {_fmt(g['median_ratio'])} |")
+            if "cells" not in g:
+                cells = "not recorded"
+            elif g["equal_count"]:
+                cells = f"{next(iter(g['cells'].values()))[0]} each"
+            else:  # e.g. the `posteriorjax` mask scheme, whose layouts are not sized to equal counts
+                cells = "NOT equal: " + ", ".join(
+                    f"{v} {'/'.join(map(str, c))}" for v, c in g["cells"].items()
+                )
+            lines.append(
+                f"| {family} | {model} | {g['group']} | {worse} | {_fmt(g['median_ratio'])} | {cells} |"
+            )
     return "\n".join(lines)
 
 
