@@ -2,8 +2,11 @@
 
     python -m experiments.observation_patterns_dryrun [--resolution=128] [--compile]
 
-Prints, per learned model and task, the parameter count, the nine-view state memory, the batch
-and (with `--compile`) the XLA memory of one compiled nine-view training step.
+Prints, per learned model and task (a block: nine views + MIX in one program), the parameter
+count, the network calls per record (3 for the forecasting rollout), the batch, the data and
+ten-model state memory, (with `--compile`) the XLA memory of one compiled training step, the
+FLOPs per epoch and the hours of the 500 epochs at the matmul roofline of every device kind with
+a benchmark in `results/benchmarks/`. Nothing is trained.
 """
 
 from absl import flags
@@ -12,7 +15,7 @@ from posteriorjax import cli
 from posteriorjax.studies.transfer import dryrun
 
 _RESOLUTION = flags.DEFINE_integer("resolution", 128, "Grid points per axis.")
-_COMPILE = flags.DEFINE_bool("compile", False, "Also compile one nine-view training step per model.")
+_COMPILE = flags.DEFINE_bool("compile", False, "Also compile one training step per block.")
 
 
 def main(argv):

@@ -12,9 +12,9 @@ from posteriorjax.studies.transfer import baselines, data, pipeline, protocol
 N = 32
 M = 16  # grid of the baseline tests
 # realized counts at 32 x 32: random 0.5/0.65/0.8/0.2/0.35 of 1024 (half up); H, V: 16 lines;
-# BL: a 22 x 22 hole; LI: 10 rows + 9 columns (overlaps once); BD: band of width 5
+# BL: a 22 x 22 hole; LI: 10 rows + 10 columns; BD: band of width 5 (the equal-count groups)
 COUNTS = {
-    "R50": 512, "H": 512, "V": 512, "CL": 512, "BL": 540, "LI": 518, "BD": 540, "R65": 666, "R80": 819,
+    "R50": 512, "H": 512, "V": 512, "CL": 512, "BL": 540, "LI": 540, "BD": 540, "R65": 666, "R80": 819,
     "random20": 205, "random35": 358, "random50": 512, "random65": 666, "random80": 819,
 }  # fmt: skip
 
@@ -139,6 +139,10 @@ def test_summary_on_a_hand_built_matrix():
     assert sweep["denser_lower"] == 1 and sweep["denser_total"] == 2
     with pytest.raises(ValueError, match="matrix"):
         protocol.summarize(np.where(np.eye(9, dtype=bool), np.nan, e))
+    # counts that are not equal are said so (the 32 x 32 layouts of the `posteriorjax` scheme)
+    counts = dict(R50=512, H=512, V=512, CL=512, BL=540, LI=518, BD=540)
+    flagged = protocol.layout_comparison(e, counts=counts)
+    assert [g["equal_count"] for g in flagged] == [True, False] and flagged[1]["cells"]["LI"] == [518]
 
 
 def _blocks(expected, error=0.1):
@@ -376,6 +380,10 @@ def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
     ):
         assert (tmp_path / name).exists(), name
     assert "| poisson_field |" in (tmp_path / "summary.md").read_text()
+    # the equal-count groups really are: 16 x 16, R50 = H = V = CL = 128, BL = LI = BD = 112 cells
+    cells = [(g["equal_count"], sorted({tuple(c) for c in g["cells"].values()})) for g in res["layout"]]
+    assert cells == [(True, [(128,)]), (True, [(112,)])]
+    assert "| 112 each |" in (tmp_path / "summary.md").read_text()
     block_file = tmp_path / "blocks" / "poisson_field__gappy_pod.json"
     stamp = block_file.stat().st_mtime_ns
     pipeline.run(config, tmp_path)
@@ -387,3 +395,23 @@ def test_pipeline_on_synthetic_records_runs_and_resumes(tmp_path, monkeypatch):
     assert len(res["density_all"]) == 9 and (tmp_path / "cells.md").exists()
     text = (tmp_path / "summary.md").read_text()
     assert "Table 65" in text and "Classical baselines per test view" in text
+
+
+def test_block_hash_follows_the_forecast_protocol_and_resolved_defaults():
+    from configs import observation_patterns
+    from posteriorjax.studies.transfer import pipeline
+
+    config = observation_patterns.get_config("tiny")
+    assert config.forecast_mode == "rollout"
+    before = {
+        (f, m): pipeline.block_hash(config, f, m)
+        for f in ("darcy_field", "heat_field")
+        for m in ("fno", "gappy_pod")
+    }
+    assert pipeline.model_settings(config, "heat_field", "fno")["forecast_mode"] == "rollout"
+    assert "forecast_mode" not in pipeline.model_settings(config, "darcy_field", "fno")
+    config.forecast_mode = "joint_variant"
+    after = {k: pipeline.block_hash(config, *k) for k in before}
+    assert after[("heat_field", "fno")] != before[("heat_field", "fno")]
+    for k in (("darcy_field", "fno"), ("darcy_field", "gappy_pod"), ("heat_field", "gappy_pod")):
+        assert after[k] == before[k]

@@ -45,7 +45,11 @@ def _reference_mask(protocol, kwargs, n, identity):
     if protocol == "random_3pct":
         flat[rng.choice(n * n, size=min(n * n, max(1, round(n * n * kwargs["ratio"]))), replace=False)] = True
     elif protocol == "block_missing":
-        side = max(1, min(n, round(n * kwargs["missing_fraction"] ** 0.5)))
+        if "block_shape" in kwargs:
+            side, other = kwargs["block_shape"]
+            assert side == other
+        else:
+            side = max(1, min(n, round(n * kwargs["missing_fraction"] ** 0.5)))
         top, left = rng.integers(0, n - side + 1), rng.integers(0, n - side + 1)
         mask[:] = True
         mask[top : top + side, left : left + side] = False
@@ -89,6 +93,24 @@ def test_every_view_equals_the_pdeobs_derivation(view):
         np.testing.assert_array_equal(got, _reference_mask(p, kw, n, IDENTITY), err_msg=f"{view} at {n}")
         if n == 128:
             assert got.size == TABLE5[view]
+
+
+def test_equal_count_groups_are_equal_at_every_even_resolution():
+    for n in (4, 8, 16, 32, 48, 64, 128):
+        counts = M.view_counts((n, n))
+        for group in M.EQUAL_COUNT_GROUPS:
+            assert len({counts[v] for v in group}) == 1, (n, {v: counts[v] for v in group})
+        # and exactly per record, under the PDE-OBS seeding
+        for view in ("BL", "LI", "BD", "H", "V"):
+            p, kw = M.view_protocol(view, (n, n))
+            got = M.record_mask(p, (n, n), mask_seed=MASK_SEED, identity=IDENTITY, **kw)
+            assert got.sum() == counts[view]
+    assert M.view_counts((32, 32))["LI"] == 540 and M.view_counts((64, 64))["BL"] == 2160
+    assert M.view_protocol("BL", (64, 64)) == ("block_missing", {"block_shape": (44, 44)})
+    for shape in ((33, 33), (32, 16), (2, 2)):
+        with pytest.raises(ValueError, match="shape: view LI belongs to an equal-count group"):
+            M.view_protocol("LI", shape)
+    assert M.view_protocol("R50", (33, 33)) == ("random_3pct", {"ratio": 0.5})  # no group constraint
 
 
 def test_factory_rules_of_pdeobs():

@@ -160,3 +160,59 @@ def test_pdeobs_networks_map_tiny_fields(key):
         )
         y = net(x)
         assert y.shape == (3, RES, RES) and bool(jnp.all(jnp.isfinite(y))), name
+
+
+def test_pino_weight_decay_is_the_published_zero():
+    # PDE-OBS configs/method/all_pde_source_faithful_registry.yaml, settings.pino.optimizer:
+    # {name: adam, learning_rate: 0.001, weight_decay: 0.0, batch_size: 4}
+    for scale in ("full", "tiny"):
+        pino = models.fit_config("pino", {"scale": scale}, forecast=True)
+        assert (pino.optimizer, pino.weight_decay, pino.learning_rate) == ("adam", 0.0, 1e-3)
+    assert models.fit_config("pino").batch_size == 4
+
+
+def test_forecasting_is_the_published_free_rollout_of_a_one_frame_model(key):
+    """t1 = net(masked t0, mask), t2 = net(t1, ones), t3 = net(t2, ones): written out here."""
+    from posteriorjax import nn
+
+    dataset = synthetic_dataset("heat_field", c_out=3)
+    train = dataset.train
+    inputs = view_stack(train, 2)
+    fitted = models.fit_views(key, "fno", inputs, train.target, config=TINY_FNO, dataset=dataset)
+    assert models.fit_config("fno", TINY_FNO, forecast=True).forecast_mode == "rollout"
+    assert fitted.rollout == 3 and fitted.out_scale.shape == (2, 1)
+    one = jax.tree.map(lambda a: a[0] if eqx.is_array(a) else a, fitted)
+    net = nn.get("pdeobs_fno", key, in_channels=2, out_channels=1, **TINY_FNO["model"])
+    assert jax.tree.structure(eqx.filter(one.net, eqx.is_array)) == jax.tree.structure(
+        eqx.filter(net, eqx.is_array)
+    )  # a one-output-channel network
+    x = data.masked_inputs(dataset.test.observed, np.random.default_rng(3).random((4, RES, RES)) < 0.5)
+    s_in, s_out = float(one.in_scale), float(one.out_scale[0])
+    expected = []
+    for record in x:
+        value, mask, frames = record[0], record[1], []
+        for _ in range(3):
+            value = one.net(jnp.stack([value / s_in, mask]))[0] * s_out
+            mask = jnp.ones_like(mask)
+            frames.append(value)
+        expected.append(jnp.stack(frames))
+    pred = models.predict(fitted, x)
+    assert pred.shape == (2, 4, 3, RES, RES)
+    np.testing.assert_allclose(pred[0], jnp.stack(expected), rtol=1e-5, atol=1e-5)
+    # the out scale is one number for every frame: the RMS over all target frames
+    rms = np.sqrt(np.mean(np.square(train.target, dtype=np.float64)))
+    np.testing.assert_allclose(s_out, rms, rtol=1e-5)
+
+
+def test_joint_forecast_is_a_labelled_variant(key):
+    dataset = synthetic_dataset("heat_field", c_out=3)
+    train = dataset.train
+    config = {**TINY_FNO, "forecast_mode": "joint_variant"}
+    fitted = models.fit_views(key, "fno", view_stack(train, 1), train.target, config=config, dataset=dataset)
+    assert fitted.rollout == 0 and fitted.out_scale.shape == (1, 3)
+    with pytest.raises(ValueError, match="forecast_mode: expected one of \\('rollout', 'joint_variant'\\)"):
+        models.fit_config("fno", {"forecast_mode": "joint"})
+    # recovery is one call whatever the mode
+    cfg = models.fit_config("fno", forecast=False)
+    assert models.network_layout(cfg, 1, forecast=False) == (1, 0)
+    assert models.network_layout(cfg, 3, forecast=True) == (1, 3)

@@ -50,6 +50,8 @@ import numpy as np
 from posteriorjax import checks, nn, training
 from posteriorjax.metrics import calibration
 from posteriorjax.metrics import geometry as geo
+from posteriorjax.reference import registry
+from posteriorjax.training import health
 
 ESTIMATORS = ("mlp", "gru", "fno", "deeponet", "unipde", "unipde_noalign")
 CONFIDENCES = ("validation", "spread", "conformal", "oracle")
@@ -542,6 +544,23 @@ def evaluate(
     }
 
 
+def run_problem(member_problems, pred, true) -> str | None:
+    """Why one seed's ensemble is invalid, or None (`posteriorjax.training.health`).
+
+    A member whose training diverged or stayed at its initial loss invalidates the seed;
+    otherwise the ensemble-mean test predictions `pred (N, m)` are near-constant when their
+    total spread sqrt(sum_j var pred_j) / sqrt(sum_j var true_j) over the N test samples is
+    below `health.COLLAPSE_RATIO` (one number: directions the observations do not identify
+    may legitimately be predicted constant).
+    """
+    for k, problem in enumerate(member_problems):
+        if problem:
+            return f"member {k}: {problem}"
+    pred, true = np.asarray(pred, np.float64), np.asarray(true, np.float64)
+    ratio = np.sqrt(np.sum(np.var(pred, axis=0))) / max(np.sqrt(np.sum(np.var(true, axis=0))), 1e-300)
+    return health.spread_problem([ratio], "prediction spread ratio")
+
+
 def run_configuration(
     key,
     task,
@@ -562,14 +581,16 @@ def run_configuration(
     """Simulate, train and score every estimator family on one task configuration.
 
     Data: `sizes = (train, calibration, test)` prior draws with noisy observations
-    (`simulate`, key `fold_in(key, 0)`), standardized on the training split. Each
+    (`simulate`, key `stream(key, "data")`), standardized on the training split. Each
     family trains `num_seeds x num_members` members in one `fit` (member k of seed
-    s from `fold_in(fold_in(fold_in(key, 1 + family), s), k)`); per seed, the
+    s from `fold_in(fold_in(stream(key, "family/" + name), s), k)`, keyed by the
+    family's name, so a subset of `estimators` gives the same numbers); per seed, the
     ensemble's `confidences` on the calibration split and `evaluate` on the test
     split. `ood_task` (the same observation model, a shifted coefficient prior):
-    an out-of-distribution test split of the same size (key `fold_in(key, 10_000)`),
+    an out-of-distribution test split of the same size (key `stream(key, "ood")`),
     scored with the in-distribution confidences under ``"ood"`` of each run.
-    Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" (+ "ood")],
+    Each run holds ``"problem"``: why that seed is invalid (`run_problem`), or None.
+    Returns ``{family: {"runs": [per-seed evaluate dict + "confidence" + "problem" (+ "ood")],
     "final_loss": (num_seeds, num_members)}}``; with `baseline`, also
     ``"baseline": {"ridge": {"id": NRMSE, "ood": NRMSE}}`` (`ridge_baseline` on the
     same splits; coefficient NRMSE as in `evaluate`). `field: (m,) -> (H, W)`: each
@@ -577,7 +598,7 @@ def run_configuration(
     coefficients (`field_nrmse`), and the ridge baseline ``"field_id"``/``"field_ood"``.
     """
     options = options or {}
-    c, y = simulate(jr.fold_in(key, 0), task, sum(sizes))
+    c, y = simulate(registry.stream(key, "data"), task, sum(sizes))
     c, y = np.asarray(c, np.float64), np.asarray(y, np.float32)
     c_tr, c_ca, c_te = np.split(c, np.cumsum(sizes)[:-1])
     y_tr, y_ca, y_te = np.split(y, np.cumsum(sizes)[:-1])
@@ -586,7 +607,7 @@ def run_configuration(
             raise ValueError(
                 f"ood_task: expected {task.num_observations} observations, got {ood_task.num_observations}"
             )
-        c_ood, y_ood = simulate(jr.fold_in(key, 10_000), ood_task, sizes[2])
+        c_ood, y_ood = simulate(registry.stream(key, "ood"), ood_task, sizes[2])
         c_ood, y_ood = np.asarray(c_ood, np.float64), np.asarray(y_ood, np.float32)
     y_std, c_std = Standardizer.fit(y_tr), Standardizer.fit(c_tr)
     lay = layout(task)
@@ -598,8 +619,8 @@ def run_configuration(
         if field is not None:
             nrmse |= {f"field_{k}": field_nrmse(field, ridge(yy), cc) for k, (yy, cc) in splits.items()}
         out["baseline"] = {"ridge": nrmse}
-    for i, name in enumerate(estimators):
-        k_family = jr.fold_in(key, 1 + i)
+    for name in estimators:
+        k_family = registry.stream(key, f"family/{name}")
         keys = jnp.stack(
             [jr.fold_in(jr.fold_in(k_family, s), k) for s in range(num_seeds) for k in range(num_members)]
         )
@@ -620,10 +641,14 @@ def run_configuration(
 
         pred_ca, pred_te = ensemble(y_ca), ensemble(y_te)
         pred_ood = ensemble(y_ood) if ood_task is not None else None
+        member_problems = np.asarray(
+            [health.training_problem(curve) for curve in np.asarray(losses)], object
+        ).reshape(num_seeds, num_members)
         runs = []
         for s in range(num_seeds):
             conf = confidences(geometry, pred_ca[s], c_ca, level=level)
             run = evaluate(geometry, pred_te[s], c_te, conf, delta=delta) | {"confidence": conf}
+            run["problem"] = run_problem(member_problems[s], pred_te[s].mean(axis=0), c_te)
             if field is not None:
                 run["field_nrmse"] = field_nrmse(field, pred_te[s].mean(axis=0), c_te)
             if ood_task is not None:

@@ -51,6 +51,7 @@ from scipy.stats import norm
 
 from posteriorjax import tasks
 from posteriorjax.metrics import geometry as geo
+from posteriorjax.reference import registry
 from posteriorjax.studies import estimators as est
 from posteriorjax.studies.geometry import controlled
 from posteriorjax.tasks import interface
@@ -346,9 +347,10 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         num_steps=cfg.num_steps, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
         weight_decay=cfg.weight_decay,
     )  # fmt: skip
-    base = jr.fold_in(jr.key(config.seed), 1)
-    rows3, combos, results = [], {rule: [] for rule in RULES}, {}
-    for ci, entry in enumerate(cfg.configurations):
+    # keyed by the configuration's label, so a subset (or a split run) gives the same numbers
+    base = registry.stream(jr.key(config.seed), "learned")
+    rows3, combos, results, invalid = [], {rule: [] for rule in RULES}, {}, []
+    for entry in cfg.configurations:
         label, name, frames, options = unpack(entry)
         task = build_task(name, frames, config.resolution, **options)
         shift = {"prior_shift": cfg.ood_shift, "prior_scale": cfg.ood_scale}
@@ -356,7 +358,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         with jax.enable_x64(True):
             g, *_ = analyze_task(task, config.tau)
         out = est.run_configuration(
-            jr.fold_in(base, ci), task, g, estimators=tuple(cfg.estimators),
+            registry.stream(base, label), task, g, estimators=tuple(cfg.estimators),
             sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test), num_seeds=cfg.num_seeds,
             num_members=cfg.num_members, options={k: dict(v) for k, v in cfg.options.items()},
             config=train_config, level=cfg.level, delta=config.delta, ood_task=ood, baseline=True,
@@ -366,7 +368,17 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         results[label] = {"geometry": g.summary(), "ridge": ridge}
         macro = {"id": [], "ood": []}
         for family, res in out.items():
-            runs = res["runs"]
+            # an invalid seed (a failed member, a near-constant ensemble) leaves every mean
+            problems = [r["problem"] for r in res["runs"]]
+            invalid += [f"- {label} / {family}: seed {s}: {p}" for s, p in enumerate(problems) if p]
+            runs = [r for r in res["runs"] if not r["problem"]]
+            seeds = f"{len(runs)} / {len(res['runs'])}"
+            counts = f"{g.num_retained} / {g.num_below}"
+            final_loss = res["final_loss"].tolist()
+            if not runs:
+                rows3.append(f"| {label} | {family} | {counts} | {seeds} |" + " invalid |" * 8)
+                results[label][family] = {"problems": problems, "final_loss": final_loss}
+                continue
             cells, rec = [], {}
             for split in ("id", "ood"):
                 ev = runs if split == "id" else [r["ood"] for r in runs]
@@ -388,26 +400,31 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                         sel = geo.selection(u, g.retained, hit)
                         sc = geo.scrs(claimed, g.retained, hit)
                         combos[rule].append((label, family, split, claimed, sc, sel, g))
-            counts = f"{g.num_retained} / {g.num_below}"
-            rows3.append(f"| {label} | {family} | {counts} | {cells[0]} | {cells[1]} |")
-            results[label][family] = rec | {"final_loss": res["final_loss"].tolist()}
+            rows3.append(f"| {label} | {family} | {counts} | {seeds} | {cells[0]} | {cells[1]} |")
+            results[label][family] = rec | {"final_loss": final_loss, "problems": problems}
             if path:
                 _plot_learned(path / "figures" / f"learned_{label.replace(' ', '_')}_{family}.png",
                               f"{label} {family}", runs)  # fmt: skip
-        m_id, m_ood = np.mean(macro["id"], axis=0), np.mean(macro["ood"], axis=0)
+        valid_families = len(macro["id"])
+        if valid_families:
+            m_id, m_ood = np.mean(macro["id"], axis=0), np.mean(macro["ood"], axis=0)
+            rows3.append(
+                f"| {label} | **macro-average** (valid families) | {g.num_retained} / {g.num_below} | "
+                f"{valid_families} / {len(out)} families | "
+                + " | ".join(f"{v:.3f}" for v in (*m_id, *m_ood))
+                + " |"
+            )
         rows3.append(
-            f"| {label} | **macro-average** | {g.num_retained} / {g.num_below} | "
-            + " | ".join(f"{v:.3f}" for v in (*m_id, *m_ood))
-            + " |"
-        )
-        rows3.append(
-            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | {ridge['field_id']:.3f} | "
+            f"| {label} | ridge baseline | {g.num_retained} / {g.num_below} | – | {ridge['field_id']:.3f} | "
             f"{ridge['id']:.3f} | – | – | {ridge['field_ood']:.3f} | {ridge['ood']:.3f} | – | – |"
         )
     rows4 = []
     for rule, items in combos.items():
         # one combination = (configuration, family, split): seed means of its claims and scores
         keys = sorted({(a, b, c) for a, b, c, *_ in items})
+        if not keys:
+            rows4.append(f"| {rule} | 0 / 0 | – | – | " + " | ".join(["no valid runs"] * 4) + " |")
+            continue
         passes = overclaims = 0
         scrs_m, crc, auc, d, dr = [], [], [], [], []
         for key in keys:
@@ -435,13 +452,15 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
     if path:
         _plot_budgets(path / "figures" / "budgets_conformal.png", combos["conformal"])
     t3 = _table(
-        ["configuration", "family", "retained / below", "ID field NRMSE", "ID coeff. NRMSE", "ID sCRS val.",
+        ["configuration", "family", "retained / below", "valid seeds", "ID field NRMSE", "ID coeff. NRMSE",
+         "ID sCRS val.",
          "ID sCRS oracle", "OOD field NRMSE", "OOD coeff. NRMSE", "OOD sCRS val.", "OOD sCRS oracle"], rows3,
     )  # fmt: skip
     t4 = _table(
         ["rule", "passes", "combinations with below-threshold claims", "mean sCRS", "CRC-AUC",
          "geometric AUROC", "D", "D / D_geometric"], rows4,
     )  # fmt: skip
+    results["invalid"] = invalid
     return t3, t4, t5, t6, t7, results
 
 
@@ -473,7 +492,10 @@ def run(config, workdir: str | None = None) -> dict:
             f"## Table 5: geometric AUROC of conformal-width rankings (ID)\n\n{t5}\n\n"
             "## Table 6: excess abstention D of conformal-width rankings against the geometric "
             f"reference (ID)\n\n{t6}\n\n"
-            f"## Below-threshold abstention at fixed claim budgets (conformal width, ID; Fig. 7)\n\n{t7}\n"
+            f"## Below-threshold abstention at fixed claim budgets (conformal width, ID; Fig. 7)\n\n{t7}\n\n"
+            "## Invalid seeds (excluded from every mean above; `posteriorjax.training.health`)\n\n"
+            + ("\n".join(results["learned"]["invalid"]) or "none")
+            + "\n"
         )
     print(text)
     if path:

@@ -36,9 +36,17 @@ Views. `VIEW_PROTOCOLS` holds the nine frozen PDE-OBS views at 128 x 128
 (`configs/campaign/all_pde_one_setting_10method_9x9.yaml`). `view_protocol`
 scales them to other grids: the ratio views (R50, R65, R80, CL) and BL
 (missing fraction 0.49) keep their arguments, the layout views (H, V, LI, BD)
-take the integer layout parameter whose realized count is closest to the
-128 x 128 fraction (ties to the smaller), which returns 64, 64, 76 and 19 at
-128 x 128.
+are sized so that each equal-count group of the paper's Table 5
+(`EQUAL_COUNT_GROUPS`: R50 = H = V = CL and BL = LI = BD) observes exactly the
+same number of cells at every resolution: H and V take n / 2 lines (n^2 / 2
+cells, as R50 and CL); BD takes the band width b whose count n^2 - (n - 2b)^2
+is closest to the 128 x 128 fraction 8284 / 16384 (ties to the smaller), LI
+4b crossed lines (2b rows, 2b columns) and BL the (n - 2b) x (n - 2b) hole
+(`block_shape`, or the campaign's missing fraction 0.49 where that rounds to the
+same side), all three n^2 - (n - 2b)^2 cells. This returns the campaign's 64,
+64, 76, 19 and 0.49 at 128 x 128 and, for example, 540 cells for BL, LI and BD
+at 32 x 32. These layouts need a square grid with an even side >= 4; any other
+grid is refused (`view_protocol` raises), since their counts cannot be equal there.
 
 Mask specs (`parse_spec`, PDE-OBS `mask_specs.py`): components separated by
 ``+``, each a name (a registered protocol, an alias, or a shorthand family),
@@ -280,6 +288,7 @@ def record_mask(protocol: str, shape, *, mask_seed: int, identity: str, **kwargs
 # ----------------------------------------------------------------------------
 # The nine paper views
 
+EQUAL_COUNT_GROUPS = (("R50", "H", "V", "CL"), ("BL", "LI", "BD"))  # PDE-OBS Table 5
 VIEW_PROTOCOLS = {
     "R50": ("random_3pct", {"ratio": 0.50}),
     "R65": ("random_3pct", {"ratio": 0.65}),
@@ -312,20 +321,39 @@ def view_protocol(view: str, shape) -> tuple[str, dict]:
         raise ValueError(f"view: expected one of {tuple(VIEW_PROTOCOLS)}, got {view!r}")
     protocol, kwargs = VIEW_PROTOCOLS[view]
     kwargs = dict(kwargs)
-    if view in _LAYOUT:
+    if view in ("H", "V", "BL", "LI", "BD"):
         h, w = int(shape[0]), int(shape[1])
-        name = _LAYOUT[view]
-        fraction = _layout_count(view, kwargs[name], (128, 128)) / 128**2
-        if view == "H":
-            values = range(1, h + 1)
-        elif view == "V":
-            values = range(1, w + 1)
+        if h != w or h % 2 or h < 4:
+            raise ValueError(
+                f"shape: view {view} belongs to an equal-count group ({EQUAL_COUNT_GROUPS}), whose "
+                f"counts can be equal only on a square grid with an even side >= 4, got {tuple(shape)}"
+            )
+        if view in ("H", "V"):
+            kwargs["num_lines"] = h // 2  # h^2 / 2 cells, as R50 and CL
+            return protocol, kwargs
+        band = _closest_band(h)
+        if view == "BD":
+            kwargs["width"] = band
         elif view == "LI":
-            values = [k for k in range(1, h + w + 1) if (k + 1) // 2 <= h and k // 2 <= w]
-        else:
-            values = range(1, min(h, w) // 2 + 1)
-        kwargs[name] = min(values, key=lambda k: abs(_layout_count(view, k, (h, w)) - fraction * h * w))
+            kwargs["num_lines"] = 4 * band  # 2 band rows + 2 band columns: n^2 - (n - 2 band)^2 cells
+        elif max(1, round(h * math.sqrt(kwargs["missing_fraction"]))) != h - 2 * band:
+            kwargs = {"block_shape": (h - 2 * band, h - 2 * band)}  # the hole the band leaves inside
     return protocol, kwargs
+
+
+def _closest_band(n: int) -> int:
+    """Band width b whose count n^2 - (n - 2b)^2 is closest to the 128 x 128 fraction 8284 / 16384."""
+    fraction = _layout_count("BD", VIEW_PROTOCOLS["BD"][1]["width"], (128, 128)) / 128**2
+    return min(range(1, n // 2 + 1), key=lambda b: abs(_layout_count("BD", b, (n, n)) - fraction * n * n))
+
+
+def view_counts(shape) -> dict[str, int]:
+    """Observed cells of each of the nine views on a grid of `shape` (every record realizes them)."""
+    return {
+        v: int(generate(p, shape, 0, **kw).sum())
+        for v in VIEW_PROTOCOLS
+        for p, kw in [view_protocol(v, shape)]
+    }
 
 
 # ----------------------------------------------------------------------------

@@ -19,9 +19,22 @@ for the static task, one output channel):
                   loss, weighted data : residual = 5 : 1 (`pino_weight` 0.2)   32,798,273
 
 `VARIANTS` are our own networks, kept as labelled alternatives: ``uno`` (the U-shaped FNO
-`nn.UNO` that filled the U-FNO slot before). Forecasting predicts frames 1..3 jointly as three
-output channels (PDE-OBS rolls one frame out three times, feeding its own prediction back);
-the counts then differ from the table by the extra output channels.
+`nn.UNO` that filled the U-FNO slot before).
+
+Forecasting (`FitConfig.forecast_mode`):
+  * ``rollout`` (default, PDE-OBS's free autoregressive rollout): a one-frame network
+    (one output channel, so the parameter counts are Table 6's) is applied three times,
+    t1 = net(masked t0, mask), t2 = net(t1, ones), t3 = net(t2, ones) -- the mask only at
+    t0, its own prediction fed back, never the true frame (teacher forcing 0). The loss is
+    the per-record relative L2 over the three predicted frames jointly, differentiated
+    through the whole rollout. PDE-OBS: `src/pdeobs/methods/neural.py::AutoregressiveModel`
+    (`mask = None` after step one: a full mask), `configs/campaign/
+    all_pde_one_setting_10method_9x9.yaml` (`temporal_contract`: t1 = model(masked_t0),
+    t2 = model(predicted_t1), t3 = model(predicted_t2), teacher_forcing_ratio 0.0) and
+    `src/pdeobs/training.py` (`_forward` rolls out `target.shape[1]` = 3 steps; the
+    relative L2 flattens every non-batch axis);
+  * ``joint_variant`` (ours, not the published protocol): frames 1..3 predicted at once as
+    three output channels of one network call.
 
 `DEFAULTS["full"]` holds the published configuration (PDE-OBS Tables 6-7: optimizer, weight
 decay, batch, schedule, clipping; 500 epochs of 1800 records); `DEFAULTS["tiny"]` the
@@ -64,6 +77,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 import optax
 
 from posteriorjax import checks, nn, training
@@ -88,6 +102,7 @@ PUBLISHED_PARAMETERS = {
 }
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("step", "onecycle", "constant")
+FORECAST_MODES = ("rollout", "joint_variant")  # the first is PDE-OBS's protocol
 PUBLISHED_EPOCHS, PUBLISHED_TRAIN = 500, 1800
 
 
@@ -107,6 +122,9 @@ class FitConfig:
       clip: global gradient-norm clip (0: none).
       pino_weight: weight of the PDE residual relative to the data loss (0: none).
       chunk: steps per call of the compiled scan.
+      forecast_mode: ``rollout`` (PDE-OBS, a one-frame network rolled out over the forecast
+        horizon) or ``joint_variant`` (all frames as output channels of one call); see the
+        module docstring. Recovery ignores it.
     """
 
     model: tuple = ()
@@ -122,6 +140,7 @@ class FitConfig:
     clip: float = 1.0
     pino_weight: float = 0.0
     chunk: int = 1000
+    forecast_mode: str = "rollout"
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "chunk"):
@@ -130,6 +149,8 @@ class FitConfig:
             raise ValueError(f"optimizer: expected one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule: expected one of {SCHEDULES}, got {self.schedule!r}")
+        if self.forecast_mode not in FORECAST_MODES:
+            raise ValueError(f"forecast_mode: expected one of {FORECAST_MODES}, got {self.forecast_mode!r}")
         for name in (
             "learning_rate",
             "weight_decay",
@@ -191,11 +212,13 @@ DEFAULTS: dict[str, dict[str, dict]] = {
             final_div_factor=1e4,
             clip=0.1,
         ),
+        # PDE-OBS configs/method/all_pde_source_faithful_registry.yaml line 136 (commit 4610219d):
+        # settings.pino.optimizer = {adam, lr 1e-3, weight_decay 0.0, batch 4}
         "pino": _published(
             4,
             model=dict(width=64, modes=20, layers=5),
             optimizer="adam",
-            weight_decay=1e-4,
+            weight_decay=0.0,
             pino_weight=0.2,
             **_STEP,
         ),
@@ -302,17 +325,41 @@ def make_optimizer(cfg: FitConfig) -> optax.GradientTransformation:
 class TransferModel(eqx.Module):
     """A trained network with its fixed input/output scales: `(2, H, W) -> (C_out, H, W)`.
 
-    y = net([x_0 / in_scale, mask]) * out_scale (per output channel). Stacked models (a
-    leading view axis on every array) are what `fit_views` returns.
+    `rollout` 0: y = net([x_0 / in_scale, mask]) * out_scale (per output channel).
+    `rollout` T > 0 (forecasting, PDE-OBS's free rollout): a one-channel network applied T
+    times, u_1 = net([x_0 / in_scale, mask]) * out_scale, u_{t+1} = net([u_t / in_scale,
+    1]) * out_scale, y = (u_1, ..., u_T) `(T, H, W)`. Stacked models (a leading view axis on
+    every array) are what `fit_views` returns.
     """
 
     net: eqx.Module
     in_scale: jax.Array
     out_scale: jax.Array
+    rollout: int = eqx.field(static=True, default=0)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        v = jnp.stack([x[0] / self.in_scale, x[1]])
-        return self.net(v) * self.out_scale[:, None, None]
+        if not self.rollout:
+            v = jnp.stack([x[0] / self.in_scale, x[1]])
+            return self.net(v) * self.out_scale[:, None, None]
+
+        def step(carry, _):
+            value, mask = carry
+            out = self.net(jnp.stack([value / self.in_scale, mask]))[0] * self.out_scale[0]
+            return (out, jnp.ones_like(mask)), out
+
+        _, frames = jax.lax.scan(step, (x[0], x[1]), None, length=self.rollout)
+        return frames
+
+
+def network_layout(cfg: FitConfig, c_out: int, *, forecast: bool) -> tuple[int, int]:
+    """(network output channels, rollout steps) for targets of `c_out` channels.
+
+    Forecasting under ``rollout``: a one-channel network rolled out `c_out` times (1, c_out);
+    otherwise one call with `c_out` output channels (c_out, 0).
+    """
+    if forecast and cfg.forecast_mode == "rollout":
+        return 1, c_out
+    return c_out, 0
 
 
 class PinoResidual(eqx.Module):
@@ -386,13 +433,13 @@ def _init_networks(k_init, views, network: str, options: tuple, c_out: int):
 
 
 @eqx.filter_jit
-def _train_chunk(optimizer, residual, weight, nets, opt_state, inputs, targets, aux, order):
+def _train_chunk(optimizer, residual, weight, rollout, nets, opt_state, inputs, targets, aux, order):
     """`len(order)` steps of every model at once (`training.scan_ensemble`, one mini-batch order
     shared by the views); returns (nets, opt_state, losses (steps, V))."""
     condition, regime, in_scale, out_scale = aux
 
     def loss_fn(net, idx, x_view):
-        pred = jax.vmap(TransferModel(net, in_scale, out_scale))(x_view[idx])
+        pred = jax.vmap(TransferModel(net, in_scale, out_scale, rollout))(x_view[idx])
         loss = jnp.mean(posterior.relative_l2(pred, targets[idx]))
         if residual is not None:
             loss = loss + weight * jnp.mean(jax.vmap(residual)(pred, condition[idx], regime[idx]))
@@ -459,8 +506,10 @@ def fit_views(
     if views.shape != (num_views,):
         raise ValueError(f"views: expected {num_views} view indices, got shape {views.shape}")
     cfg = fit_config(model_name, config, forecast=dataset.forecast)
-    c_out = targets.shape[1]
+    net_out, rollout = network_layout(cfg, targets.shape[1], forecast=dataset.forecast)
     in_scale, out_scale = data.field_scales(dataset)
+    if rollout:  # one network for every frame: one output scale, the RMS over all target frames
+        out_scale = np.sqrt(np.mean(np.square(out_scale)))[None]
     aux = (
         jnp.asarray(train.condition, targets.dtype),
         jnp.asarray(train.regime, jnp.int32),
@@ -468,7 +517,7 @@ def fit_views(
         jnp.asarray(out_scale, targets.dtype),
     )
     k_init, k_data = jr.split(key)
-    nets = _init_networks(k_init, views, NETWORK[model_name], cfg.model, c_out)
+    nets = _init_networks(k_init, views, NETWORK[model_name], cfg.model, net_out)
     optimizer = make_optimizer(cfg)
     opt_state = jax.vmap(optimizer.init)(eqx.filter(nets, eqx.is_inexact_array))
     residual = PinoResidual(dataset.family, dataset.resolution) if cfg.pino_weight > 0 else None
@@ -476,11 +525,13 @@ def fit_views(
     losses = []
     for start in range(0, cfg.steps, cfg.chunk):
         nets, opt_state, chunk_losses = _train_chunk(
-            optimizer, residual, cfg.pino_weight, nets, opt_state, inputs, targets, aux,
+            optimizer, residual, cfg.pino_weight, rollout, nets, opt_state, inputs, targets, aux,
             order[start : start + cfg.chunk],
         )  # fmt: skip
         losses.append(chunk_losses)
-    models = TransferModel(nets, jnp.full((num_views,), aux[2]), jnp.broadcast_to(aux[3], (num_views, c_out)))
+    models = TransferModel(
+        nets, jnp.full((num_views,), aux[2]), jnp.broadcast_to(aux[3], (num_views, net_out)), rollout
+    )
     return (models, jnp.concatenate(losses)) if return_losses else models
 
 

@@ -12,6 +12,15 @@ errors of every block, timings, the configuration hash) as soon as it is
 done; a rerun skips every block file whose hash matches. Finally
 `report.write` builds the tables and figures from the block files.
 
+Keys: block (family, model) trains from fold_in(fold_in(key(seed), crc32(family)),
+crc32(model)), and a family's records depend on (family, resolution, split sizes, seed)
+only, so a subset of families or models, or a run split over machines, gives the same
+blocks. Validity: a learned model's training losses (`training.health.training_problem`)
+and every block's prediction spread (`protocol.score_block`) decide whether its blocks are
+valid; the block file records the reason (``problem``) and each model's initial and final
+loss (``training``). Forecasting follows `config.forecast_mode` (``rollout``, PDE-OBS's
+protocol, when unset; see `models`).
+
 Model names resolve through an explicit registry: the classical baselines
 (`baselines.MODELS`) and the learned models (`models.MODELS`); both provide
 `fit_views(key, name, inputs, targets, *, config, dataset)` and
@@ -20,6 +29,7 @@ Model names resolve through an explicit registry: the classical baselines
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -32,6 +42,7 @@ import numpy as np
 
 from posteriorjax.report import provenance
 from posteriorjax.studies.transfer import baselines, data, protocol, report
+from posteriorjax.training import health
 
 DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
 
@@ -58,9 +69,27 @@ def _plain(value):
     return value.to_dict() if hasattr(value, "to_dict") else dict(value)
 
 
+def model_settings(config, family: str, model: str) -> dict:
+    """The settings `fit_views` gets for `model` on `family`: `config.model_config[model]`, and
+    for a learned model the study's `forecast_mode` (``rollout``, PDE-OBS's protocol, when unset)."""
+    settings = dict(_plain(config.model_config).get(model, {}))
+    if backend(model) is not baselines and family in data.FORECAST:
+        settings.setdefault("forecast_mode", config.get("forecast_mode", "rollout"))
+    return settings
+
+
 def block_hash(config, family: str, model: str) -> str:
-    """SHA-256 (16 hex) of everything a (family, model) result depends on."""
-    model_config = _plain(config.model_config).get(model, {})
+    """SHA-256 (16 hex) of everything a (family, model) result depends on.
+
+    A learned model enters with its resolved training settings (`models.fit_config`), so a
+    change of a published default (the forecasting protocol, a weight decay) reruns its blocks.
+    """
+    model_config = model_settings(config, family, model)
+    if backend(model) is not baselines:
+        from posteriorjax.studies.transfer import models
+
+        resolved = models.fit_config(model, model_config, forecast=family in data.FORECAST)
+        model_config = {"resolved": dataclasses.asdict(resolved)}
     text = json.dumps(
         dict(
             family=family,
@@ -93,6 +122,8 @@ def load_block_file(path: Path) -> dict:
             np.asarray(b["error"]),
             np.asarray(b["hidden"]),
             None if b.get("frames") is None else np.asarray(b["frames"], np.float64),
+            None if b.get("spread") is None else np.asarray(b["spread"], np.float64),
+            b.get("problem"),
         )
         for k, b in raw["blocks"].items()
     }
@@ -108,6 +139,10 @@ def _encode(block: protocol.Block) -> dict:
     }
     if block.frames is not None and block.frames.shape[1] > 1:
         out["frames"] = np.asarray(block.frames, np.float64).tolist()
+    if block.spread is not None:
+        out["spread"] = [float(e) for e in block.spread]
+    if block.problem:
+        out["problem"] = block.problem
     return out
 
 
@@ -125,9 +160,12 @@ class _Views:
         return self._cache[view]
 
 
-def _score(test: data.Dataset, preds, masks) -> list[protocol.Block]:
+def _score(test: data.Dataset, preds, masks, problems) -> list[protocol.Block]:
     preds = np.asarray(preds)
-    return [protocol.score_block(test.record, p, test.target, masks) for p in preds]
+    return [
+        protocol.score_block(test.record, p, test.target, masks, problem=q)
+        for p, q in zip(preds, problems, strict=True)
+    ]
 
 
 def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test_views: _Views) -> dict:
@@ -138,7 +176,7 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
     compiled program trains all ten.
     """
     module = backend(model)
-    model_config = _plain(config.model_config).get(model, {})
+    model_config = model_settings(config, dataset.family, model)
     train, test = dataset.train, dataset.test
     mixed = model in config.mixed_models
     inputs_all = train_inputs()
@@ -147,17 +185,36 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
     rows = (*data.VIEWS, data.MIXTURE) if mixed else data.VIEWS
     blocks = {}
     start = time.perf_counter()
-    fitted = module.fit_views(key, model, inputs_all, train.target, config=model_config, dataset=dataset)
+    training = {}
+    if module is baselines:
+        fitted = module.fit_views(key, model, inputs_all, train.target, config=model_config, dataset=dataset)
+    else:  # the training losses decide whether each trained model is valid
+        fitted, losses = module.fit_views(
+            key, model, inputs_all, train.target, config=model_config, dataset=dataset, return_losses=True
+        )
+        losses = np.asarray(losses, np.float64)
+        window = max(1, losses.shape[0] // 10)
+        for v, curve in zip(rows, losses.T, strict=True):
+            training[v] = {
+                "initial_loss": float(np.mean(curve[:window])),
+                "final_loss": float(np.mean(curve[-window:])),
+                "problem": health.training_problem(curve),
+            }
     jax.block_until_ready(fitted)
     fit_seconds = time.perf_counter() - start
+    problems = [training.get(v, {}).get("problem") for v in rows]
     start = time.perf_counter()
     for w in (*data.VIEWS, *DENSITY_ONLY, *(data.UNSEEN if mixed else ())):
         inputs, masks = test_views(w)
-        for v, block in zip(rows, _score(test, module.predict(fitted, inputs), masks), strict=True):
+        for v, block in zip(rows, _score(test, module.predict(fitted, inputs), masks, problems), strict=True):
             if w in data.UNSEEN and v != data.MIXTURE:
                 continue  # the unseen protocols are scored for the MIX model (PDE-OBS Table 65)
             blocks[f"{v}|{w}"] = _encode(block)
     out = {"fit_seconds": fit_seconds, "predict_seconds": time.perf_counter() - start, "mixed": mixed}
+    # observed cells per test view (every record of a view observes the same count, except
+    # where a scheme cannot: then the distinct counts), for the equal-count layout contrasts
+    out["view_counts"] = {w: sorted({int(c) for c in test_views(w)[1].sum(axis=(1, 2))}) for w in data.VIEWS}
+    out["training"] = training
     out["blocks"] = blocks
     return out
 

@@ -9,7 +9,16 @@ and the hidden-only variant restricted to the cells a view leaves unobserved
 (numerator and denominator over the hidden cells, every frame of a forecast).
 A block (one training view, one test view) is the per-record errors of the
 test records; it is **invalid** if a record is missing, duplicated, unexpected
-or non-finite, and an invalid block never enters a mean.
+or non-finite, or if the model behind it failed (`Block.problem`, see below), and
+an invalid block never enters a mean: its cell is NaN, a matrix with a NaN cell
+gets no summary, and the reports count the (family, model) pairs so excluded.
+
+Model validity (`posteriorjax.training.health`, thresholds after PDE-OBS's training
+gates): a trained model is invalid, with the reason, when its training loss diverged
+(non-finite, or the last tenth's mean above 1.25 x the first tenth's) or stayed at its
+initial loss (less than 1 % lower), which marks every block of that model; and a block is
+invalid when the median over its records of the spatial spread ratio
+sqrt(mean_c var_x pred) / sqrt(mean_c var_x target) is below 1e-2 (a near-constant field).
 
 For one (family, model), E[v, w] is the block mean with training view v (row)
 and test view w (column) over `VIEWS`. Matched mean D = mean of the 9
@@ -29,8 +38,10 @@ from typing import NamedTuple
 import numpy as np
 
 from posteriorjax.studies.transfer.data import DENSITIES, DENSITY_VIEWS, VIEWS
+from posteriorjax.studies.transfer.masks import EQUAL_COUNT_GROUPS
+from posteriorjax.training import health
 
-LAYOUT_GROUPS = (("R50", "H", "V", "CL"), ("BL", "LI", "BD"))
+LAYOUT_GROUPS = EQUAL_COUNT_GROUPS  # Table 5: equal counts at every resolution (`masks.view_protocol`)
 EPS = 1e-12
 
 
@@ -47,12 +58,16 @@ class Block(NamedTuple):
       hidden: `(N,)` float64 relative L2 over the hidden cells only.
       frames: `(N, C)` float64 relative L2 per output channel (forecasting: per horizon,
         PDE-OBS Table 14's auxiliary per-frame scores), or None.
+      spread: `(N,)` float64 spatial spread ratio of the predictions (`spatial_spread`), or None.
+      problem: why the model behind the block is invalid (module doc), or None.
     """
 
     record: np.ndarray
     error: np.ndarray
     hidden: np.ndarray
     frames: np.ndarray | None = None
+    spread: np.ndarray | None = None
+    problem: str | None = None
 
 
 # ----------------------------------------------------------------------------
@@ -89,19 +104,43 @@ def relative_l2(pred, target, hidden=None) -> np.ndarray:
     return num / np.maximum(np.sqrt(np.sum(target**2, axis=(1, 2, 3))), EPS)
 
 
-def score_block(record, pred, target, masks) -> Block:
-    """`Block` of predictions `(N, C, H, W)` for records `(N,)` observed with `masks (N, H, W)`."""
+def spatial_spread(pred, target) -> np.ndarray:
+    """Per-record ratio `(N,)` sqrt(mean_c var_x pred) / sqrt(mean_c var_x target) (float64).
+
+    var_x is the variance over the H x W cells of one channel; 0 for a spatially constant
+    prediction, about 1 for one as rough as its target. Both `(N, C, H, W)`.
+    """
+    pred, target = _as_fields(pred, "pred"), _as_fields(target, "target")
+    num = np.sqrt(np.mean(np.var(pred, axis=(2, 3)), axis=1))
+    return num / np.maximum(np.sqrt(np.mean(np.var(target, axis=(2, 3)), axis=1)), EPS)
+
+
+def score_block(record, pred, target, masks, *, problem: str | None = None) -> Block:
+    """`Block` of predictions `(N, C, H, W)` for records `(N,)` observed with `masks (N, H, W)`.
+
+    `problem`: the trained model's own failure (`health.training_problem`), if any; otherwise a
+    near-constant prediction (`prediction_problem`) marks the block.
+    """
     masks = np.asarray(masks, bool)
     pred, target = _as_fields(pred, "pred"), _as_fields(target, "target")
     frames = np.stack(
         [relative_l2(pred[:, c : c + 1], target[:, c : c + 1]) for c in range(target.shape[1])], 1
     )
+    spread = spatial_spread(pred, target)
     return Block(
         np.asarray(record, np.int64),
         relative_l2(pred, target),
         relative_l2(pred, target, hidden=~masks),
         frames,
+        spread,
+        problem or prediction_problem(spread),
     )
+
+
+def prediction_problem(spread) -> str | None:
+    """'near-constant prediction' when the median of the spread ratios `(N,)` is below
+    `health.COLLAPSE_RATIO` (or not finite), else None."""
+    return health.spread_problem(spread, "spatial spread ratio")
 
 
 # ----------------------------------------------------------------------------
@@ -165,9 +204,10 @@ def error_matrix(
         for j, w in enumerate(views):
             block = blocks.get((v, w))
             name = f"train {v} / test {w}"
-            if block is None:
+            if block is None or block.problem:
                 if strict:
-                    raise InvalidBlockError(f"{name}: invalid block: not computed")
+                    reason = "not computed" if block is None else block.problem
+                    raise InvalidBlockError(f"{name}: invalid block: {reason}")
                 continue
             if frame is None:
                 values = getattr(block, metric)
@@ -191,8 +231,10 @@ def invalid_blocks(blocks: Mapping[tuple[str, str], Block], expected, *, views=V
             if block is None:
                 out[(v, w)] = "not computed"
                 continue
-            problem = block_problem(expected, block.record, block.error) or block_problem(
-                expected, block.record, block.hidden
+            problem = (
+                block.problem
+                or block_problem(expected, block.record, block.error)
+                or block_problem(expected, block.record, block.hidden)
             )
             if problem:
                 out[(v, w)] = problem
@@ -256,11 +298,15 @@ def summarize(matrix) -> TransferSummary:
     )
 
 
-def layout_comparison(matrix, *, views: Sequence[str] = VIEWS, groups=LAYOUT_GROUPS) -> list[dict]:
+def layout_comparison(
+    matrix, *, views: Sequence[str] = VIEWS, groups=LAYOUT_GROUPS, counts: Mapping | None = None
+) -> list[dict]:
     """Equal-count layout contrasts (PDE-OBS Table 12, first group).
 
     For each group, over ordered pairs v != w inside it: how many transfers
-    E[v, w] exceed the destination-trained E[w, w], and the median ratio.
+    E[v, w] exceed the destination-trained E[w, w], and the median ratio. With `counts`
+    (view -> the observed-cell counts of its test records), each group also says whether its
+    views really observe one and the same count (``equal_count``) and which (``cells``).
     """
     matrix = _check_matrix(matrix)
     index = {v: i for i, v in enumerate(views)}
@@ -275,14 +321,19 @@ def layout_comparison(matrix, *, views: Sequence[str] = VIEWS, groups=LAYOUT_GRO
             for w in group
             if v != w
         ]
-        out.append(
-            {
-                "group": "/".join(group),
-                "worse": int(np.sum(np.asarray(ratios) > 1.0)),
-                "total": len(ratios),
-                "median_ratio": float(np.median(ratios)),
-            }
-        )
+        entry = {
+            "group": "/".join(group),
+            "worse": int(np.sum(np.asarray(ratios) > 1.0)),
+            "total": len(ratios),
+            "median_ratio": float(np.median(ratios)),
+        }
+        if counts is not None and all(v in counts for v in group):
+            cells = {v: sorted(int(c) for c in np.atleast_1d(counts[v])) for v in group}
+            entry["cells"] = cells
+            entry["equal_count"] = len({tuple(c) for c in cells.values()}) == 1 and all(
+                len(c) == 1 for c in cells.values()
+            )
+        out.append(entry)
     return out
 
 

@@ -178,7 +178,7 @@ def _fmt(x: float) -> str:
 
 def _mean_of(entry: dict, train: str, test: str, metric: str = "error") -> float:
     block = entry["blocks"].get((train, test))
-    if block is None:
+    if block is None or block.problem:
         return float("nan")
     values = getattr(block, metric)
     if protocol.block_problem(entry["expected"], block.record, values) is not None:
@@ -199,7 +199,10 @@ def analyze(entries: dict) -> dict:
         matrix = protocol.error_matrix(blocks, expected, strict=False)
         hidden = protocol.error_matrix(blocks, expected, metric="hidden", strict=False)
         invalid = protocol.invalid_blocks(blocks, expected)
-        res = {"matrix": matrix, "hidden_matrix": hidden, "invalid": invalid}
+        # every block whose model failed, the density, MIX and unseen cells included
+        invalid_all = {k: b.problem for k, b in blocks.items() if b.problem} | invalid
+        res = {"matrix": matrix, "hidden_matrix": hidden, "invalid": invalid, "invalid_all": invalid_all}
+        res["training"] = entry.get("training", {})
         for name in ("fit_seconds", "predict_seconds", "mixed_seconds"):
             res[name] = entry.get(name)
         res["cells"] = {
@@ -220,7 +223,7 @@ def analyze(entries: dict) -> dict:
             for i, v in enumerate(data.VIEWS)
         }
         mix_extra = {w: entry["blocks"].get((data.MIXTURE, w)) for w in UNSEEN_VIEWS + ("R50", "R65", "R80")}
-        if all(b is not None for b in mix_extra.values()):
+        if all(b is not None and not b.problem for b in mix_extra.values()):
             res["mix_unseen"] = {
                 w: (100 * float(np.mean(mix_extra[w].error)), 100 * float(np.std(mix_extra[w].error, ddof=1)))
                 for w in UNSEEN_VIEWS
@@ -230,7 +233,7 @@ def analyze(entries: dict) -> dict:
             )
         if np.all(np.isfinite(matrix)):
             res["summary"] = protocol.summarize(matrix)
-            res["layout"] = protocol.layout_comparison(matrix)
+            res["layout"] = protocol.layout_comparison(matrix, counts=entry.get("view_counts"))
             if np.all(np.isfinite(hidden)):
                 res["hidden_summary"] = protocol.summarize(hidden)
             density = {w: _mean_of(entry, "R50", w) for w in ("random20", "random35")}
@@ -249,9 +252,12 @@ def analyze(entries: dict) -> dict:
 def _family_table(analysis: dict, families) -> tuple[str, dict]:
     rows, medians = [], {}
     for family in families:
-        learned, classical = [], []
+        learned, classical, excluded = [], [], []
         for (f, model), res in analysis.items():
-            if f != family or "summary" not in res:
+            if f != family:
+                continue
+            if "summary" not in res:
+                excluded.append(model)
                 continue
             (classical if model in baselines.MODELS else learned).append((model, res["summary"].ratio))
         pool = learned or classical
@@ -260,10 +266,13 @@ def _family_table(analysis: dict, families) -> tuple[str, dict]:
         which = "learned" if learned else ("baselines" if classical else "none")
         base = ", ".join(f"{m} {_fmt(r)}" for m, r in classical) or "—"
         published = PUBLISHED_MEDIAN_CD[family]
-        rows.append(f"| {family} | {_fmt(median)} ({which}, {len(pool)}) | {published:.2f} | {base} |")
+        left_out = f"{len(excluded)} ({', '.join(excluded)})" if excluded else "0"
+        rows.append(
+            f"| {family} | {_fmt(median)} ({which}, {len(pool)}) | {published:.2f} | {base} | {left_out} |"
+        )
     head = (
-        "| family | median C/D, ours (over models, n) | published median C/D | baselines C/D |\n"
-        "|---|---|---|---|"
+        "| family | median C/D, ours (over models, n) | published median C/D | baselines C/D | "
+        "models excluded (invalid blocks) |\n|---|---|---|---|---|"
     )
     return head + "\n" + "\n".join(rows), medians
 
@@ -284,20 +293,62 @@ def _pair_table(analysis: dict) -> str:
         )
         fit = res.get("fit_seconds")
         lines.append(
-            f"| {family} | {model} | " + " | ".join(cells) + f" | {_fmt(fit)} | {len(res['invalid'])} |"
+            f"| {family} | {model} | " + " | ".join(cells) + f" | {_fmt(fit)} | {len(res['invalid_all'])} |"
         )
     return "\n".join(lines)
 
 
+def _invalid_lines(analysis: dict) -> list[str]:
+    """One line per (family, model, kind of reason): how many blocks, which training views, and
+    the first block's full reason."""
+    lines = []
+    for (f, m), r in analysis.items():
+        grouped: dict[str, list] = {}
+        for (v, w), reason in r["invalid_all"].items():
+            grouped.setdefault(reason.split(":")[0], []).append((v, w, reason))
+        for kind, cells in grouped.items():
+            rows = ", ".join(dict.fromkeys(v for v, _, _ in cells))
+            v, w, reason = cells[0]
+            lines.append(
+                f"- {f} / {m}: {len(cells)} block(s) {kind}, training views {rows} "
+                f"(e.g. train {v} / test {w}: {reason})"
+            )
+    return lines
+
+
+def _training_table(analysis: dict) -> str:
+    lines = [
+        "| family | model | training view | initial loss | final loss | valid |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (f, m), r in analysis.items():
+        for v, t in r.get("training", {}).items():
+            verdict = "yes" if not t.get("problem") else f"no: {t['problem']}"
+            lines.append(
+                f"| {f} | {m} | {v} | {_fmt(t['initial_loss'])} | {_fmt(t['final_loss'])} | {verdict} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else "no learned models"
+
+
 def _layout_table(analysis: dict) -> str:
     lines = [
-        "| family | model | group | worse than destination-trained | median ratio |",
-        "|---|---|---|---|---|",
+        "| family | model | group | worse than destination-trained | median ratio | observed cells |",
+        "|---|---|---|---|---|---|",
     ]
     for (family, model), res in analysis.items():
         for g in res.get("layout", []):
             worse = f"{g['worse']}/{g['total']}"
-            lines.append(f"| {family} | {model} | {g['group']} | {worse} | {_fmt(g['median_ratio'])} |")
+            if "cells" not in g:
+                cells = "not recorded"
+            elif g["equal_count"]:
+                cells = f"{next(iter(g['cells'].values()))[0]} each"
+            else:  # e.g. the `posteriorjax` mask scheme, whose layouts are not sized to equal counts
+                cells = "NOT equal: " + ", ".join(
+                    f"{v} {'/'.join(map(str, c))}" for v, c in g["cells"].items()
+                )
+            lines.append(
+                f"| {family} | {model} | {g['group']} | {worse} | {_fmt(g['median_ratio'])} | {cells} |"
+            )
     return "\n".join(lines)
 
 
@@ -437,19 +488,22 @@ def _baseline_table(analysis: dict) -> str:
 
 
 def _cell_tables(analysis: dict) -> str:
-    """Tables 15-63: every cell as mean ± SD over the test records."""
+    """Tables 15-63: every cell as mean ± SD over the test records, an invalid block marked so."""
     parts = []
     for (family, model), res in analysis.items():
         cells = res.get("cells", {})
         lines = [f"### {family} / {model}", "", "| train \\ test | " + " | ".join(data.VIEWS) + " |"]
         lines.append("|" + "---|" * (1 + len(data.VIEWS)))
         rows = [*data.VIEWS, data.MIXTURE] if any(k[0] == data.MIXTURE for k in cells) else list(data.VIEWS)
+        bad = res.get("invalid_all", {})
+
+        def cell(v, w, cells=cells, bad=bad):
+            if (v, w) not in cells:
+                return "—"
+            return _pm(*cells[(v, w)]) + (" (invalid)" if (v, w) in bad else "")
+
         for v in rows:
-            lines.append(
-                f"| {v} | "
-                + " | ".join(_pm(*cells[(v, w)]) if (v, w) in cells else "—" for w in data.VIEWS)
-                + " |"
-            )
+            lines.append(f"| {v} | " + " | ".join(cell(v, w) for w in data.VIEWS) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
@@ -524,11 +578,7 @@ def write(workdir, config=None) -> dict:
     if mix_curves:
         mix_density_figure(mix_curves, figures / "mix_density.png")
     family_table, medians = _family_table(analysis, families)
-    invalid = [
-        f"- {f} / {m}: train {v} / test {w}: {reason}"
-        for (f, m), r in analysis.items()
-        for (v, w), reason in r["invalid"].items()
-    ]
+    invalid = _invalid_lines(analysis)
     scale = "" if config is None else f" ({config.resolution} x {config.resolution}, {config.num_train}/"
     scale += "" if config is None else f"{config.num_test} train/test records per family)"
     text = "\n\n".join(
@@ -551,7 +601,10 @@ def write(workdir, config=None) -> dict:
             + _density_all_table(analysis),
             "## MIX on unseen protocols (Table 65)\n\n" + _unseen_table(analysis),
             "## Classical baselines per test view\n\n" + _baseline_table(analysis),
-            "## Invalid blocks\n\n" + ("\n".join(invalid) if invalid else "none"),
+            "## Invalid blocks (excluded from every mean above)\n\n"
+            + ("\n".join(invalid) if invalid else "none"),
+            "## Training losses (mean of the first / last tenth of the steps)\n\n"
+            + _training_table(analysis),
         ]
     )
     (workdir / "summary.md").write_text(text + "\n")

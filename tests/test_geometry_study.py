@@ -1,0 +1,78 @@
+"""The geometry study's learned section: every random stream is keyed by a configuration's name."""
+
+import json
+
+import numpy as np
+
+from configs import geometry as geometry_config
+from posteriorjax.studies import estimators as est
+from posteriorjax.studies.geometry import study
+from posteriorjax.training import health
+
+
+def _config(configurations, estimators):
+    config = geometry_config.get_config("tiny")
+    lc = config.learned
+    lc.configurations = configurations
+    lc.estimators = estimators
+    lc.num_train, lc.num_calibration, lc.num_test = 24, 12, 12
+    lc.num_seeds, lc.num_members, lc.num_steps, lc.batch_size = 1, 2, 30, 8
+    return config
+
+
+def test_a_subset_of_configurations_and_families_equals_the_full_run_bit_for_bit():
+    full = _config(
+        (
+            ("Battery M0", "interface_potential", 0, (("num_sensors", 0),)),
+            ("Flooding M12", "interface_transport", 12),
+        ),
+        ("mlp", "gru"),
+    )
+    subset = _config((("Flooding M12", "interface_transport", 12),), ("gru",))
+    *_, whole = study.learned(full)
+    *_, part = study.learned(subset)
+    dump = lambda r: json.dumps(r, sort_keys=True, default=repr)  # noqa: E731
+    assert dump(part["Flooding M12"]["gru"]) == dump(whole["Flooding M12"]["gru"])
+    assert dump(part["Flooding M12"]["ridge"]) == dump(whole["Flooding M12"]["ridge"])
+    # and the configurations really differ from each other (not one stream reused)
+    assert dump(whole["Battery M0"]["gru"]) != dump(whole["Flooding M12"]["gru"])
+
+
+def test_run_problem_flags_untrained_and_constant_ensembles():
+    rng = np.random.default_rng(0)
+    true = rng.standard_normal((50, 17))
+    assert est.run_problem([None, None], true + 0.1 * rng.standard_normal(true.shape), true) is None
+    # an untrained member: its loss never moved
+    flat = health.training_problem(np.full(30, 0.9))
+    assert est.run_problem([None, flat], true, true) == f"member 1: {flat}"
+    assert flat.startswith("stayed at its initial loss")
+    # a constant predictor: the prior mean for every test sample
+    constant = np.broadcast_to(true.mean(axis=0), true.shape)
+    assert est.run_problem([None], constant, true).startswith("near-constant prediction")
+    # one identified direction out of 17 predicted, the rest constant: still a valid ensemble
+    partial = np.zeros_like(true)
+    partial[:, 0] = true[:, 0]
+    assert est.run_problem([None], partial, true) is None
+
+
+def test_invalid_seeds_leave_the_learned_tables(monkeypatch):
+    real = est.run_configuration
+
+    def gru_fails(*args, **kwargs):
+        out = real(*args, **kwargs)
+        for run in out["gru"]["runs"]:
+            run["problem"] = "near-constant prediction: median prediction spread ratio 0 < 0.01"
+        return out
+
+    monkeypatch.setattr(est, "run_configuration", gru_fails)
+    config = _config((("Flooding M12", "interface_transport", 12),), ("mlp", "gru"))
+    t3, t4, *_, results = study.learned(config)
+    assert "| Flooding M12 | gru | 13 / 4 | 0 / 1 |" + " invalid |" * 8 in t3
+    assert "| Flooding M12 | mlp | 13 / 4 | 1 / 1 |" in t3
+    assert "| Flooding M12 | **macro-average** (valid families) | 13 / 4 | 1 / 2 families |" in t3
+    assert results["invalid"] == [
+        "- Flooding M12 / gru: seed 0: near-constant prediction: median prediction spread ratio 0 < 0.01"
+    ]
+    assert "nrmse" not in results["Flooding M12"]["gru"]
+    # Table 4 counts the (configuration, family, split) combinations of valid runs only: mlp's two
+    assert all(line.split("|")[2].strip().endswith("/ 2") for line in t4.splitlines()[2:])
