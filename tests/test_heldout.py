@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.fft import idctn
 
-from posteriorjax import exchange, sweep
+from posteriorjax import exchange, files, sweep
 from posteriorjax.exchange import leaderboard, posteriorbench, readers
 from posteriorjax.exchange.export import write as export_write
 from posteriorjax.metrics import posterior
@@ -301,7 +301,7 @@ def test_records_say_what_they_were_scored_on(study, tmp_path):
     assert r.scored["reference"]["sha256"] == heldout.checksum(h, hw)
     samples = r.scored["samples"]
     assert samples["reader"] == "npz" and samples["dtype"] == "float32" and not samples["weighted"]
-    assert samples["sha256"] == exchange.score.digest(study["wd"] / "exact.npz")
+    assert samples["sha256"] == files.file_digest(study["wd"] / "exact.npz")
     assert r.metrics["ess"] == N
     # given cases: the cases file's path, checksum and ids; float64 samples accepted and stated
     path = study["wd"] / "f64.npz"
@@ -309,7 +309,7 @@ def test_records_say_what_they_were_scored_on(study, tmp_path):
     (rec,) = exchange.evaluate(study["wd"], TASK, path, name="f64", cases_file=study["dir"] / "cases.npz")[:1]
     assert rec.scored["samples"]["dtype"] == "float64"
     assert rec.scored["cases_file"]["case_ids"] == study["ids"]
-    assert rec.scored["cases_file"]["sha256"] == exchange.score.digest(study["dir"] / "cases.npz")
+    assert rec.scored["cases_file"]["sha256"] == files.file_digest(study["dir"] / "cases.npz")
     # this workdir's own export as a cases file: still the held-out set (the exported one never scores)
     assert rec.scored["reference"] == r.scored["reference"] and "public_mmd" in rec.metrics
     line = next(x for x in (study["wd"] / "results.jsonl").read_text().splitlines() if '"f64"' in x)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from configs import sweep_tiny
-from posteriorjax import sweep, tasks
+from posteriorjax import files, sweep, tasks
 from posteriorjax.reference import exact, registry, store
 from posteriorjax.report import tables
 
@@ -180,7 +180,7 @@ def test_a_reference_in_the_old_single_file_form_is_moved_not_rebuilt(problem, t
     samples, weights, info = registry.build(rc, task, cases, KEY, tmp_path)
     legacy = tmp_path / "references" / "poisson_fixed.npz"
     identity = json.dumps(rc, sort_keys=True)
-    store.write_arrays(
+    files.write_arrays(
         legacy,
         {
             "ref_samples": samples, "ref_weights": weights, "x_true": np.asarray(cases.x_true),
@@ -198,7 +198,7 @@ def test_a_reference_in_the_old_single_file_form_is_moved_not_rebuilt(problem, t
     )
     np.testing.assert_array_equal(got, samples)
     np.testing.assert_array_equal(got_w, weights)
-    assert not legacy.exists() and (directory / store.MANIFEST).exists()
+    assert not legacy.exists() and (directory / files.MANIFEST).exists()
     assert any("moved into the checksummed set" in line for line in logged)
     again, _, _ = registry.load_or_build(
         rc, task, cases, KEY, directory, workdir=tmp_path, settings=identity, legacy=legacy

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from posteriorjax import files
 from posteriorjax.grids import Grid
 from posteriorjax.reference import heldout
-from posteriorjax.reference import store as artifact_store
 from posteriorjax.tasks.base import Task
 
 FORMAT = "posteriorjax.exchange.v1"
@@ -180,7 +180,7 @@ def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bo
     directory.mkdir(parents=True, exist_ok=True)
     ids = np.asarray([str(i) for i in ids])
     mean, std = (np.asarray(v, np.float32) for v in task.field_stats)
-    files = {
+    contents = {
         "cases": {
             "case_ids": ids,
             "task": np.asarray(task.name),
@@ -203,12 +203,12 @@ def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bo
         },  # fmt: skip
     }
     out = {}
-    for name, arrays in files.items():
-        artifact_store.write_arrays(directory / f"{name}.npz", arrays)
+    for name, arrays in contents.items():
+        files.write_arrays(directory / f"{name}.npz", arrays)
         out[name] = directory / f"{name}.npz"
         if h5:
-            artifact_store.atomic_write_bytes(directory / f"{name}.h5", _h5_bytes(arrays))
-    artifact_store.atomic_write_json(
+            files.atomic_write_bytes(directory / f"{name}.h5", _h5_bytes(arrays))
+    files.atomic_write_json(
         directory / "README.json", readme(task, ids.tolist(), np.shape(ref_samples))
     )
     out["readme"] = directory / "README.json"
@@ -251,5 +251,5 @@ def export(config, workdir, *, progress: bool = False, h5: bool = True) -> dict[
             h5=h5,
         )
         out[name] = directory
-    artifact_store.atomic_write_json(path, reports)  # the tables' reference column, as the sweep's
+    files.atomic_write_json(path, reports)  # the tables' reference column, as the sweep's
     return out

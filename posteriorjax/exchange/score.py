@@ -23,7 +23,6 @@ reference allows.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from pathlib import Path
@@ -34,7 +33,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from posteriorjax import checks, console, deferred
+from posteriorjax import checks, console, deferred, files
 from posteriorjax.exchange import readers
 from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
@@ -59,24 +58,13 @@ def study_config(workdir) -> ml_collections.ConfigDict:
     return ml_collections.ConfigDict(values)
 
 
-def digest(path) -> str:
-    """SHA-256 (hex) of a file's bytes, or of a folder's files (relative paths and bytes, sorted)."""
-    path = Path(path)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    h = hashlib.sha256()
-    for f in files:
-        h.update(str(f.relative_to(path)).encode() if f != path else b"")
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 def cases_label(path) -> str:
     """The `Record.cases` label of a cases file or folder: "<name> sha256:<16 hex digits>", the
-    `digest` over its bytes (a folder: its files' relative paths and bytes, in sorted order)."""
+    `files.file_digest` over its bytes (a folder: its files' relative paths and bytes, in sorted order)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"cases_file: expected an existing file or folder, got {str(path)!r}")
-    return f"{path.name} sha256:{digest(path)[:16]}"
+    return f"{path.name} sha256:{files.file_digest(path)[:16]}"
 
 
 @eqx.filter_jit
@@ -147,12 +135,14 @@ def evaluate(
     t, ids, cases = plan.tasks[task], plan.case_ids(task), plan.cases(task)
     if cases_file is not None:
         scored["cases_file"] = {
-            "path": str(Path(cases_file).resolve()), "sha256": digest(cases_file), "case_ids": list(ids),
-        }  # fmt: skip
+            "path": str(Path(cases_file).resolve()),
+            "sha256": files.file_digest(cases_file),
+            "case_ids": list(ids),
+        }
     steps(f"reading the samples of {len(ids)} case(s) from {samples}")
     ensemble = readers.read_ensemble(samples, ids, t.unknown_shape, task=task)
     scored["samples"] = {
-        "path": str(Path(samples).resolve()), "sha256": digest(samples), "reader": ensemble.reader,
+        "path": str(Path(samples).resolve()), "sha256": files.file_digest(samples), "reader": ensemble.reader,
         "dtype": ensemble.dtype, "weighted": ensemble.weights is not None,
     }  # fmt: skip
     x, weights = ensemble.samples, ensemble.weights
@@ -228,7 +218,7 @@ def _own_export(workdir: Path, task: str, given: Plan) -> Plan:
     if task in config.get("cases_files", {}):
         return given
     directory = record_store.reference_paths(workdir, task)[0]
-    if not (directory / artifact_store.MANIFEST).exists():
+    if not (directory / files.MANIFEST).exists():
         return given  # no public set here: the file was not exported from this workdir
     study = Plan.build(settings(config))
     g = given.given[task]
@@ -251,7 +241,7 @@ def replace_records(workdir, results: record_store.ResultsFile, pair: tuple[str,
     aside = heldout.set_aside(results.path, REPLACED)
     kept = [r for r in results.records if (r.task, r.sampler) != pair]
     lines = [record_store.record_line(r, results.config) for r in (*kept, *records)]
-    artifact_store.atomic_write_bytes(results.path, "".join(line + "\n" for line in lines).encode())
+    files.atomic_write_lines(results.path, lines)
     results.records = [*kept, *records]
     return aside
 

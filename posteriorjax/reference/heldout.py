@@ -48,7 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from posteriorjax.reference import registry, store
+from posteriorjax import files
+from posteriorjax.reference import registry
 
 HELDOUT, PUBLIC, GIVEN = "heldout", "public", "given"
 SETS = (HELDOUT, PUBLIC)
@@ -85,7 +86,7 @@ def checksum(samples, weights) -> str:
     C-order bytes: what a record names as the set it was scored on."""
     data = np.ascontiguousarray(np.asarray(samples, np.float32)).tobytes()
     data += np.ascontiguousarray(np.asarray(weights, np.float32)).tobytes()
-    return store.sha256(data)[:16]
+    return files.sha256(data)[:16]
 
 
 def tag(which: str, samples, weights, report: Mapping) -> dict:
@@ -220,7 +221,7 @@ def migrate(workdir) -> dict:
             keep = [(r, h) for r, h in zip(scan.records, scan.hashes, strict=True) if id(r) not in old_ids]
             config_hash = record_store.workdir_config_hash(workdir)
             lines = [record_store.record_line(r, h or config_hash) for r, h in keep]
-            store.atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode())
+            files.atomic_write_lines(path, lines)
             out.update(set_aside=len(old), aside=str(aside))
     plan = Plan.build(settings(config))
     for name in plan.tasks:
@@ -235,6 +236,6 @@ def set_aside(path: Path, name: str) -> Path:
     while aside.exists():
         n += 1
         aside = path.with_name(f"{name}-{n}")
-    store.atomic_write_bytes(aside, path.read_bytes())
+    files.atomic_write_bytes(aside, path.read_bytes())
     os.utime(aside)
     return aside

@@ -25,6 +25,7 @@ import jax.random as jr
 import numpy as np
 from absl import logging as absl_logging
 
+from posteriorjax import files
 from posteriorjax.checks import integer_at_least, positive_int
 from posteriorjax.reference import store
 from posteriorjax.tasks.base import Cases, Task
@@ -435,7 +436,7 @@ def check_task(task: Task, rc: Mapping, where: str) -> None:
 
 def _legacy(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     """(manifest, arrays) of a sweep reference written before `store.save_references` (one `.npz`)."""
-    stored = store.read_arrays(path)
+    stored = files.read_arrays(path)
     manifest = {k: str(stored.pop(k)) for k in ("task_hash", "method", "settings")}
     manifest["info"] = json.loads(str(stored.pop("info")))
     return manifest, stored
@@ -454,19 +455,19 @@ def load_or_build(
     `legacy`: a sweep `.npz` of the old single-file format; when `directory` has no set yet it
     is checked the same way, moved into `directory` (logged) and removed. Returns
     (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
-    is set aside (`store.quarantine`) and rebuilt. `surrogate`: the trained network of a
+    is set aside (`files.quarantine`) and rebuilt. `surrogate`: the trained network of a
     `SURROGATE_METHODS` method (`build`); `settings` should then identify it.
     """
     directory, y_obs = Path(directory), np.asarray(cases.y_obs)
     found = None
     try:
-        if (directory / store.MANIFEST).exists():
+        if (directory / files.MANIFEST).exists():
             found = store.load_references(directory)
         elif legacy is not None and Path(legacy).exists():
             found = _legacy(Path(legacy))
-    except store.CorruptFile as e:
-        bad = directory if (directory / store.MANIFEST).exists() else Path(legacy)
-        store.quarantine(bad, f"{e.path.name}: {e.reason}")
+    except files.CorruptFile as e:
+        bad = directory if (directory / files.MANIFEST).exists() else Path(legacy)
+        files.quarantine(bad, f"{e.path.name}: {e.reason}")
     if found is not None:
         manifest, arrays = found
         checks = (
@@ -477,7 +478,7 @@ def load_or_build(
         )
         mismatch = [name for name, same in checks if not same]
         if not mismatch:
-            if not (directory / store.MANIFEST).exists():
+            if not (directory / files.MANIFEST).exists():
                 store.save_references(
                     directory, arrays, task, method=spec["method"], settings=settings, info=manifest["info"]
                 )
@@ -485,7 +486,7 @@ def load_or_build(
                 absl_logging.info("[reference] %s: moved into the checksummed set %s", legacy, directory)
             return arrays["ref_samples"], arrays["ref_weights"], report(task, spec, manifest["info"])
         if not overwrite:
-            where = directory if (directory / store.MANIFEST).exists() else legacy
+            where = directory if (directory / files.MANIFEST).exists() else legacy
             raise ValueError(
                 f"reference: {where} was built with another {', '.join(mismatch)}; use another workdir "
                 "or pass --config.overwrite=True to rebuild it"

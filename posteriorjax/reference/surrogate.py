@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks
+from posteriorjax import checks, files
 from posteriorjax.reference import rejection
 from posteriorjax.tasks.base import AbstractPhysics, Task
 
@@ -75,14 +75,8 @@ def fingerprint(task: Task, model) -> str:
     """A short hash naming a surrogate: its parameter values and its output on one fixed prior draw
 
     (so two networks with equal parameters but other static settings never share a pool)."""
-    import hashlib
-
-    from posteriorjax.training.checkpoints import parameter_digest
-
     probe = np.ascontiguousarray(np.asarray(model(task.prior.sample(jr.key(0))), np.float64))
-    h = hashlib.sha256(parameter_digest(model).encode())
-    h.update(probe.tobytes())
-    return h.hexdigest()[:16]
+    return files.sha256(files.parameter_digest(model).encode() + probe.tobytes())[:16]
 
 
 def noise_std(task: Task) -> np.ndarray:

@@ -31,6 +31,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from posteriorjax import files
 from posteriorjax.metrics import registry
 from posteriorjax.report import split
 from posteriorjax.report.networks import network_table
@@ -463,12 +464,11 @@ def _calibration_legend(trows: Sequence[dict]) -> str:
 
 def write_tables(workdir, records: Sequence[dict]) -> str:
     """Write `results.csv`, `calibration.json` and `summary.md` (both tables) to `workdir`; return summary."""
-    from posteriorjax.reference import store
 
     workdir = Path(workdir)
     (workdir / "results.csv").write_text(to_csv(records))
     calib = calibration_rows(records)
-    store.atomic_write_json(workdir / "calibration.json", calib)
+    files.atomic_write_json(workdir / "calibration.json", calib)
     summary = (
         summary_header(workdir, records)
         + "\n## Posterior matching\n\n"

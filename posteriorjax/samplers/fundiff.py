@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, nn, rng
+from posteriorjax import checks, files, nn, rng
 from posteriorjax.nn.fae import grid_coords
 from posteriorjax.observations.operators import MaskObservation
 from posteriorjax.samplers import guidance
@@ -248,9 +248,7 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
             f"target, condition: channels (x {target.x_norm.channels}, u {condition.u_norm.channels}) do "
             f"not match task {task.name!r} (x {cx}, u {cu})"
         )
-    from posteriorjax.training.checkpoints import parameter_digest  # (training imports the samplers)
-
-    digests = (parameter_digest(target), parameter_digest(condition))
+    digests = (files.parameter_digest(target), files.parameter_digest(condition))
     if digests != (model.target_digest, model.condition_digest):
         raise ValueError("target, condition: not the autoencoders the model (the DiT) was trained on")
     if isinstance(discrete_values, str):

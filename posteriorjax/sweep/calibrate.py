@@ -37,7 +37,7 @@ import jax
 import numpy as np
 from absl import logging as absl_logging
 
-from posteriorjax.reference import store as artifact_store
+from posteriorjax import files
 from posteriorjax.sweep import program
 from posteriorjax.sweep.settings import CalibrateSettings, SamplerEntry
 from posteriorjax.tasks.base import Cases, Task
@@ -229,7 +229,7 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
         }
         if study.store is not None:
             directory.mkdir(parents=True, exist_ok=True)
-            artifact_store.atomic_write_json(path, result)
+            files.atomic_write_json(path, result)
             if s.figures:
                 _figure(directory / f"{entry.label}.png", result)
     line = (

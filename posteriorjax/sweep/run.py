@@ -26,9 +26,8 @@ import jax
 import numpy as np
 from absl import logging as absl_logging
 
-from posteriorjax import parallel
+from posteriorjax import files, parallel
 from posteriorjax.reference import heldout
-from posteriorjax.reference import store as artifact_store
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import program, statistics
 from posteriorjax.sweep import store as record_store
@@ -148,7 +147,7 @@ def run(
     Returns the records of `results.jsonl` (process 0; other processes return []).
     """
     from posteriorjax import plugins as plugin_modules
-    from posteriorjax.report import provenance, tables
+    from posteriorjax.report import tables
 
     if stage not in STAGES:
         raise ValueError(f"stage: expected one of {STAGES}, got {stage!r}")
@@ -169,7 +168,7 @@ def run(
         )
     sync("sweep-prepare")
     if lead:
-        prov = provenance.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
+        prov = files.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
         prov["plugins"] = plugins
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
     if stage == "networks":
@@ -186,7 +185,7 @@ def run(
             study.pair(task_name, entry, tuple(reference), scored)
     if not lead:
         return []
-    artifact_store.atomic_write_json(workdir / "references.json", reports)
+    files.atomic_write_json(workdir / "references.json", reports)
     summary = tables.write_tables(workdir, store.records)
     if progress:
         print(summary, flush=True)  # the study's result, on stdout

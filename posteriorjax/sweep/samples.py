@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax import deferred
-from posteriorjax.reference import store as artifact_store
+from posteriorjax import deferred, files
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep.program import ConfigGrid, sample_program
 from posteriorjax.sweep.store import migrate_config_id
@@ -34,7 +33,7 @@ def save_samples(
     and `hparam_<name> (S,)` per hyperparameter, in grid order. Samples are
     recomputed with the keys of `case_program`; configurations already in the
     file are kept, not recomputed. Written atomically, its SHA-256 in `samples_checksum_path`;
-    a file failing that checksum (or unreadable) is set aside (`store.quarantine`) and
+    a file failing that checksum (or unreadable) is set aside (`files.quarantine`) and
     recomputed. Returns S.
     """
     ids = grid.ids()
@@ -46,8 +45,8 @@ def save_samples(
         try:
             z = read_samples(path)
             have = {migrate_config_id(str(c)): z["samples"][j] for j, c in enumerate(z["config_id"])}
-        except artifact_store.CorruptFile as e:
-            artifact_store.quarantine(path, e.reason)
+        except files.CorruptFile as e:
+            files.quarantine(path, e.reason)
     missing = [i for i in wanted if ids[i] not in have]
     if missing:
         one = sample_program(sampler, num_samples, seed=seed)
@@ -73,8 +72,8 @@ def save_samples(
 
 def write_samples(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Write a samples `.npz` atomically with its SHA-256 beside it (`samples_checksum_path`)."""
-    checksum = artifact_store.write_arrays(path, arrays)
-    artifact_store.atomic_write_bytes(samples_checksum_path(path), checksum.encode())
+    checksum = files.write_arrays(path, arrays)
+    files.atomic_write_bytes(samples_checksum_path(path), checksum.encode())
 
 
 def samples_checksum_path(path: Path) -> Path:
@@ -89,4 +88,4 @@ def read_samples(path: Path) -> dict[str, np.ndarray]:
     """
     sidecar = samples_checksum_path(path)
     checksum = sidecar.read_text().strip() if sidecar.exists() else None
-    return artifact_store.read_arrays(path, checksum)
+    return files.read_arrays(path, checksum)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
 import shutil
 import warnings
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from posteriorjax import files
 from posteriorjax.reference import store as artifact_store
 
 # ----------------------------------------------------------------------------
@@ -203,7 +203,7 @@ DIGEST, CONFIG_HASH = "digest", "config_hash"  # the keys a stored line adds to 
 def config_hash(config_values: Mapping) -> str:
     """SHA-256 (16 hex digits) of a sweep config as stored in `config.json` (sorted keys, no `overwrite`)."""
     values = {k: v for k, v in config_values.items() if k != "overwrite"}
-    return artifact_store.sha256(json.dumps(values, sort_keys=True).encode())[:16]
+    return files.json_digest(values, 16)
 
 
 def workdir_config_hash(workdir) -> str:
@@ -214,7 +214,7 @@ def workdir_config_hash(workdir) -> str:
 def record_digest(values: Mapping) -> str:
     """SHA-256 of a stored line's content: every key but `digest`, as sorted JSON."""
     content = {k: v for k, v in values.items() if k != DIGEST}
-    return artifact_store.sha256(json.dumps(content, sort_keys=True).encode())
+    return files.json_digest(content)
 
 
 def record_line(record: Record, config: str) -> str:
@@ -328,30 +328,15 @@ class ResultsFile:
         ]
         if self.path.read_text(errors="replace").splitlines() != lines:
             if scan.bad:
-                _copy_aside(self.path, describe_bad_lines(self.path, scan.bad))
-            artifact_store.atomic_write_bytes(self.path, "".join(line + "\n" for line in lines).encode())
+                files.copy_aside(self.path, describe_bad_lines(self.path, scan.bad))
+            files.atomic_write_lines(self.path, lines)
 
     def done(self, pair: tuple[str, str]) -> set[str]:
         return {r.config_id for r in self.records if (r.task, r.sampler) == pair}
 
     def append(self, records: list[Record]) -> None:
-        with open(self.path, "a") as f:
-            f.write("".join(record_line(r, self.config) + "\n" for r in records))
-            f.flush()
-            os.fsync(f.fileno())
+        files.append_lines(self.path, [record_line(r, self.config) for r in records])
         self.records.extend(records)
-
-
-def _copy_aside(path: Path, reason: str) -> Path:
-    """Copy `path` to `<name>.corrupt-<n>` (first free n) with a warning; the original stays."""
-    n = 0
-    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        n += 1
-    shutil.copyfile(path, aside)
-    warnings.warn(
-        f"{reason}; dropped (recomputed on resume), the file copied aside as {aside.name}", stacklevel=3
-    )
-    return aside
 
 
 def process_results_path(workdir, process: int) -> Path:
@@ -413,7 +398,7 @@ def prepare_workdir(workdir, config) -> ResultsFile:
             for path in _process_files(workdir):
                 path.unlink()
             shutil.rmtree(workdir / "samples", ignore_errors=True)
-    artifact_store.atomic_write_bytes(config_path, json.dumps(current, indent=2, sort_keys=True).encode())
+    files.atomic_write_bytes(config_path, json.dumps(current, indent=2, sort_keys=True).encode())
     return ResultsFile(workdir / "results.jsonl", config_hash(current))
 
 
@@ -432,9 +417,9 @@ def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
     """
     directory, legacy = reference_paths(workdir, task_name)
     held = directory.with_name(f"{directory.name}.heldout")
-    if (held / artifact_store.MANIFEST).exists():
+    if (held / files.MANIFEST).exists():
         return artifact_store.load_references(held)[1]
-    if (directory / artifact_store.MANIFEST).exists():
+    if (directory / files.MANIFEST).exists():
         return artifact_store.load_references(directory)[1]
     if legacy.exists():
         with np.load(legacy) as z:
@@ -467,15 +452,15 @@ def verify_workdir(workdir) -> list[str]:
         if ".corrupt-" in directory.name:  # set aside by a rerun, kept for inspection only
             continue
         try:
-            if (directory / artifact_store.MANIFEST).exists():
+            if (directory / files.MANIFEST).exists():
                 artifact_store.load_references(directory)
             elif directory.suffix == ".npz":
-                artifact_store.read_arrays(directory)
-        except artifact_store.CorruptFile as e:
+                files.read_arrays(directory)
+        except files.CorruptFile as e:
             problems.append(f"reference {directory}: {e}")
     for path in sorted((workdir / "samples").glob("*/*.npz")):
         try:
             read_samples(path)
-        except artifact_store.CorruptFile as e:
+        except files.CorruptFile as e:
             problems.append(f"samples {path}: {e}")
     return problems

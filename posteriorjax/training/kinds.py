@@ -51,11 +51,11 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from posteriorjax import diffusion, nn
+from posteriorjax.files import parameter_digest
 from posteriorjax.metrics import posterior
 from posteriorjax.nn import published
 from posteriorjax.samplers import eci, flow_fno, fundiff
 from posteriorjax.training import losses
-from posteriorjax.training.checkpoints import parameter_digest
 
 SCALES = ("tiny", "medium", "full")
 TINY_STEPS = 300  # about a minute on one CPU at 16 x 16

@@ -24,8 +24,9 @@ import jax
 import jax.random as jr
 
 from posteriorjax import diffusion, nn, tasks
+from posteriorjax.files import parameter_digest
 from posteriorjax.training import kinds, scores
-from posteriorjax.training.checkpoints import initialized, parameter_digest
+from posteriorjax.training.checkpoints import initialized
 from posteriorjax.training.data import PoolSource, TaskSource, build_pool
 from posteriorjax.training.loop import fit
 from posteriorjax.training.settings import train_config

@@ -42,10 +42,9 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks, diffusion, random_fields
+from posteriorjax import checks, diffusion, files, random_fields
+from posteriorjax.files import parameter_digest
 from posteriorjax.metrics import posterior
-from posteriorjax.reference import store
-from posteriorjax.training.checkpoints import parameter_digest
 
 FILE = "scores.json"
 FORMAT = 1
@@ -308,7 +307,7 @@ def digest(config, model) -> str:
         "scores": _plain(config.scores),
         "parameters": parameter_digest(model),
     }
-    return store.sha256(json.dumps(plain, sort_keys=True, default=str).encode())[:16]
+    return files.json_digest(plain, 16)
 
 
 def _plain(section) -> dict:
@@ -349,7 +348,7 @@ def ensure(workdir, config, model, scorer_: Scorer | None, steps: int) -> dict |
     }
     report = _finite(report)
     if jax.process_index() == 0:
-        store.atomic_write_json(Path(workdir) / FILE, report)
+        files.atomic_write_json(Path(workdir) / FILE, report)
     return report
 
 

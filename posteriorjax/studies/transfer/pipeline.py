@@ -20,7 +20,6 @@ Model names resolve through an explicit registry: the classical baselines
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import zlib
@@ -30,7 +29,7 @@ import jax
 import jax.random as jr
 import numpy as np
 
-from posteriorjax.report import provenance
+from posteriorjax import files
 from posteriorjax.studies.transfer import baselines, data, protocol, report
 
 DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
@@ -61,7 +60,7 @@ def _plain(value):
 def block_hash(config, family: str, model: str) -> str:
     """SHA-256 (16 hex) of everything a (family, model) result depends on."""
     model_config = _plain(config.model_config).get(model, {})
-    text = json.dumps(
+    return files.json_digest(
         dict(
             family=family,
             model=model,
@@ -74,10 +73,8 @@ def block_hash(config, family: str, model: str) -> str:
             model_config=model_config,
             mixed=model in config.mixed_models,
         ),
-        sort_keys=True,
-        default=str,
+        16,
     )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def block_path(workdir: Path, family: str, model: str) -> Path:
@@ -162,13 +159,6 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
     return out
 
 
-def _write_json(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    tmp.replace(path)
-
-
 def run(config, workdir: str | Path) -> dict:
     """Run (or resume) the whole protocol; returns `report.write`'s summary."""
     workdir = Path(workdir)
@@ -176,7 +166,7 @@ def run(config, workdir: str | Path) -> dict:
     if jax.process_index() == 0:
         (workdir / "config.json").write_text(config.to_json(indent=2))
         (workdir / "provenance.json").write_text(
-            json.dumps(provenance.provenance({"seed": config.seed, "mask_seed": config.mask_seed}), indent=2)
+            json.dumps(files.provenance({"seed": config.seed, "mask_seed": config.mask_seed}), indent=2)
         )
     base = jr.key(config.seed)
     for family in config.families:
@@ -218,7 +208,7 @@ def run(config, workdir: str | Path) -> dict:
                 config_hash=block_hash(config, family, model),
                 expected=dataset.test.record.tolist(),
             )
-            _write_json(block_path(workdir, family, model), result)
+            files.atomic_write_json(block_path(workdir, family, model), result)
             print(
                 f"[{family}] {model}: fit {result['fit_seconds']:.1f} s, "
                 f"predict {result['predict_seconds']:.1f} s",
