@@ -77,9 +77,11 @@ def main(argv):
 
         print(leaderboard.table(store.read_records(Path(_WORKDIR.value) / "results.jsonl")))
         return
-    from posteriorjax.report import figures
+    from posteriorjax.report import stage
 
-    table, paths = figures.report(_WORKDIR.value, noise_workdirs=_NOISE_WORKDIRS.value)
+    table, paths = stage.write(
+        _WORKDIR.value, figures=True, noise_workdirs=_NOISE_WORKDIRS.value, progress=False
+    )
     print(table)
     print(f"{len(paths)} figure(s):")
     for path in paths:

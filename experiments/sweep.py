@@ -67,6 +67,7 @@ def main(argv):
     import jax
 
     from posteriorjax import sweep
+    from posteriorjax.report import stage
     from posteriorjax.sweep.settings import settings
 
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
@@ -94,6 +95,8 @@ def main(argv):
         _CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value, memory_limit_bytes=_MEMORY.value,
         stage=_STAGE.value,
     )  # fmt: skip
+    if _STAGE.value == "all" and jax.process_index() == 0:
+        stage.write(_WORKDIR.value)  # the tables (printed) and figures of what the sweep stored
 
 
 def entry(argv=None):

@@ -12,12 +12,11 @@ import ml_collections
 import numpy as np
 import pytest
 
-import posteriorjax
 from posteriorjax import parallel, random_fields, sweep, tasks
 from posteriorjax.metrics import suite
 from posteriorjax.reference import registry
 from posteriorjax.reference import store as artifact_store
-from posteriorjax.report import tables
+from posteriorjax.report import stage, tables
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import samples as sweep_samples
 
@@ -324,16 +323,11 @@ def test_study_progress_eta_counts_every_stage(console_log):
 
 
 def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_log):
-    """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume;
-    the console under CI: a line per stage, the study's progress with an ETA, no third-party INFO."""
-    import types
-
+    """A misspecified sampler, diagnostics, stored samples, cached references, the report stage
+    after it (tables, the figures hook), resume; the console under CI: a line per stage, the
+    study's progress with an ETA, no third-party INFO."""
     rendered = []
-    fake = types.ModuleType("posteriorjax.report.figures")
-    fake.render = lambda workdir: rendered.append(workdir) or []
-    monkeypatch.setitem(sys.modules, "posteriorjax.report.figures", fake)
-    # `from posteriorjax import figures` reads the package attribute once the real module is imported
-    monkeypatch.setattr(posteriorjax, "figures", fake, raising=False)
+    monkeypatch.setattr(stage.report_figures, "render", lambda workdir, **_: rendered.append(workdir) or [])
     config = _tiny_config(
         samplers={
             "prior": {},
@@ -344,6 +338,9 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_lo
         save_samples=1,
     )
     first = sweep.run(config, tmp_path)
+    assert not (tmp_path / "summary.md").exists()  # the sweep stores records; the report is a stage
+    stage.write(tmp_path)
+    assert rendered == [tmp_path]  # `figures` defaults to the stored config's (True)
     shown = console_log.stream.getvalue().splitlines()
     assert shown and all("/posteriorjax/" in line or line.startswith(("WARNING", "ERROR")) for line in shown)
     assert any("[reference] poisson_fixed: exact" in line for line in shown)
@@ -655,7 +652,8 @@ def test_networks_are_trained_once_shared_and_reused(tmp_path, console_log):
         (net_record,) = r["networks"].values()
         assert net_record["kind"] == "inverse" and net_record["network"] == net.name
         assert net_record["training_steps"] == 20 and 0 < net_record["scores"]["mean_relative_l2"] < 2
-    assert f"| {net.name} | inverse | mcd.model, mcd_again.model |" in (tmp_path / "summary.md").read_text()
+    summary, _ = stage.write(tmp_path, progress=False)
+    assert f"| {net.name} | inverse | mcd.model, mcd_again.model |" in summary
     again = sweep.run(config, tmp_path, progress=False)
     assert len(again) == len(first) == 4
     assert (net / "metrics.jsonl").read_text() == log  # loaded, not trained again

@@ -37,6 +37,7 @@ from posteriorjax import checks, console, deferred, files
 from posteriorjax.exchange import readers
 from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
+from posteriorjax.report import stage as report_stage
 from posteriorjax.sweep import program, statistics
 from posteriorjax.sweep import samples as samples_store
 from posteriorjax.sweep import store as record_store
@@ -197,14 +198,9 @@ def evaluate(
         if weights is not None:
             stored["weights"] = weights[grid.case[keep]]
         samples_store.write_samples(workdir / "samples" / task / f"{name}.npz", stored)
-    from posteriorjax.report import tables
-
-    tables.write_tables(workdir, results.records)
     if figures:
-        from posteriorjax.sweep.run import _render_figures
-
         steps("drawing the figures")
-        _render_figures(workdir, progress=False)
+    report_stage.write(workdir, figures=figures, progress=False)
     steps.close()
     return records
 

@@ -4,7 +4,8 @@
 task loads or builds its reference (`reference.registry`, cached in `workdir/references/`)
 and per sampler entry trains or reuses its networks (`networks`) and runs the pair
 (`run_pair`: the compiled `program`, chunk by chunk, records appended to the `store`), then
-writes the tables, `references.json` and the figures. A rerun skips the configurations
+writes `references.json`. The tables and figures are a separate stage (`report.stage.write`)
+that the entry points call afterwards. A rerun skips the configurations
 already on disk. With several processes (`jax.process_count() > 1`) each process writes the
 records its devices computed to `results.p<k>.jsonl` and process 0 assembles `results.jsonl`
 after every pair (the workdir must be shared by all processes).
@@ -24,9 +25,9 @@ from typing import Any
 import equinox as eqx
 import jax
 import numpy as np
-from absl import logging as absl_logging
 
 from posteriorjax import files, parallel
+from posteriorjax import plugins as plugin_modules
 from posteriorjax.reference import heldout
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import program, statistics
@@ -130,7 +131,9 @@ def run(
     config, workdir: str | os.PathLike, *, progress: bool = True, plugins: Sequence[str] = (),
     memory_limit_bytes: int | None = None, stage: str = "all",
 ) -> list[record_store.Record]:  # fmt: skip
-    """Run every (task, sampler) pair of `config`; write results, tables, samples, provenance to `workdir`.
+    """Run every (task, sampler) pair of `config`; store its records, references, samples and
+    provenance in `workdir`. The tables and figures are the next stage, `report.stage.write(workdir)`,
+    which the entry points call after this one.
 
     `stage`: ``"all"`` (the study), or ``"networks"``: train (or resume) every network the study
     needs, samplers' and references' alike, under `workdir/networks/`, and stop there (returns
@@ -146,9 +149,6 @@ def run(
     (`estimate_memory`), at the price of compiling those programs twice.
     Returns the records of `results.jsonl` (process 0; other processes return []).
     """
-    from posteriorjax import plugins as plugin_modules
-    from posteriorjax.report import tables
-
     if stage not in STAGES:
         raise ValueError(f"stage: expected one of {STAGES}, got {stage!r}")
     plugins = plugin_modules.parse(plugins)
@@ -186,11 +186,6 @@ def run(
     if not lead:
         return []
     files.atomic_write_json(workdir / "references.json", reports)
-    summary = tables.write_tables(workdir, store.records)
-    if progress:
-        print(summary, flush=True)  # the study's result, on stdout
-    if s.figures:
-        _render_figures(workdir, progress)
     return store.records
 
 
@@ -300,22 +295,6 @@ def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
             num_samples=s.num_samples,
             limit=limit,
         )
-
-
-def _render_figures(workdir: Path, progress: bool) -> list:
-    try:
-        from posteriorjax.report import figures
-    except ModuleNotFoundError as e:
-        if e.name != "posteriorjax.report.figures":
-            raise
-        absl_logging.warning("posteriorjax.report.figures is not available; no figures rendered")
-        return []
-    if progress:
-        absl_logging.info("[figures] drawing the figures of %s", workdir)
-    paths = figures.render(workdir)
-    if progress:
-        absl_logging.info("[figures] %d figure(s) in %s", len(paths), workdir / "figures")
-    return paths
 
 
 def _study_progress(plan: Plan, workdir: Path, store, *, enabled: bool):

@@ -1,5 +1,5 @@
-"""Workdir -> figures: `render(workdir)` draws every figure whose inputs exist;
-`report(workdir)` also rewrites the tables."""
+"""Workdir -> figures: `render(workdir)` draws every figure whose inputs exist (the tables and
+figures together: `report.stage.write`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from posteriorjax.report.records import (
     base_task,
     group,
     hparams_key,
-    load_records,
     mira_scores,
     noise_optima,
     read_workdir,
@@ -182,24 +181,3 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
         paths.append(optimum_figure(out / name, optima, axis=axis, title=title))
     return paths
 
-
-def report(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> tuple[str, list[Path]]:
-    """Re-render the tables and every figure of `workdir` from its `results.jsonl`.
-
-    Writes `results.csv`, `calibration.json` and `summary.md` (the main table and
-    the "Calibration over cases" table: `tables.write_tables`, as `sweep.run`
-    does), then `render`. Returns (the Markdown summary, the figure paths). A
-    workdir without records is an error.
-    """
-    workdir = Path(workdir)
-    path = workdir / "results.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"workdir: expected a sweep workdir holding results.jsonl, but {path} does not exist "
-            "(run `python -m experiments.sweep --config=... --workdir=DIR` first)"
-        )
-    records = load_records(path)
-    if not records:
-        raise ValueError(f"workdir: {path} holds no records")
-    summary = tables.write_tables(workdir, records)
-    return summary, render(workdir, noise_workdirs=noise_workdirs)
