@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from absl import logging as absl_logging
+from tqdm.auto import tqdm
 
 _ROOT = Path(__file__).resolve().parent.parent
 # files whose INFO messages are shown: the library, the entry points, the configs and scripts
@@ -83,8 +84,6 @@ class Stage:
         if not self.enabled or self.done >= self.total:
             return self
         if interactive():
-            from tqdm.auto import tqdm
-
             self.bar = tqdm(
                 total=self.total, initial=self.initial, desc=self.description, unit=self.unit,
                 dynamic_ncols=True,

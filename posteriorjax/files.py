@@ -218,6 +218,73 @@ def read_fields(path, checksums: dict[str, str]) -> dict[str, np.ndarray]:
     return out
 
 
+def sidecar_path(path) -> Path:
+    """The file holding the SHA-256 (hex) of an `.npz` written by `write_arrays_checked`:
+    `<name>.npz.sha256`."""
+    return Path(path).with_name(Path(path).name + ".sha256")
+
+
+def write_arrays_checked(path, arrays: dict[str, np.ndarray]) -> None:
+    """Write named arrays atomically as `.npz` with their SHA-256 beside them (`sidecar_path`):
+    a file that carries its own checksum, without a manifest."""
+    checksum = write_arrays(path, arrays)
+    atomic_write_bytes(sidecar_path(path), checksum.encode())
+
+
+def read_arrays_checked(path) -> dict[str, np.ndarray]:
+    """The arrays of a file written by `write_arrays_checked`, verified (`CorruptFile` on a bad
+    checksum or a torn file); without its sidecar the file is only checked to be readable."""
+    sidecar = sidecar_path(path)
+    checksum = sidecar.read_text().strip() if sidecar.exists() else None
+    return read_arrays(path, checksum)
+
+
+def h5py_module(what: str = "reading .h5 files"):
+    """The `h5py` module (an optional dependency, the `exchange` extra); ModuleNotFoundError
+    naming `what` needs it and what to install when it is missing."""
+    try:
+        import h5py
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f"{what} needs h5py: pip install 'posteriorjax[exchange]'") from e
+    return h5py
+
+
+def read_array_file(path) -> dict[str, np.ndarray]:
+    """Every array of an `.npz` or `.h5` file by name, never unpickled (`.h5`: root datasets;
+    attributes as 0-d arrays; byte strings as `str`). A file written by someone else: an object
+    array is a ValueError saying what to save instead."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path: no file {path}")
+    if path.suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except ValueError as e:
+            raise ValueError(
+                f"{path}: holds an object (pickled) array; save numeric or string arrays ({e})"
+            ) from e
+    if path.suffix == ".h5":
+        h5py = h5py_module()
+        with h5py.File(path, "r") as f:
+            out = {k: np.asarray(f.attrs[k]) for k in f.attrs}
+            out.update({k: f[k][()] for k in f.keys() if isinstance(f[k], h5py.Dataset)})
+        return {k: (v.astype(str) if v.dtype.kind in "SO" else v) for k, v in out.items()}
+    raise ValueError(f"path: expected a .npz or .h5 file, got {path}")
+
+
+def encode_h5(arrays: dict[str, np.ndarray]) -> bytes:
+    """`.h5` bytes of named arrays (root datasets; unicode strings stored as bytes), for
+    `atomic_write_bytes`; needs h5py."""
+    h5py = h5py_module("writing .h5 files")
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        for k, v in arrays.items():
+            v = np.asarray(v)
+            f.create_dataset(k, data=v.astype("S") if v.dtype.kind == "U" else v)
+    return buf.getvalue()
+
+
 def read_manifest(directory) -> dict:
     """The `manifest.json` of `directory` as a dict; ValueError when absent, `CorruptFile` when
     it is not a JSON object."""

@@ -17,10 +17,11 @@ import pytest
 from scipy.fft import idctn
 
 from posteriorjax import exchange, files, sweep
-from posteriorjax.exchange import leaderboard, posteriorbench, readers
+from posteriorjax.exchange import leaderboard, readers
 from posteriorjax.exchange.export import write as export_write
 from posteriorjax.metrics import posterior
 from posteriorjax.reference import exact, heldout
+from posteriorjax.sweep import given as given_cases
 from posteriorjax.sweep import store
 
 TASK, RES, K, N, M = "poisson_fixed", 8, 3, 64, 64
@@ -228,7 +229,7 @@ def study(tmp_path_factory):
     draws = np.stack(
         [np.asarray(exact.sample(jr.key(100 + i), task, y, N)) for i, y in enumerate(cases.y_obs)]
     )
-    public = readers.read_arrays(directory / "reference.npz")["ref_samples"]
+    public = files.read_array_file(directory / "reference.npz")["ref_samples"]
     rng = np.random.default_rng(0)
     pick = rng.integers(0, M, (K, N))
     cheat = np.take_along_axis(public, pick[:, :, None, None, None], 1)
@@ -253,7 +254,7 @@ def test_the_heldout_set_is_disjoint_and_never_exported(study):
     p, pw, _ = plan.reference(TASK, wd, lead=True, progress=False, which=heldout.PUBLIC)
     assert rep["set"] == heldout.HELDOUT and h.shape == p.shape and hw.shape == pw.shape
     assert not np.isin(h.reshape(-1)[:1000], p.reshape(-1)).any()  # independent draws
-    exported = readers.read_arrays(study["dir"] / "reference.npz")["ref_samples"]
+    exported = files.read_array_file(study["dir"] / "reference.npz")["ref_samples"]
     np.testing.assert_array_equal(exported, p)
     readme = json.loads((study["dir"] / "README.json").read_text())
     assert readme["reference_set"].startswith("public")
@@ -320,7 +321,7 @@ def test_records_say_what_they_were_scored_on(study, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     for name in ("cases", "truth", "reference"):
-        arrays = readers.read_arrays(study["dir"] / f"{name}.npz")
+        arrays = files.read_array_file(study["dir"] / f"{name}.npz")
         if name == "reference":
             arrays["ref_samples"] = arrays["ref_samples"][:, ::-1] * 1.01
         np.savez(other / f"{name}.npz", **arrays)
@@ -419,7 +420,7 @@ def test_missing_optional_readers_name_what_to_install(study, tmp_path, monkeypa
         readers.read_ensemble(tmp_path / "s.pt", study["ids"], (1, RES, RES))
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ModuleNotFoundError, match=r"posteriorjax\[posteriorbench\]"):
-        posteriorbench._datasets()
+        given_cases._datasets()
     w = np.full(x.shape[:2], 1.0 / N)
     task, cases = study["plan"].tasks[TASK], study["plan"].cases(TASK)
     out = export_write(tmp_path / "npz", task, study["ids"], cases, x, w, h5=False)

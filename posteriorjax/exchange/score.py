@@ -39,7 +39,6 @@ from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.report import stage as report_stage
 from posteriorjax.sweep import program, statistics
-from posteriorjax.sweep import samples as samples_store
 from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.plan import Plan
 from posteriorjax.sweep.settings import settings
@@ -197,7 +196,7 @@ def evaluate(
                   "config_id": np.asarray([config_ids[i] for i in keep])}  # fmt: skip
         if weights is not None:
             stored["weights"] = weights[grid.case[keep]]
-        samples_store.write_samples(workdir / "samples" / task / f"{name}.npz", stored)
+        files.write_arrays_checked(workdir / "samples" / task / f"{name}.npz", stored)
     if figures:
         steps("drawing the figures")
     report_stage.write(workdir, figures=figures, progress=False)

@@ -33,6 +33,7 @@ import jax.random as jr
 import numpy as np
 
 from posteriorjax import checks, files
+from posteriorjax.metrics import suite
 from posteriorjax.reference import rejection
 from posteriorjax.tasks.base import AbstractPhysics, Task
 
@@ -149,8 +150,6 @@ def error_budget(task: Task, x, y_sur, y_sim, y_obs, *, rate: float | None = Non
     the Kish ESS of the validated weights; and `metrics`, the five posterior metrics of the
     surrogate reference (uniform over the members) scored against the validated one.
     """
-    from posteriorjax.metrics import suite
-
     std = noise_std(task)
     y_sur, y_sim = np.asarray(y_sur, np.float64), np.asarray(y_sim, np.float64)
     log_sur, log_sim = log_likelihood(y_sur, y_obs, std), log_likelihood(y_sim, y_obs, std)

@@ -13,6 +13,7 @@ from posteriorjax.reference.registry import RULES as REFERENCE_RULES
 from posteriorjax.reference.registry import config as reference_config
 from posteriorjax.reference.registry import published_eps
 from posteriorjax.sweep.networks import NETWORK_KINDS, NetworkSpec, common_config, network, network_config
+from posteriorjax.sweep.pair import run_pair
 from posteriorjax.sweep.plan import Plan, dry_run, validate
 from posteriorjax.sweep.program import (
     ConfigGrid,
@@ -23,7 +24,7 @@ from posteriorjax.sweep.program import (
     local_rows,
     sample_program,
 )
-from posteriorjax.sweep.run import STAGES, run, run_pair
+from posteriorjax.sweep.run import STAGES, run
 from posteriorjax.sweep.samples import save_samples
 from posteriorjax.sweep.settings import (
     CALIBRATION_DEFAULTS,

@@ -3,7 +3,7 @@
 PosteriorBench calibrates guidance weights on a validation split disjoint from its test split
 (its case ids are numbered over validation, then test). A sweep entry with
 `calibrate: {hparam, grid, num_cases, rule, relative}` (`settings.CalibrateSettings`) runs,
-before its pair, the pair's own program (`run.run_pair`: the hyperparameter is a vmapped axis of
+before its pair, the pair's own program (`pair.run_pair`: the hyperparameter is a vmapped axis of
 the configuration grid) over `grid` on `num_cases` validation cases, scores it with the study's
 metrics against the validation cases' reference, and runs the test sweep at the chosen value.
 
@@ -38,7 +38,9 @@ import numpy as np
 from absl import logging as absl_logging
 
 from posteriorjax import files
+from posteriorjax.metrics import registry as metric_registry
 from posteriorjax.sweep import program
+from posteriorjax.sweep.pair import run_pair
 from posteriorjax.sweep.settings import CalibrateSettings, SamplerEntry
 from posteriorjax.tasks.base import Cases, Task
 
@@ -150,8 +152,6 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
     `calibration/<task>/<label>.json` and `.png`, or reuses them when their identity (the
     entry, seeds, sample count, the validation reference) matches; prints the choice.
     """
-    from posteriorjax.sweep.run import run_pair
-
     plan, s, cal = study.plan, study.plan.settings, entry.calibrate
     where = f"config.samplers.{entry.label}.calibrate"
     if cal.hparam not in sampler.defaults:
@@ -205,8 +205,6 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
             results=None, skip=set(), labels={"task": task_name, "sampler": entry.label}, mesh=study.mesh,
             calibration_options=s.calibration, memory_limit_bytes=study.memory_limit_bytes,
         )  # fmt: skip
-        from posteriorjax.metrics import registry as metric_registry
-
         curve = curves(records, cal.hparam, grid_values, metric_registry.TABLE)
         score, best = select(curve, cal.rule)
         result = {

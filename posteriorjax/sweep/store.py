@@ -432,10 +432,8 @@ def verify_workdir(workdir) -> list[str]:
 
     Checks every line of `results.jsonl` (`scan_records`: torn, garbled, edited, or written
     under another config than `config.json`'s), every stored reference set (its manifest's
-    checksum) and every stored samples file (`samples.read_samples`). Nothing is modified.
+    checksum) and every stored samples file (`files.read_arrays_checked`). Nothing is modified.
     """
-    from posteriorjax.sweep.samples import read_samples
-
     workdir, problems = Path(workdir), []
     config_path, results = workdir / "config.json", workdir / "results.jsonl"
     scan = scan_records(results)
@@ -460,7 +458,7 @@ def verify_workdir(workdir) -> list[str]:
             problems.append(f"reference {directory}: {e}")
     for path in sorted((workdir / "samples").glob("*/*.npz")):
         try:
-            read_samples(path)
+            files.read_arrays_checked(path)
         except files.CorruptFile as e:
             problems.append(f"samples {path}: {e}")
     return problems

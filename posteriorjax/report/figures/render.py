@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
+from posteriorjax import tasks
 from posteriorjax.report import tables
 from posteriorjax.report.figures.calibration import coverage_figure, mira_figure, tarp_figure
 from posteriorjax.report.figures.curves import curves_figure, optimum_figure, vshape_figure
@@ -52,8 +53,6 @@ def task_layout(label: str, config: Mapping) -> FieldLayout | None:
     no field layout; a registered task that no longer builds from the recorded options
     is logged as a warning and drawn without a layout.
     """
-    from posteriorjax import tasks
-
     name = base_task(label)
     if name not in tasks.names():
         return None
@@ -180,4 +179,3 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
         title = f"{base} / {sampler}: optimal {axis} per metric" + (f" ({setting})" if others else "")
         paths.append(optimum_figure(out / name, optima, axis=axis, title=title))
     return paths
-

@@ -30,7 +30,7 @@ import jax.random as jr
 import numpy as np
 
 from posteriorjax import files
-from posteriorjax.studies.transfer import baselines, data, protocol, report
+from posteriorjax.studies.transfer import baselines, data, models, protocol, report
 
 DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
 
@@ -39,8 +39,6 @@ def backend(name: str):
     """The module (`baselines` or `models`) that implements model `name`."""
     if name in baselines.MODELS:
         return baselines
-    from posteriorjax.studies.transfer import models
-
     if name in models.MODELS + models.VARIANTS:
         return models
     raise ValueError(f"model: expected one of {available_models()}, got {name!r}")
@@ -48,8 +46,6 @@ def backend(name: str):
 
 def available_models() -> tuple[str, ...]:
     """Baselines, then the learned models and our variants."""
-    from posteriorjax.studies.transfer import models
-
     return (*baselines.MODELS, *models.MODELS, *models.VARIANTS)
 
 
@@ -79,33 +75,6 @@ def block_hash(config, family: str, model: str) -> str:
 
 def block_path(workdir: Path, family: str, model: str) -> Path:
     return Path(workdir) / "blocks" / f"{family}__{model}.json"
-
-
-def load_block_file(path: Path) -> dict:
-    """A stored (family, model) result with its blocks as `protocol.Block`s keyed `(train, test)`."""
-    raw = json.loads(Path(path).read_text())
-    raw["blocks"] = {
-        tuple(k.split("|")): protocol.Block(
-            np.asarray(b["record"], np.int64),
-            np.asarray(b["error"]),
-            np.asarray(b["hidden"]),
-            None if b.get("frames") is None else np.asarray(b["frames"], np.float64),
-        )
-        for k, b in raw["blocks"].items()
-    }
-    raw["expected"] = np.asarray(raw["expected"], np.int64)
-    return raw
-
-
-def _encode(block: protocol.Block) -> dict:
-    out = {
-        "record": block.record.tolist(),
-        "error": [float(e) for e in block.error],
-        "hidden": [float(e) for e in block.hidden],
-    }
-    if block.frames is not None and block.frames.shape[1] > 1:
-        out["frames"] = np.asarray(block.frames, np.float64).tolist()
-    return out
 
 
 class _Views:
@@ -153,7 +122,7 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
         for v, block in zip(rows, _score(test, module.predict(fitted, inputs), masks), strict=True):
             if w in data.UNSEEN and v != data.MIXTURE:
                 continue  # the unseen protocols are scored for the MIX model (PDE-OBS Table 65)
-            blocks[f"{v}|{w}"] = _encode(block)
+            blocks[f"{v}|{w}"] = protocol.encode_block(block)
     out = {"fit_seconds": fit_seconds, "predict_seconds": time.perf_counter() - start, "mixed": mixed}
     out["blocks"] = blocks
     return out
