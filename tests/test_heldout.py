@@ -22,7 +22,7 @@ from posteriorjax.exchange.export import write as export_write
 from posteriorjax.metrics import posterior
 from posteriorjax.reference import exact, heldout
 from posteriorjax.sweep import given as given_cases
-from posteriorjax.sweep import store
+from posteriorjax.sweep import migrate, store
 
 TASK, RES, K, N, M = "poisson_fixed", 8, 3, 64, 64
 
@@ -394,12 +394,13 @@ def test_pre_split_workdirs_are_refused_until_migrated(study, tmp_path):
     old = store.Record(TASK, "old", "case=0;seed=0", 0, 0, 0, {}, N, {"mmd": 0.1}, 0.0, 0.0)
     store.ResultsFile(wd / "results.jsonl", store.workdir_config_hash(wd)).append([old])
     with pytest.raises(
-        ValueError, match=r"1 record\(s\) of task 'poisson_fixed' \(samplers \['old'\]\).*migrate"
+        ValueError,
+        match=r"(?s)earlier version.*experiments\.migrate.*1 record\(s\) scored before the held-out split",
     ):
         exchange.evaluate(wd, TASK, study["wd"] / "exact.npz", name="new")
-    done = heldout.migrate(wd)
-    assert done["set_aside"] == 1 and (wd / heldout.MIGRATION).read_text().count('"old"') == 1
-    assert store.read_records(wd / "results.jsonl") == []
+    done = migrate.migrate(wd)
+    assert done["results"]["set_aside"] == 1 and (wd / migrate.ASIDE).read_text().count('"old"') == 1
+    assert store.read_records(wd / "results.jsonl") == [] and migrate.earlier_formats(wd) == []
     assert done["tasks"][TASK]["set"] == "heldout"
     assert exchange.evaluate(wd, TASK, study["wd"] / "exact.npz", name="new")
 

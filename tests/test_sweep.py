@@ -18,6 +18,7 @@ from posteriorjax.reference import registry
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.report import stage, tables
 from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.sweep import migrate
 from posteriorjax.sweep import samples as sweep_samples
 
 RES = 8
@@ -166,30 +167,46 @@ def test_config_ids_are_canonical_numbers():
         f"case=0;seed=3;guidance={g};inflation=1.0" for g in ("0.1", "2.0", "1e-05")
     ]  # no numpy repr (`np.float32(0.1)`), no float32 noise (0.10000000149011612)
     for numpy2 in (True, False):
-        assert [sweep.migrate_config_id(_old_id(grid, i, numpy2)) for i in range(3)] == grid.ids()
+        assert [migrate.migrate_config_id(_old_id(grid, i, numpy2)) for i in range(3)] == grid.ids()
     with pytest.raises(ValueError, match="value: expected a scalar"):
         sweep.canonical_number(np.zeros(2))
 
 
-def test_workdir_with_old_ids_resumes_without_recomputing(setup, full, tmp_path, monkeypatch):
-    """Records and stored samples written with numpy-repr ids are found again: nothing recomputed."""
+def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
+    setup, full, tmp_path, monkeypatch
+):
+    """Records and stored samples with numpy-repr ids: the reader leaves the ids as written (they
+    match no configuration), `sweep.migrate` lists and rewrites both, then nothing is recomputed."""
     task, sampler, cases, reference = setup
     grid, records = full
     path = tmp_path / "results.jsonl"
-    old = [{**r, "config_id": _old_id(grid, r["index"], numpy2=r["index"] % 2 == 0)} for r in records]
+    scored = {"reference": {"set": "heldout", "method": "exact", "sha256": "0"}}  # not pre-split
+    old = [
+        {**r, "config_id": _old_id(grid, r["index"], numpy2=r["index"] % 2 == 0), "scored": scored}
+        for r in records
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    n_old = sum(o["config_id"] != r["config_id"] for o, r in zip(old, records, strict=True))
+    assert n_old >= len(old) // 2  # numpy 2's repr at least; numpy 1's str is mostly canonical already
+    assert migrate.earlier_formats(tmp_path) == [f"{path}: {n_old} record(s) with config ids in numpy's repr"]
+    assert [r.config_id for r in sweep.read_records(path)] == [o["config_id"] for o in old]  # as written
+    done = migrate.migrate_results(path, "c")
+    assert done["rewritten"] == len(old) and done["set_aside"] == 0
+    assert (tmp_path / migrate.ASIDE).read_text() == "".join(json.dumps(r) + "\n" for r in old)
+    assert migrate.earlier_formats(tmp_path) == []
     resumed = sweep.ResultsFile(path, "c")
     assert resumed.done((task.name, sampler.name)) == set(grid.ids())
-    assert [json.loads(line)["config_id"] for line in path.read_text().splitlines()] == [
-        r["config_id"] for r in records
-    ]  # migrated on disk
+    assert [r.config_id for r in resumed.records] == [r["config_id"] for r in records]
     new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=4, **KWARGS)
     assert new == []
     assert len(path.read_text().splitlines()) == grid.size
     # stored samples of case 0 under old ids: kept (sampling would fail here) and rewritten with new ids
-    samples, wanted = tmp_path / "s.npz", [i for i in range(grid.size) if grid.case[i] == 0]
+    samples, wanted = tmp_path / "samples" / "t" / "s.npz", [i for i in range(grid.size) if grid.case[i] == 0]
+    samples.parent.mkdir(parents=True)
     stored = np.random.default_rng(0).normal(size=(len(wanted), 6, 1, RES, RES)).astype(np.float32)
     np.savez(samples, samples=stored, config_id=np.asarray([_old_id(grid, i, True) for i in wanted]))
+    assert migrate.earlier_formats(tmp_path) == [f"{samples}: config ids in numpy's repr"]
+    assert migrate.migrate_samples(samples) and not migrate.migrate_samples(samples)
     monkeypatch.setattr(
         sweep_samples, "sample_program", lambda *a, **k: pytest.fail("recomputed stored samples")
     )

@@ -32,6 +32,7 @@ import numpy as np
 from posteriorjax import files
 from posteriorjax.grids import Grid
 from posteriorjax.reference import heldout
+from posteriorjax.sweep import migrate
 from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.plan import Plan
 from posteriorjax.sweep.settings import settings
@@ -212,6 +213,7 @@ def export(config, workdir, *, progress: bool = False, h5: bool = True) -> dict[
     resumes, another is refused), so a sweep, an export and `score.evaluate` share one workdir,
     one reference cache and one `results.jsonl`.
     """
+    migrate.check(workdir)
     s = settings(config)
     plan = Plan.build(s)
     workdir = Path(workdir)

@@ -23,14 +23,12 @@ reference allows.
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from posteriorjax import checks, console, deferred, files
@@ -38,24 +36,12 @@ from posteriorjax.exchange import readers
 from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.report import stage as report_stage
-from posteriorjax.sweep import program, statistics
+from posteriorjax.sweep import migrate, program, statistics
 from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.plan import Plan
 from posteriorjax.sweep.settings import settings
 
 SEED = 0  # the sampler seed recorded for samples from a file
-
-
-def study_config(workdir) -> ml_collections.ConfigDict:
-    """The config a workdir was prepared with (`config.json`)."""
-    path = Path(workdir) / "config.json"
-    if not path.is_file():
-        raise ValueError(
-            f"workdir: {workdir} has no config.json; run experiments.export (or the sweep) on it first"
-        )
-    values = json.loads(path.read_text())
-    values.setdefault("overwrite", False)  # not stored: prepare_workdir drops it
-    return ml_collections.ConfigDict(values)
 
 
 def cases_label(path) -> str:
@@ -116,7 +102,8 @@ def evaluate(
     steps("reading the study")
     name = checks.path_component("name", name)  # a file name under workdir/samples/<task>/
     workdir = Path(workdir)
-    config = study_config(workdir)
+    config = record_store.workdir_config(workdir)
+    migrate.check(workdir)
     if task not in config.tasks:
         raise ValueError(f"task: the study in {workdir} has tasks {sorted(config.tasks)}, got {task!r}")
     cases_source, scored = "study", {}
@@ -209,10 +196,10 @@ def _own_export(workdir: Path, task: str, given: Plan) -> Plan:
     when the file is this workdir's export (the study's case ids and observations, and the
     public reference beside them), so its held-out set scores them as it scores the study's
     cases and the exported reference never does; else `given` (the file's own reference)."""
-    config = study_config(workdir)
+    config = record_store.workdir_config(workdir)
     if task in config.get("cases_files", {}):
         return given
-    directory = record_store.reference_paths(workdir, task)[0]
+    directory = record_store.reference_directory(workdir, task)
     if not (directory / files.MANIFEST).exists():
         return given  # no public set here: the file was not exported from this workdir
     study = Plan.build(settings(config))

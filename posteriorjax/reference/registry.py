@@ -14,7 +14,6 @@ so its references are unchanged); inside `build`, case i of a method uses
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from collections.abc import Callable, Mapping
@@ -23,7 +22,6 @@ from pathlib import Path
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
-from absl import logging as absl_logging
 
 from posteriorjax import files
 from posteriorjax.checks import integer_at_least, positive_int
@@ -434,17 +432,9 @@ def check_task(task: Task, rc: Mapping, where: str) -> None:
 # The cache
 
 
-def _legacy(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """(manifest, arrays) of a sweep reference written before `store.save_references` (one `.npz`)."""
-    stored = files.read_arrays(path)
-    manifest = {k: str(stored.pop(k)) for k in ("task_hash", "method", "settings")}
-    manifest["info"] = json.loads(str(stored.pop("info")))
-    return manifest, stored
-
-
 def load_or_build(
     spec: Mapping, task: Task, cases: Cases, key, directory, *, workdir, settings: str,
-    overwrite: bool = False, legacy=None, pool_key=None, progress: bool = False, surrogate=None,
+    overwrite: bool = False, pool_key=None, progress: bool = False, surrogate=None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:  # fmt: skip
     """The references of `cases` (`build`), reused from `directory` when built by the same settings.
 
@@ -452,9 +442,7 @@ def load_or_build(
     `y_obs`, with the task hash, method, `settings` (the caller's JSON of everything that
     determines the set) and per-case info in its manifest. A set built for another task config,
     method, settings or observations is an error unless `overwrite` (then it is rebuilt).
-    `legacy`: a sweep `.npz` of the old single-file format; when `directory` has no set yet it
-    is checked the same way, moved into `directory` (logged) and removed. Returns
-    (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
+    Returns (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
     is set aside (`files.quarantine`) and rebuilt. `surrogate`: the trained network of a
     `SURROGATE_METHODS` method (`build`); `settings` should then identify it.
     """
@@ -463,11 +451,8 @@ def load_or_build(
     try:
         if (directory / files.MANIFEST).exists():
             found = store.load_references(directory)
-        elif legacy is not None and Path(legacy).exists():
-            found = _legacy(Path(legacy))
     except files.CorruptFile as e:
-        bad = directory if (directory / files.MANIFEST).exists() else Path(legacy)
-        files.quarantine(bad, f"{e.path.name}: {e.reason}")
+        files.quarantine(directory, f"{e.path.name}: {e.reason}")
     if found is not None:
         manifest, arrays = found
         checks = (
@@ -478,17 +463,10 @@ def load_or_build(
         )
         mismatch = [name for name, same in checks if not same]
         if not mismatch:
-            if not (directory / files.MANIFEST).exists():
-                store.save_references(
-                    directory, arrays, task, method=spec["method"], settings=settings, info=manifest["info"]
-                )
-                Path(legacy).unlink()
-                absl_logging.info("[reference] %s: moved into the checksummed set %s", legacy, directory)
             return arrays["ref_samples"], arrays["ref_weights"], report(task, spec, manifest["info"])
         if not overwrite:
-            where = directory if (directory / files.MANIFEST).exists() else legacy
             raise ValueError(
-                f"reference: {where} was built with another {', '.join(mismatch)}; use another workdir "
+                f"reference: {directory} was built with another {', '.join(mismatch)}; use another workdir "
                 "or pass --config.overwrite=True to rebuild it"
             )
     samples, weights, info = build(

@@ -27,7 +27,7 @@ from posteriorjax.sweep import calibrate, networks, program, statistics
 from posteriorjax.sweep import given as given_cases
 from posteriorjax.sweep import sizing as sizing_module
 from posteriorjax.sweep.settings import SamplerEntry, Settings, settings
-from posteriorjax.sweep.store import reference_paths
+from posteriorjax.sweep.store import reference_directory
 from posteriorjax.tasks.base import Cases, Task
 
 
@@ -140,8 +140,7 @@ class Plan:
         """(samples, weights, report) of a task's reference set `which` (`reference.heldout`: the
         held-out set every row is scored on, or the public set `exchange.export` writes), by
         `registry.load_or_build`, cached in `workdir/references/<task>/` (public) and
-        `<task>.heldout/`: process 0 builds it, the others then load it. The held-out set is
-        refused while the workdir holds records scored before the split (`heldout.check_migrated`).
+        `<task>.heldout/`: process 0 builds it, the others then load it.
         Given cases have one reference, the file's (`report["set"] == "given"`).
 
         `validation` > 0: the reference of that many validation cases (`calibrate.validation_cases`,
@@ -157,25 +156,22 @@ class Plan:
                 )
             g = self.given[task_name]
             return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source, "set": heldout.GIVEN}
-        if which == heldout.HELDOUT and not validation:
-            heldout.check_migrated(workdir, task_name)
         s, task = self.settings, self.tasks[task_name]
         rc, cases = s.references[task_name], self.cases(task_name)
         plain = {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}
         root, pool_key = statistics.stream_keys(s.seed)["reference"], None
-        directory, legacy = reference_paths(workdir, task_name)
+        directory = reference_directory(workdir, task_name)
         if validation:
             which = "validation"
             cases = calibrate.validation_cases(task, s.seed, validation)
             plain.update(num_cases=validation, split="validation", start=calibrate.VALIDATION_START)
             key, pool_key = registry.stream(root, "validation"), jax.random.split(root)[0]
-            directory, legacy = Path(workdir) / "calibration" / "references" / task_name, None
+            directory = Path(workdir) / "calibration" / "references" / task_name
         else:
             if which == heldout.HELDOUT:  # the public set keeps the identity every cache had before
                 plain["set"] = heldout.HELDOUT
             key = heldout.key(root, which)
             directory = heldout.directory(directory, which)
-            legacy = legacy if which == heldout.PUBLIC else None
         surrogate, spec = None, s.reference_networks.get(task_name)
         if spec is not None:  # trained (or loaded) on every process, like a sampler's network
             surrogate = self.reference_network(task_name, workdir, progress)
@@ -185,7 +181,7 @@ class Plan:
             )[1]
         identity = json.dumps(plain, sort_keys=True)
         build = dict(
-            workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate,
+            workdir=workdir, settings=identity, overwrite=s.overwrite, surrogate=surrogate,
             pool_key=pool_key,
         )  # fmt: skip
         if lead:

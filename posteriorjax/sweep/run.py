@@ -28,7 +28,7 @@ import numpy as np
 from posteriorjax import console, files, parallel
 from posteriorjax import plugins as plugin_modules
 from posteriorjax.reference import heldout
-from posteriorjax.sweep import calibrate, program, statistics
+from posteriorjax.sweep import calibrate, migrate, program, statistics
 from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.pair import run_pair
 from posteriorjax.sweep.plan import Plan, sync
@@ -62,6 +62,7 @@ def run(
     """
     if stage not in STAGES:
         raise ValueError(f"stage: expected one of {STAGES}, got {stage!r}")
+    migrate.check(workdir)  # an earlier version's workdir is migrated explicitly, never on read
     plugins = plugin_modules.parse(plugins)
     plugin_modules.load(plugins)
     needed = plugin_modules.required_names(json.loads(config.to_json_best_effort()))

@@ -12,7 +12,6 @@ import numpy as np
 from posteriorjax import deferred, files
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep.program import ConfigGrid, sample_program
-from posteriorjax.sweep.store import migrate_config_id
 from posteriorjax.tasks.base import Cases
 
 
@@ -44,7 +43,7 @@ def save_samples(
     if path.exists():
         try:
             z = files.read_arrays_checked(path)
-            have = {migrate_config_id(str(c)): z["samples"][j] for j, c in enumerate(z["config_id"])}
+            have = {str(c): z["samples"][j] for j, c in enumerate(z["config_id"])}
         except files.CorruptFile as e:
             files.quarantine(path, e.reason)
     missing = [i for i in wanted if ids[i] not in have]

@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import shutil
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import ml_collections
 import numpy as np
 
 from posteriorjax import files
@@ -43,28 +43,6 @@ def canonical_number(value) -> str:
     if a.dtype.kind != "f":
         raise ValueError(f"value: expected an integer or float, got dtype {a.dtype}")
     return repr(float(np.format_float_scientific(a[()], unique=True)))
-
-
-_NUMPY_SCALAR_REPR = re.compile(r"np\.(?:float|int|uint)\d+\(([^()]*)\)")
-
-
-def migrate_config_id(config_id: str) -> str:
-    """A config id written before `canonical_number` (values in numpy's repr), in today's form.
-
-    numpy >= 2 wrote `flip=np.float32(2.0)`, numpy 1 `flip=2.0`; both hold the shortest
-    decimal of the value in its dtype, so unwrapping it and passing it through `repr(float)`
-    gives `canonical_number`'s string. Ids already canonical are returned unchanged.
-    """
-    parts = []
-    for part in _NUMPY_SCALAR_REPR.sub(r"\1", config_id).split(";"):
-        name, sep, value = part.partition("=")
-        if sep and name not in ("case", "seed"):
-            try:
-                value = repr(float(value))
-            except ValueError:
-                pass
-        parts.append(name + sep + value)
-    return ";".join(parts)
 
 
 def hparams_key(hparams: Mapping[str, float]) -> tuple:
@@ -138,7 +116,7 @@ class Record(Mapping):
 
     @classmethod
     def from_dict(cls, values: Mapping) -> Record:
-        """A record from its JSON object (ids in an older form migrated, `migrate_config_id`)."""
+        """A record from its JSON object (today's form only: `sweep.migrate` rewrites earlier ones)."""
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(values) - set(names))
         missing = [
@@ -150,8 +128,6 @@ class Record(Mapping):
         ]
         if unknown or missing:
             raise ValueError(f"record: expected the keys {names}; unknown {unknown}, missing {missing}")
-        values = dict(values)
-        values["config_id"] = migrate_config_id(str(values["config_id"]))
         return cls(**values)
 
     @classmethod
@@ -206,6 +182,18 @@ def config_hash(config_values: Mapping) -> str:
     return files.json_digest(values, 16)
 
 
+def workdir_config(workdir) -> ml_collections.ConfigDict:
+    """The config a workdir was prepared with (`config.json`; ValueError when it has none)."""
+    path = Path(workdir) / "config.json"
+    if not path.is_file():
+        raise ValueError(
+            f"workdir: {workdir} has no config.json; run experiments.export (or the sweep) on it first"
+        )
+    values = json.loads(path.read_text())
+    values.setdefault("overwrite", False)  # not stored: prepare_workdir drops it
+    return ml_collections.ConfigDict(values)
+
+
 def workdir_config_hash(workdir) -> str:
     """`config_hash` of a workdir's `config.json`: the hash every record written there carries."""
     return config_hash(json.loads((Path(workdir) / "config.json").read_text()))
@@ -234,16 +222,12 @@ class BadLine:
 
 @dataclasses.dataclass(frozen=True)
 class Scan:
-    """What `scan_records` found: the records, the config hash of each (None: a line written
-    before digests), the bad lines, and how many records carry no digest."""
+    """What `scan_records` found: the records, the config hash of each (None: a line without a
+    digest), the bad lines."""
 
     records: list[Record]
     hashes: list[str | None]
     bad: list[BadLine]
-
-    @property
-    def undigested(self) -> int:
-        return sum(h is None for h in self.hashes)
 
 
 def _parse_line(line: str) -> tuple[Record, str | None]:
@@ -266,7 +250,8 @@ def scan_records(path) -> Scan:
     """Every line of a JSON-lines file checked: records (digest verified when present) and bad lines.
 
     Blank lines are skipped. A bad line (torn by a kill, not JSON, not a record, or failing
-    its digest) is reported and skipped; the records after it are kept.
+    its digest) is reported and skipped; the records after it are kept. A line without a digest
+    (written by hand, or by a tool that does not add one) is a record whose content is unverified.
     """
     path = Path(path)
     records, hashes, bad = [], [], []
@@ -311,9 +296,9 @@ class ResultsFile:
     config hash and the digest (`record_line`). On open, bad lines (`scan_records`: torn,
     garbled, edited) are dropped: the file is copied aside (`<name>.corrupt-<n>`, with a
     warning) and rewritten atomically with the good records, so their configurations are
-    recomputed; lines of an older form (no digest, ids in an older form, `migrate_config_id`)
-    are rewritten the same way, with a digest (an explicit migration). `config`: the config
-    hash (`config_hash`, `workdir_config_hash`) the new and migrated lines carry.
+    recomputed; a line without a digest is rewritten with one. `config`: the config hash
+    (`config_hash`, `workdir_config_hash`) the new and the undigested lines carry. Lines of an
+    earlier version's format are `sweep.migrate`'s, not this reader's.
     """
 
     def __init__(self, path, config: str):
@@ -402,28 +387,23 @@ def prepare_workdir(workdir, config) -> ResultsFile:
     return ResultsFile(workdir / "results.jsonl", config_hash(current))
 
 
-def reference_paths(workdir, task_name: str) -> tuple[Path, Path]:
-    """(the checksummed reference set of a task, its single-file form before it) in a workdir."""
-    return Path(workdir) / "references" / task_name, Path(workdir) / "references" / f"{task_name}.npz"
+def reference_directory(workdir, task_name: str) -> Path:
+    """The checksummed public reference set of a task in a workdir (`references/<task>/`)."""
+    return Path(workdir) / "references" / task_name
 
 
 def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
-    """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None
-    (a single-file reference of an older workdir may lack `y_obs`).
+    """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None.
 
     The held-out set the rows are scored on (`reference.heldout`) when present, else the
-    public checksummed set (`reference.store.save_references`), else a reference in the
-    single-file form older workdirs hold.
+    public checksummed set (`reference.store.save_references`).
     """
-    directory, legacy = reference_paths(workdir, task_name)
+    directory = reference_directory(workdir, task_name)
     held = directory.with_name(f"{directory.name}.heldout")
     if (held / files.MANIFEST).exists():
         return artifact_store.load_references(held)[1]
     if (directory / files.MANIFEST).exists():
         return artifact_store.load_references(directory)[1]
-    if legacy.exists():
-        with np.load(legacy) as z:
-            return {k: z[k] for k in ("ref_samples", "ref_weights", "x_true", "y_obs") if k in z.files}
     return None
 
 
