@@ -22,8 +22,8 @@ the per-metric optima lambda*_m = argmin_lambda m and show they differ between m
 single metric is privileged by default.
 
 Output: `workdir/calibration/<task>/<label>.json` (grid, rule, curves, score, chosen value, the
-validation and test case ids) and `<label>.png` (the curves), reused on a rerun with the same
-identity.
+validation and test case ids), reused on a rerun with the same identity; the report stage draws
+its curves beside it (`<label>.png`, `report.figures.calibration_choice_figure`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from posteriorjax.tasks.base import Cases, Task
 # the first case index of the validation cases; test cases use 0 .. num_cases - 1
 VALIDATION_START = 2**30
 # the five posterior metrics of PosteriorBench (mean, std, MMD, SWD, spectral), all lower-is-better
-POSTERIOR_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
+POSTERIOR_METRICS = metric_registry.POSTERIOR
 
 
 def validation_cases(task: Task, seed: int, num: int) -> Cases:
@@ -121,35 +121,11 @@ def select(curve: Mapping[str, Sequence[float]], rule: str) -> tuple[list[float]
     return [float(v) for v in score], int(np.argmin(score))
 
 
-def _figure(path: Path, result: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    grid = result["values"]
-    names = list(POSTERIOR_METRICS)
-    fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.0 * (len(names) + 1), 2.8))
-    log = min(grid) > 0 and max(grid) / min(grid) >= 10
-    for ax, name in zip(axes, [*names, "score"], strict=True):
-        y = result["score"] if name == "score" else result["curve"][name]
-        ax.plot(grid, y, "o-")
-        ax.axvline(result["chosen"], color="k", ls="--", lw=0.8)
-        ax.set_title(name if name != "score" else f"score ({result['rule']})", fontsize=9)
-        ax.set_xlabel(result["hparam"])
-        if log:
-            ax.set_xscale("log")
-    fig.suptitle(f"{result['task']} / {result['sampler']}: chosen {result['hparam']} = {result['chosen']:g}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.ConfigGrid:
     """Run `entry`'s calibration on validation cases and return the test grid at the chosen value.
 
     `study`: the running `run._Study` (plan, workdir, mesh, stores). Writes (process 0)
-    `calibration/<task>/<label>.json` and `.png`, or reuses them when their identity (the
+    `calibration/<task>/<label>.json`, or reuses it when their identity (the
     entry, seeds, sample count, the validation reference) matches; prints the choice.
     """
     plan, s, cal = study.plan, study.plan.settings, entry.calibrate
@@ -228,8 +204,6 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
         if study.store is not None:
             directory.mkdir(parents=True, exist_ok=True)
             files.atomic_write_json(path, result)
-            if s.figures:
-                _figure(directory / f"{entry.label}.png", result)
     line = (
         f"[calibrate] {task_name} / {entry.label}: {cal.hparam} = {result['chosen']:g} "
         f"(rule {cal.rule}, {cal.num_cases} validation cases, grid {result['values']}, "

@@ -44,7 +44,12 @@ calibration table shows '-' below that).
 
 from posteriorjax.report.figures import style
 from posteriorjax.report.figures.calibration import coverage_figure, mira_figure, tarp_figure
-from posteriorjax.report.figures.curves import curves_figure, optimum_figure, vshape_figure
+from posteriorjax.report.figures.curves import (
+    calibration_choice_figure,
+    curves_figure,
+    optimum_figure,
+    vshape_figure,
+)
 from posteriorjax.report.figures.fields import FieldLayout, field_layout, moments_figure, samples_figure
 from posteriorjax.report.figures.render import render, task_layout
 from posteriorjax.report.figures.style import (
@@ -81,6 +86,7 @@ __all__ = [
     "SQUARE",
     "TILE",
     "TITLE",
+    "calibration_choice_figure",
     "coverage_figure",
     "curves_figure",
     "field_layout",

@@ -3,6 +3,7 @@ figures together: `report.stage.write`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,12 @@ from absl import logging
 from posteriorjax import tasks
 from posteriorjax.report import tables
 from posteriorjax.report.figures.calibration import coverage_figure, mira_figure, tarp_figure
-from posteriorjax.report.figures.curves import curves_figure, optimum_figure, vshape_figure
+from posteriorjax.report.figures.curves import (
+    calibration_choice_figure,
+    curves_figure,
+    optimum_figure,
+    vshape_figure,
+)
 from posteriorjax.report.figures.fields import FieldLayout, field_layout, moments_figure, samples_figure
 from posteriorjax.report.figures.style import POSTERIOR_METRICS
 from posteriorjax.report.records import (
@@ -128,7 +134,8 @@ def _render_fields(workdir: Path, records: Sequence[dict], config: Mapping, out:
 def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> list[Path]:
     """Draw every figure whose inputs exist in `workdir` into `<workdir>/figures/`; return their paths.
 
-    Reads `results.jsonl`, `config.json`, `samples/<task>/<sampler>.npz` and
+    Reads `results.jsonl`, `config.json`, `samples/<task>/<sampler>.npz`,
+    `calibration/<task>/<label>.json` (drawn beside it as `<label>.png`) and
     the stored references (`sweep.store.read_reference`), each only if present. Sample and moment figures
     show, per stored case, the stored hyperparameter setting with the smallest
     over-case `mean_error` (the main table's first column; the first stored
@@ -172,6 +179,10 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
             paths.append(tarp_figure(out / f"tarp_{t}.png", trecs, title=f"{task}: TARP expected coverage"))
         if mira_scores(trecs):
             paths.append(mira_figure(out / f"mira_{t}.png", trecs, title=f"{task}: MIRA"))
+    for path in sorted(workdir.glob("calibration/*/*.json")):  # `sweep.calibrate`'s choices
+        result = json.loads(path.read_text())
+        if "chosen" in result:
+            paths.append(calibration_choice_figure(path.with_suffix(".png"), result))
     for (base, sampler, axis, others), optima in noise.items():
         setting = tables.hparam_label(dict(others))
         suffix = f"_{_slug(setting)}" if others else ""
