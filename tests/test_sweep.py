@@ -190,6 +190,9 @@ def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
     assert n_old >= len(old) // 2  # numpy 2's repr at least; numpy 1's str is mostly canonical already
     assert migrate.earlier_formats(tmp_path) == [f"{path}: {n_old} record(s) with config ids in numpy's repr"]
     assert [r.config_id for r in sweep.read_records(path)] == [o["config_id"] for o in old]  # as written
+    with pytest.raises(ValueError, match=r"(?s)earlier version.*python -m experiments\.migrate --workdir="):
+        sweep.run(_tiny_config(), tmp_path, progress=False)  # refused before anything is built
+    assert not (tmp_path / "config.json").exists()
     done = migrate.migrate_results(path, "c")
     assert done["rewritten"] == len(old) and done["set_aside"] == 0
     assert (tmp_path / migrate.ASIDE).read_text() == "".join(json.dumps(r) + "\n" for r in old)
