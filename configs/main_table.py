@@ -36,10 +36,11 @@ reference `exact`: the linear-Gaussian posterior) at 32 x 32; 10 cases x 64 samp
 trained networks (`networks/<task>/<kind>-<hash>`) are the same directories: LTMI at 32 x 32
 (pooled to 16 x 16) and CCS at `tasks.ccs.MEDIUM` (16 layers x 48 radial cells to 100 km, 2 years
 of injection in 8 pressure steps of 0.25 years, wells at radial indices 0 and 16, IMPES) are
-defined but left out of the default, since their networks do not train on a 2-core CPU in the
-session budget. The networks train `training.kinds.medium_steps(backbone)` steps: 6000, or
+defined but left out of the default, since their networks do not train on a 2-core CPU within
+a CPU study's hours. The networks train `training.kinds.medium_steps(backbone)` steps: 6000, or
 about 30 minutes of a 2-core CPU for the slow backbones (1500 for the ``ddpmpp-uno`` priors and
-DDIS's ``fno_pad``, 250 for DiffusionPDE's ``ddpmpp`` U-Net). Every sampler at its published profile with the published networks shrunk by
+DDIS's ``fno_pad``, 250 for DiffusionPDE's ``ddpmpp`` U-Net).
+Every sampler at its published profile with the published networks shrunk by
 the one rule `nn.published.scaled` (`SCALE_RULES["medium"]`: grid-tied sizes x 32/128, widths / 4,
 depths kept) and trained at `config.training.scale = "medium"` (`training.config(task, kind,
 "medium")`: 32 x 32, its own optimizer settings), beside our function-space variants

@@ -6,16 +6,18 @@ python -m experiments.demo --config=configs/demo.py [--workdir=DIR] [--plugins=m
 from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import cli, console, plugins
+from posteriorjax import cli, console
 from posteriorjax.studies import demo
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the summary (optional).")
-_PLUGINS = plugins.define_flag()
+_PLUGINS = console.define_plugins_flag()
 
 
 def main(argv):
     del argv
+    from posteriorjax import plugins  # the registries (and JAX): only once --help is past
+
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)
     demo.run(_CONFIG.value, _WORKDIR.value)

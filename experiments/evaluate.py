@@ -14,7 +14,7 @@ from pathlib import Path
 
 from absl import flags
 
-from posteriorjax import cli, console, plugins
+from posteriorjax import cli, console
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep or export workdir (holds config.json).")
 _TASK = flags.DEFINE_string("task", None, "Task name of the study.")
@@ -24,11 +24,12 @@ _CASES = flags.DEFINE_string("cases_file", None, "Score on the cases of this fil
 _WALL = flags.DEFINE_float("wall_time_s", 0.0, "The sampler's time per case, as measured (0 = unknown).")
 _REPLACE = flags.DEFINE_bool("replace", False, "Replace the records of --name (old file kept aside).")
 _FIGURES = flags.DEFINE_bool("figures", True, "Render the figures after scoring.")
-_PLUGINS = plugins.define_flag()
+_PLUGINS = console.define_plugins_flag()
 
 
 def main(argv):
     del argv
+    from posteriorjax import plugins  # the registries (and JAX): only once --help is past
     from posteriorjax.exchange import evaluate
 
     console.setup_logging()

@@ -9,16 +9,17 @@ sampler's samples with `python -m experiments.evaluate --workdir=DIR --task=T --
 from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import cli, console, plugins
+from posteriorjax import cli, console
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (shared with the sweep and evaluate).")
 _H5 = flags.DEFINE_bool("h5", True, "Also write the .h5 files (needs h5py: the exchange extra).")
-_PLUGINS = plugins.define_flag()
+_PLUGINS = console.define_plugins_flag()
 
 
 def main(argv):
     del argv
+    from posteriorjax import plugins  # the registries (and JAX): only once --help is past
     from posteriorjax.exchange import export
 
     console.setup_logging()

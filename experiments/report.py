@@ -19,10 +19,10 @@ from pathlib import Path
 
 from absl import app, flags
 
-from posteriorjax import cli, console, plugins
+from posteriorjax import cli, console
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep workdir holding results.jsonl.")
-_PLUGINS = plugins.define_flag()
+_PLUGINS = console.define_plugins_flag()
 _NOISE_WORKDIRS = flags.DEFINE_list(
     "noise_workdirs", [], "Workdirs of the same study at other noise levels (comma-separated)."
 )
@@ -62,6 +62,8 @@ def check_workdir(workdir, repair: bool = False) -> None:
 
 def main(argv):
     del argv
+    from posteriorjax import plugins  # the registries (and JAX): only once --help is past
+
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)
     for workdir in (_WORKDIR.value, *_NOISE_WORKDIRS.value):
@@ -77,9 +79,11 @@ def main(argv):
 
         print(leaderboard.table(store.read_records(Path(_WORKDIR.value) / "results.jsonl")))
         return
-    from posteriorjax.report import figures
+    from posteriorjax.report import stage
 
-    table, paths = figures.report(_WORKDIR.value, noise_workdirs=_NOISE_WORKDIRS.value)
+    table, paths = stage.write(
+        _WORKDIR.value, figures=True, noise_workdirs=_NOISE_WORKDIRS.value, progress=False
+    )
     print(table)
     print(f"{len(paths)} figure(s):")
     for path in paths:

@@ -27,11 +27,11 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from posteriorjax import cli, console, plugins
+from posteriorjax import cli, console
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections sweep config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumed when it holds the same config).")
-_PLUGINS = plugins.define_flag()
+_PLUGINS = console.define_plugins_flag()
 _DRY_RUN = flags.DEFINE_bool(
     "dry_run", False, "Validate the config and print what it would build (JSON); compute nothing."
 )
@@ -66,7 +66,8 @@ def main(argv):
     del argv
     import jax
 
-    from posteriorjax import sweep
+    from posteriorjax import plugins, sweep
+    from posteriorjax.report import stage
     from posteriorjax.sweep.settings import settings
 
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
@@ -94,6 +95,8 @@ def main(argv):
         _CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value, memory_limit_bytes=_MEMORY.value,
         stage=_STAGE.value,
     )  # fmt: skip
+    if _STAGE.value == "all" and jax.process_index() == 0:
+        stage.write(_WORKDIR.value)  # the tables (printed) and figures of what the sweep stored
 
 
 def entry(argv=None):

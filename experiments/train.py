@@ -10,16 +10,16 @@ metrics.jsonl, checkpoints/ and, once finished, scores.json (the network's own s
 from absl import flags
 from ml_collections import config_flags
 
-from posteriorjax import cli, console, plugins
+from posteriorjax import cli, console
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "ml_collections training config.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics (resumed from).")
-_PLUGINS = plugins.define_flag()  # out-of-tree tasks to train for
+_PLUGINS = console.define_plugins_flag()  # out-of-tree tasks to train for
 
 
 def main(argv):
     del argv
-    from posteriorjax import training
+    from posteriorjax import plugins, training  # the registries (and JAX): only once --help is past
 
     console.setup_logging()  # --verbosity; other libraries' INFO messages only at --verbosity=1
     plugins.load(_PLUGINS.value)

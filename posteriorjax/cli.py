@@ -26,6 +26,8 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
+from posteriorjax import __version__
+
 # subcommand -> (entry-point module, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("experiments.sweep", "run a study: references, samplers, metrics, tables, figures"),
@@ -42,8 +44,6 @@ EXIT_USAGE = 2  # the status of a command-line mistake (as argparse)
 
 def usage() -> str:
     """The top-level help: the subcommands and where each one's flags are described."""
-    from posteriorjax import __version__
-
     width = max(map(len, COMMANDS))
     lines = [
         f"posteriorjax {__version__}: is a generative inverse solver sampling its posterior?",
@@ -70,8 +70,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(usage())
         raise SystemExit(0)
     if args[0] == "--version":
-        from posteriorjax import __version__
-
         print(f"posteriorjax {__version__}")
         raise SystemExit(0)
     if args[0] not in COMMANDS:

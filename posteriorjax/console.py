@@ -21,7 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from absl import flags
 from absl import logging as absl_logging
+from tqdm.auto import tqdm
 
 _ROOT = Path(__file__).resolve().parent.parent
 # files whose INFO messages are shown: the library, the entry points, the configs and scripts
@@ -83,8 +85,6 @@ class Stage:
         if not self.enabled or self.done >= self.total:
             return self
         if interactive():
-            from tqdm.auto import tqdm
-
             self.bar = tqdm(
                 total=self.total, initial=self.initial, desc=self.description, unit=self.unit,
                 dynamic_ncols=True,
@@ -210,3 +210,15 @@ class StudyProgress:
         for seconds, times, of in self.stages.values():
             left += seconds / times * max(of - times, 0)
         return duration(left)
+
+
+def define_plugins_flag():
+    """The entry points' ``--plugins=mod1,mod2`` absl flag (call once, at module level): modules
+    registering out-of-tree entries (`posteriorjax.plugins.load`). Defined here, not in `plugins`,
+    so that an entry point's ``--help`` answers without importing the registries (and JAX)."""
+    return flags.DEFINE_list(
+        "plugins",
+        [],
+        "Modules registering out-of-tree samplers, tasks, metrics, network kinds or reference methods "
+        "(comma-separated; posteriorjax.plugins).",
+    )

@@ -42,17 +42,6 @@ def _registered() -> dict[str, set[str]]:
     return {what: set(registry.names()) for what, registry in REGISTRIES.items()}
 
 
-def define_flag():
-    """The experiments' ``--plugins=mod1,mod2`` absl flag (call once, at module level)."""
-    from absl import flags
-
-    return flags.DEFINE_list(
-        "plugins",
-        [],
-        "Modules registering out-of-tree samplers/tasks (comma-separated; posteriorjax.plugins).",
-    )
-
-
 def parse(modules: str | Iterable[str] | None) -> list[str]:
     """A plugin list from ``"a,b"`` or a sequence of module paths (blank entries dropped)."""
     if modules is None:

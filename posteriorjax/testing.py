@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from posteriorjax import samplers
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.tasks.base import Channel, Task
 
@@ -34,8 +35,6 @@ def _fail(prop: str, seen: str):
 def build_sampler(sampler_or_builder, task: Task, config: Mapping | None = None) -> AbstractSampler:
     """The sampler under test: a registered name (`samplers.get(name, task, **config)`), a
     builder `builder(task, **config)`, or a built `AbstractSampler` (then `config` must be empty)."""
-    from posteriorjax import samplers
-
     config = dict(config or {})
     if isinstance(sampler_or_builder, AbstractSampler):
         if config:

@@ -45,7 +45,7 @@ import jax.random as jr  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from posteriorjax import parallel, samplers, tasks  # noqa: E402
+from posteriorjax import files, parallel, samplers, tasks  # noqa: E402
 from posteriorjax.reference import exact, mcmc, pool, rejection, store, validate  # noqa: E402
 
 PUBLISHED_EPS = 3e-4
@@ -57,7 +57,7 @@ def _task(name: str, resolution: int, **options):
 
 
 def _write(workdir: Path, name: str, result: dict) -> None:
-    store.atomic_write_json(workdir / f"{name}.json", result)
+    files.atomic_write_json(workdir / f"{name}.json", result)
     print(json.dumps(result, indent=1, default=str))
 
 
@@ -77,7 +77,7 @@ def build_pools(
     while True:
         for offset, name in enumerate("ab"):
             directory = workdir / f"pool_{name}"
-            before = pool.Pool.open(directory).size if (directory / store.MANIFEST).exists() else 0
+            before = pool.Pool.open(directory).size if (directory / files.MANIFEST).exists() else 0
             pools[name] = pool.build(
                 task, workdir / f"pool_{name}", seed=offset, num_chunks=num_chunks, chunk_size=chunk_size,
                 augment=augment, store_state=False, store_unknown=False, progress=False, max_new_chunks=step,
@@ -112,7 +112,7 @@ def cmd_pools(args) -> None:
             "new_candidates_per_s": out["candidates_per_s"],
         }
     )
-    store.atomic_write_json(log, history)
+    files.atomic_write_json(log, history)
     print(json.dumps(history[-1], indent=1))
 
 

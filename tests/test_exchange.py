@@ -14,12 +14,12 @@ import ml_collections
 import numpy as np
 import pytest
 
-from posteriorjax import exchange, sweep
-from posteriorjax.exchange import cases as given_cases
-from posteriorjax.exchange import posteriorbench, readers
+from posteriorjax import exchange, files, sweep
+from posteriorjax.exchange import readers
 from posteriorjax.exchange import score as exchange_score
 from posteriorjax.metrics import registry
 from posteriorjax.reference import heldout
+from posteriorjax.sweep import given as given_cases
 from posteriorjax.sweep import store
 from posteriorjax.sweep.plan import Plan
 
@@ -52,7 +52,7 @@ def _ids():
 
 
 def _samples(study, seed=0):
-    ref = readers.read_arrays(study["dir"] / "reference.npz")["ref_samples"]
+    ref = files.read_array_file(study["dir"] / "reference.npz")["ref_samples"]
     return np.asarray(ref[:, seed : seed + N])  # (K, N, 1, H, W), reference draws
 
 
@@ -68,11 +68,11 @@ def _write_generated(root, per_case, weights=None):
 def test_export_writes_the_same_content_as_npz_and_h5(study):
     d, task, plan = study["dir"], study["task"], study["plan"]
     for name in ("cases", "truth", "reference"):
-        a, b = readers.read_arrays(d / f"{name}.npz"), readers.read_arrays(d / f"{name}.h5")
+        a, b = files.read_array_file(d / f"{name}.npz"), files.read_array_file(d / f"{name}.h5")
         assert sorted(a) == sorted(b)
         for k in a:
             np.testing.assert_array_equal(a[k], b[k], err_msg=f"{name}.{k}")
-    c, t = readers.read_arrays(d / "cases.npz"), readers.read_arrays(d / "truth.npz")
+    c, t = files.read_array_file(d / "cases.npz"), files.read_array_file(d / "truth.npz")
     assert "x_true" not in c and list(c["case_ids"]) == _ids()  # truth apart: a blind evaluation
     np.testing.assert_array_equal(t["x_true"], plan.cases(TASK).x_true)
     np.testing.assert_array_equal(c["y_obs"], plan.cases(TASK).y_obs)
@@ -100,7 +100,7 @@ def test_exported_cases_load_as_given_cases_with_their_sensors(study):
     np.testing.assert_array_equal(g.cases.y_obs, study["plan"].cases(TASK).y_obs)
     np.testing.assert_allclose(g.ref_weights.sum(1), 1.0, rtol=1e-6)
     # sensors given in another order: the operator is the same, y is permuted back
-    idx = readers.read_arrays(study["dir"] / "cases.npz")["sensor_index"]
+    idx = files.read_array_file(study["dir"] / "cases.npz")["sensor_index"]
     perm = np.random.default_rng(0).permutation(len(idx))
     y = given_cases.reorder_observations(g.cases.y_obs[:, perm], idx[perm], (RES, RES))
     np.testing.assert_array_equal(y, g.cases.y_obs)
@@ -185,10 +185,10 @@ def _pb_dataset(path, study):
     """A DatasetDict in PosteriorBench's schema, written from our cases: 0.5-scaled storage,
     their Poisson sign (lap(phi) = f: phi negated) and the sensors in a shuffled order."""
     datasets = pytest.importorskip("datasets")
-    t = readers.read_arrays(study["dir"] / "truth.npz")
-    r = readers.read_arrays(study["dir"] / "reference.npz")
-    idx = readers.read_arrays(study["dir"] / "cases.npz")["sensor_index"]
-    (ma, sa), (mu, su) = posteriorbench.STATS["poisson"]["a"], posteriorbench.STATS["poisson"]["u"]
+    t = files.read_array_file(study["dir"] / "truth.npz")
+    r = files.read_array_file(study["dir"] / "reference.npz")
+    idx = files.read_array_file(study["dir"] / "cases.npz")["sensor_index"]
+    (ma, sa), (mu, su) = given_cases.STATS["poisson"]["a"], given_cases.STATS["poisson"]["u"]
     coords = idx[np.random.default_rng(1).permutation(len(idx))]
     rows = {
         "a_ref": [0.5 * (a - ma) / sa for a in t["x_true"].astype(np.float64)],
@@ -207,7 +207,7 @@ def _pb_dataset(path, study):
 def test_posteriorbench_rows_convert_to_our_conventions(study, tmp_path):
     path = _pb_dataset(tmp_path / "PosteriorDataset_hf", study)
     g = given_cases.load(path, study["task"])
-    plan, ref = study["plan"], readers.read_arrays(study["dir"] / "reference.npz")
+    plan, ref = study["plan"], files.read_array_file(study["dir"] / "reference.npz")
     assert g.ids == ("poisson_1", "poisson_2", "poisson_3")  # validation first, then test
     np.testing.assert_allclose(g.cases.x_true, plan.cases(TASK).x_true, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g.cases.u_true, plan.cases(TASK).u_true, rtol=1e-4, atol=1e-9)
@@ -220,7 +220,7 @@ def test_posteriorbench_rows_convert_to_our_conventions(study, tmp_path):
     kept = given_cases.load(path, study["task"], poisson_sign="neg_lap")
     np.testing.assert_allclose(kept.cases.u_true, -g.cases.u_true, rtol=1e-6)
     with pytest.raises(ValueError, match="poisson and darcy"):
-        posteriorbench.dataset_of(sweep.plan._task("ltmi", {}, "t"))
+        given_cases.dataset_of(sweep.plan._task("ltmi", {}, "t"))
 
 
 def test_interop_forward_and_vjp_on_numpy_arrays(study):
@@ -324,7 +324,7 @@ def test_round_trip_equals_the_sweeps_exact_rows(study, tmp_path):
     wd = tmp_path / "wd"
     rows = sweep.run(_config(), wd, progress=False)
     exchange.export(_config(), wd)
-    z = readers.read_arrays(wd / "samples" / TASK / "exact.npz")
+    z = files.read_array_file(wd / "samples" / TASK / "exact.npz")
     ids = [f"{TASK}_{c}" for c in z["case"]]
     np.savez(tmp_path / "exact.npz", **dict(zip(ids, z["samples"], strict=True)))
     with h5py.File(tmp_path / "exact.h5", "w") as f:

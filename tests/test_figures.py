@@ -11,7 +11,7 @@ import pytest
 from absl import flags
 from test_records import record  # the hand-made sweep record both test modules build on
 
-from posteriorjax import tasks
+from posteriorjax import files, tasks
 from posteriorjax.metrics import calibration
 from posteriorjax.report import figures, tables
 
@@ -62,6 +62,15 @@ def noise_records(label, shift):
     ]
 
 
+def write_reference(directory: Path, **arrays) -> None:
+    """A task's stored reference set as the sweep keeps it (`sweep.store.read_reference` reads it):
+    `references.npz` and a manifest with its checksum."""
+    checksum = files.write_arrays(directory / "references.npz", arrays)
+    files.atomic_write_json(
+        directory / files.MANIFEST, {"kind": "references", "checksums": {"references.npz": checksum}}
+    )
+
+
 def make_workdir(root: Path) -> Path:
     """A synthetic sweep workdir: task `toy` (samplers `good` with a guidance axis, `diverged` with
     non-finite samples) and two more noise levels of `toy` by label, sampler `good` only."""
@@ -85,17 +94,13 @@ def make_workdir(root: Path) -> Path:
     # stored fields: the first two cases
     m = 10
     weights = rng.uniform(0.1, 1.0, (NUM_CASES, m))
-    np.savez(
-        root / "references_toy.npz",
+    write_reference(
+        root / "references" / "toy",
         ref_samples=rng.normal(size=(NUM_CASES, m, *SHAPE)).astype(np.float32),
         ref_weights=(weights / weights.sum(axis=1, keepdims=True)).astype(np.float32),
         x_true=rng.normal(size=(NUM_CASES, *SHAPE)).astype(np.float32),
         y_obs=rng.normal(size=(NUM_CASES, 5)).astype(np.float32),
-        task_hash="abc",
-        method="exact",
     )
-    (root / "references").mkdir(exist_ok=True)
-    (root / "references_toy.npz").rename(root / "references" / "toy.npz")
     (root / "samples" / "toy").mkdir(parents=True)
     cases = np.repeat(np.arange(2), len(GUIDANCE))
     guid = np.tile(np.asarray(GUIDANCE, np.float32), 2)
@@ -122,8 +127,8 @@ def make_workdir(root: Path) -> Path:
         def draw(*lead, shape=shape):
             return rng.lognormal(size=(*lead, *shape)).astype(np.float32)
 
-        np.savez(
-            root / "references" / f"{name}.npz",
+        write_reference(
+            root / "references" / name,
             ref_samples=draw(1, 5), ref_weights=np.full((1, 5), 0.2, np.float32), x_true=draw(1),
         )  # fmt: skip
         (root / "samples" / name).mkdir()

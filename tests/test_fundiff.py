@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from posteriorjax import nn, samplers, tasks, training
+from posteriorjax.files import parameter_digest
 from posteriorjax.samplers import fundiff
-from posteriorjax.training.checkpoints import parameter_digest
 
 FAE = fundiff.FAE
 DIT = fundiff.DIT

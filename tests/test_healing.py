@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from experiments.report import check_workdir
-from posteriorjax import nn, sweep, tasks, training
+from posteriorjax import files, nn, sweep, tasks, training
 from posteriorjax.reference import pool
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.sweep import program
@@ -151,9 +151,9 @@ def _reference(workdir):
 @pytest.mark.slow  # a tiny sweep and its rerun: ~20-40 s on a loaded 2-core CPU
 def test_a_resaved_reference_with_altered_samples_is_refused_then_rebuilt(base, copy):
     path = _reference(copy) / "references.npz"
-    arrays = artifact_store.read_arrays(path)
+    arrays = files.read_arrays(path)
     arrays["ref_samples"] = arrays["ref_samples"] * 1.01
-    artifact_store.write_arrays(path, arrays)  # a valid .npz, not the one the manifest describes
+    files.write_arrays(path, arrays)  # a valid .npz, not the one the manifest describes
     with pytest.raises(ValueError, match="reference .*checksum mismatch"):
         check_workdir(copy)
     messages = _rerun(copy)
@@ -185,8 +185,8 @@ def test_truncated_samples_are_set_aside_and_recomputed(base, copy):
     assert any("prior.npz" in p and "checksum mismatch" in p for p in record_store.verify_workdir(copy))
     messages = _rerun(copy)
     assert any("prior.npz" in m and "set aside as prior.npz.corrupt-0" in m for m in messages)
-    got = sweep.samples.read_samples(path)
-    want = sweep.samples.read_samples(base / "samples" / "poisson_fixed" / "prior.npz")
+    got = files.read_arrays_checked(path)
+    want = files.read_arrays_checked(base / "samples" / "poisson_fixed" / "prior.npz")
     np.testing.assert_array_equal(got["samples"], want["samples"])
     assert record_store.verify_workdir(copy) == []
 

@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 from scipy.fft import idctn
 
-from posteriorjax import exchange, sweep
-from posteriorjax.exchange import leaderboard, posteriorbench, readers
+from posteriorjax import exchange, files, sweep
+from posteriorjax.exchange import leaderboard, readers
 from posteriorjax.exchange.export import write as export_write
 from posteriorjax.metrics import posterior
 from posteriorjax.reference import exact, heldout
-from posteriorjax.sweep import store
+from posteriorjax.sweep import given as given_cases
+from posteriorjax.sweep import migrate, store
 
 TASK, RES, K, N, M = "poisson_fixed", 8, 3, 64, 64
 
@@ -228,7 +229,7 @@ def study(tmp_path_factory):
     draws = np.stack(
         [np.asarray(exact.sample(jr.key(100 + i), task, y, N)) for i, y in enumerate(cases.y_obs)]
     )
-    public = readers.read_arrays(directory / "reference.npz")["ref_samples"]
+    public = files.read_array_file(directory / "reference.npz")["ref_samples"]
     rng = np.random.default_rng(0)
     pick = rng.integers(0, M, (K, N))
     cheat = np.take_along_axis(public, pick[:, :, None, None, None], 1)
@@ -253,7 +254,7 @@ def test_the_heldout_set_is_disjoint_and_never_exported(study):
     p, pw, _ = plan.reference(TASK, wd, lead=True, progress=False, which=heldout.PUBLIC)
     assert rep["set"] == heldout.HELDOUT and h.shape == p.shape and hw.shape == pw.shape
     assert not np.isin(h.reshape(-1)[:1000], p.reshape(-1)).any()  # independent draws
-    exported = readers.read_arrays(study["dir"] / "reference.npz")["ref_samples"]
+    exported = files.read_array_file(study["dir"] / "reference.npz")["ref_samples"]
     np.testing.assert_array_equal(exported, p)
     readme = json.loads((study["dir"] / "README.json").read_text())
     assert readme["reference_set"].startswith("public")
@@ -301,7 +302,7 @@ def test_records_say_what_they_were_scored_on(study, tmp_path):
     assert r.scored["reference"]["sha256"] == heldout.checksum(h, hw)
     samples = r.scored["samples"]
     assert samples["reader"] == "npz" and samples["dtype"] == "float32" and not samples["weighted"]
-    assert samples["sha256"] == exchange.score.digest(study["wd"] / "exact.npz")
+    assert samples["sha256"] == files.file_digest(study["wd"] / "exact.npz")
     assert r.metrics["ess"] == N
     # given cases: the cases file's path, checksum and ids; float64 samples accepted and stated
     path = study["wd"] / "f64.npz"
@@ -309,7 +310,7 @@ def test_records_say_what_they_were_scored_on(study, tmp_path):
     (rec,) = exchange.evaluate(study["wd"], TASK, path, name="f64", cases_file=study["dir"] / "cases.npz")[:1]
     assert rec.scored["samples"]["dtype"] == "float64"
     assert rec.scored["cases_file"]["case_ids"] == study["ids"]
-    assert rec.scored["cases_file"]["sha256"] == exchange.score.digest(study["dir"] / "cases.npz")
+    assert rec.scored["cases_file"]["sha256"] == files.file_digest(study["dir"] / "cases.npz")
     # this workdir's own export as a cases file: still the held-out set (the exported one never scores)
     assert rec.scored["reference"] == r.scored["reference"] and "public_mmd" in rec.metrics
     line = next(x for x in (study["wd"] / "results.jsonl").read_text().splitlines() if '"f64"' in x)
@@ -320,7 +321,7 @@ def test_records_say_what_they_were_scored_on(study, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     for name in ("cases", "truth", "reference"):
-        arrays = readers.read_arrays(study["dir"] / f"{name}.npz")
+        arrays = files.read_array_file(study["dir"] / f"{name}.npz")
         if name == "reference":
             arrays["ref_samples"] = arrays["ref_samples"][:, ::-1] * 1.01
         np.savez(other / f"{name}.npz", **arrays)
@@ -393,12 +394,13 @@ def test_pre_split_workdirs_are_refused_until_migrated(study, tmp_path):
     old = store.Record(TASK, "old", "case=0;seed=0", 0, 0, 0, {}, N, {"mmd": 0.1}, 0.0, 0.0)
     store.ResultsFile(wd / "results.jsonl", store.workdir_config_hash(wd)).append([old])
     with pytest.raises(
-        ValueError, match=r"1 record\(s\) of task 'poisson_fixed' \(samplers \['old'\]\).*migrate"
+        ValueError,
+        match=r"(?s)earlier version.*experiments\.migrate.*1 record\(s\) scored before the held-out split",
     ):
         exchange.evaluate(wd, TASK, study["wd"] / "exact.npz", name="new")
-    done = heldout.migrate(wd)
-    assert done["set_aside"] == 1 and (wd / heldout.MIGRATION).read_text().count('"old"') == 1
-    assert store.read_records(wd / "results.jsonl") == []
+    done = migrate.migrate(wd)
+    assert done["results"]["set_aside"] == 1 and (wd / migrate.ASIDE).read_text().count('"old"') == 1
+    assert store.read_records(wd / "results.jsonl") == [] and migrate.earlier_formats(wd) == []
     assert done["tasks"][TASK]["set"] == "heldout"
     assert exchange.evaluate(wd, TASK, study["wd"] / "exact.npz", name="new")
 
@@ -419,7 +421,7 @@ def test_missing_optional_readers_name_what_to_install(study, tmp_path, monkeypa
         readers.read_ensemble(tmp_path / "s.pt", study["ids"], (1, RES, RES))
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ModuleNotFoundError, match=r"posteriorjax\[posteriorbench\]"):
-        posteriorbench._datasets()
+        given_cases._datasets()
     w = np.full(x.shape[:2], 1.0 / N)
     task, cases = study["plan"].tasks[TASK], study["plan"].cases(TASK)
     out = export_write(tmp_path / "npz", task, study["ids"], cases, x, w, h5=False)

@@ -47,13 +47,13 @@ def test_resume_after_interruption_is_exact(task, full, tmp_path):
 def test_killed_process_resumes_exactly(task, full, tmp_path):
     script = textwrap.dedent(f"""
         import time
-        from posteriorjax import tasks
-        from posteriorjax.reference import pool, store
+        from posteriorjax import files, tasks
+        from posteriorjax.reference import pool
         task = tasks.get("poisson_fixed", resolution=8, num_sensors=5)
-        slow = store.write_arrays
+        slow = files.write_arrays
         def delayed(*a, **k):
             out = slow(*a, **k); time.sleep(0.5); return out
-        store.write_arrays = delayed
+        files.write_arrays = delayed
         pool.build(task, {str(tmp_path)!r}, **{ARGS!r})
     """)
     env = dict(os.environ, JAX_PLATFORMS="cpu")

@@ -12,9 +12,9 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import random_fields, samplers, sweep, tasks
+from posteriorjax import files, random_fields, samplers, sweep, tasks
 from posteriorjax.metrics import calibration, mira
-from posteriorjax.report import provenance, tables
+from posteriorjax.report import tables
 
 RES = 16
 NUM_CASES = 16
@@ -147,7 +147,7 @@ def test_summary_opens_with_a_header_and_every_table_has_a_legend(tmp_path):
     records += [_record("poisson_fixed", c, "identity", rng) for c in range(3)]
     config = {"name": "quickstart", "num_cases": 3}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "provenance.json").write_text(json.dumps(provenance.provenance({"seed": 0})))
+    (tmp_path / "provenance.json").write_text(json.dumps(files.provenance({"seed": 0})))
     rejection = {"eps": 1e-3, "sigma": 0.0, "num_samples": 32, "pool_size": 4096, "augment": True}
     references = {
         "darcy": {"method": "rejection", "settings": rejection,

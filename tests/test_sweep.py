@@ -12,13 +12,13 @@ import ml_collections
 import numpy as np
 import pytest
 
-import posteriorjax
 from posteriorjax import parallel, random_fields, sweep, tasks
 from posteriorjax.metrics import suite
 from posteriorjax.reference import registry
 from posteriorjax.reference import store as artifact_store
-from posteriorjax.report import tables
+from posteriorjax.report import stage, tables
 from posteriorjax.samplers.base import AbstractSampler
+from posteriorjax.sweep import migrate
 from posteriorjax.sweep import samples as sweep_samples
 
 RES = 8
@@ -167,30 +167,49 @@ def test_config_ids_are_canonical_numbers():
         f"case=0;seed=3;guidance={g};inflation=1.0" for g in ("0.1", "2.0", "1e-05")
     ]  # no numpy repr (`np.float32(0.1)`), no float32 noise (0.10000000149011612)
     for numpy2 in (True, False):
-        assert [sweep.migrate_config_id(_old_id(grid, i, numpy2)) for i in range(3)] == grid.ids()
+        assert [migrate.migrate_config_id(_old_id(grid, i, numpy2)) for i in range(3)] == grid.ids()
     with pytest.raises(ValueError, match="value: expected a scalar"):
         sweep.canonical_number(np.zeros(2))
 
 
-def test_workdir_with_old_ids_resumes_without_recomputing(setup, full, tmp_path, monkeypatch):
-    """Records and stored samples written with numpy-repr ids are found again: nothing recomputed."""
+def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
+    setup, full, tmp_path, monkeypatch
+):
+    """Records and stored samples with numpy-repr ids: the reader leaves the ids as written (they
+    match no configuration), `sweep.migrate` lists and rewrites both, then nothing is recomputed."""
     task, sampler, cases, reference = setup
     grid, records = full
     path = tmp_path / "results.jsonl"
-    old = [{**r, "config_id": _old_id(grid, r["index"], numpy2=r["index"] % 2 == 0)} for r in records]
+    scored = {"reference": {"set": "heldout", "method": "exact", "sha256": "0"}}  # not pre-split
+    old = [
+        {**r, "config_id": _old_id(grid, r["index"], numpy2=r["index"] % 2 == 0), "scored": scored}
+        for r in records
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    n_old = sum(o["config_id"] != r["config_id"] for o, r in zip(old, records, strict=True))
+    assert n_old >= len(old) // 2  # numpy 2's repr at least; numpy 1's str is mostly canonical already
+    assert migrate.earlier_formats(tmp_path) == [f"{path}: {n_old} record(s) with config ids in numpy's repr"]
+    assert [r.config_id for r in sweep.read_records(path)] == [o["config_id"] for o in old]  # as written
+    with pytest.raises(ValueError, match=r"(?s)earlier version.*python -m experiments\.migrate --workdir="):
+        sweep.run(_tiny_config(), tmp_path, progress=False)  # refused before anything is built
+    assert not (tmp_path / "config.json").exists()
+    done = migrate.migrate_results(path, "c")
+    assert done["rewritten"] == len(old) and done["set_aside"] == 0
+    assert (tmp_path / migrate.ASIDE).read_text() == "".join(json.dumps(r) + "\n" for r in old)
+    assert migrate.earlier_formats(tmp_path) == []
     resumed = sweep.ResultsFile(path, "c")
     assert resumed.done((task.name, sampler.name)) == set(grid.ids())
-    assert [json.loads(line)["config_id"] for line in path.read_text().splitlines()] == [
-        r["config_id"] for r in records
-    ]  # migrated on disk
+    assert [r.config_id for r in resumed.records] == [r["config_id"] for r in records]
     new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=4, **KWARGS)
     assert new == []
     assert len(path.read_text().splitlines()) == grid.size
     # stored samples of case 0 under old ids: kept (sampling would fail here) and rewritten with new ids
-    samples, wanted = tmp_path / "s.npz", [i for i in range(grid.size) if grid.case[i] == 0]
+    samples, wanted = tmp_path / "samples" / "t" / "s.npz", [i for i in range(grid.size) if grid.case[i] == 0]
+    samples.parent.mkdir(parents=True)
     stored = np.random.default_rng(0).normal(size=(len(wanted), 6, 1, RES, RES)).astype(np.float32)
     np.savez(samples, samples=stored, config_id=np.asarray([_old_id(grid, i, True) for i in wanted]))
+    assert migrate.earlier_formats(tmp_path) == [f"{samples}: config ids in numpy's repr"]
+    assert migrate.migrate_samples(samples) and not migrate.migrate_samples(samples)
     monkeypatch.setattr(
         sweep_samples, "sample_program", lambda *a, **k: pytest.fail("recomputed stored samples")
     )
@@ -324,16 +343,11 @@ def test_study_progress_eta_counts_every_stage(console_log):
 
 
 def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_log):
-    """A misspecified sampler, diagnostics, stored samples, cached references, the figures hook, resume;
-    the console under CI: a line per stage, the study's progress with an ETA, no third-party INFO."""
-    import types
-
+    """A misspecified sampler, diagnostics, stored samples, cached references, the report stage
+    after it (tables, the figures hook), resume; the console under CI: a line per stage, the
+    study's progress with an ETA, no third-party INFO."""
     rendered = []
-    fake = types.ModuleType("posteriorjax.report.figures")
-    fake.render = lambda workdir: rendered.append(workdir) or []
-    monkeypatch.setitem(sys.modules, "posteriorjax.report.figures", fake)
-    # `from posteriorjax import figures` reads the package attribute once the real module is imported
-    monkeypatch.setattr(posteriorjax, "figures", fake, raising=False)
+    monkeypatch.setattr(stage.report_figures, "render", lambda workdir, **_: rendered.append(workdir) or [])
     config = _tiny_config(
         samplers={
             "prior": {},
@@ -344,6 +358,9 @@ def test_run_writes_tables_samples_and_resumes(tmp_path, monkeypatch, console_lo
         save_samples=1,
     )
     first = sweep.run(config, tmp_path)
+    assert not (tmp_path / "summary.md").exists()  # the sweep stores records; the report is a stage
+    stage.write(tmp_path)
+    assert rendered == [tmp_path]  # `figures` defaults to the stored config's (True)
     shown = console_log.stream.getvalue().splitlines()
     assert shown and all("/posteriorjax/" in line or line.startswith(("WARNING", "ERROR")) for line in shown)
     assert any("[reference] poisson_fixed: exact" in line for line in shown)
@@ -655,7 +672,8 @@ def test_networks_are_trained_once_shared_and_reused(tmp_path, console_log):
         (net_record,) = r["networks"].values()
         assert net_record["kind"] == "inverse" and net_record["network"] == net.name
         assert net_record["training_steps"] == 20 and 0 < net_record["scores"]["mean_relative_l2"] < 2
-    assert f"| {net.name} | inverse | mcd.model, mcd_again.model |" in (tmp_path / "summary.md").read_text()
+    summary, _ = stage.write(tmp_path, progress=False)
+    assert f"| {net.name} | inverse | mcd.model, mcd_again.model |" in summary
     again = sweep.run(config, tmp_path, progress=False)
     assert len(again) == len(first) == 4
     assert (net / "metrics.jsonl").read_text() == log  # loaded, not trained again

@@ -10,6 +10,7 @@ import pytest
 from posteriorjax import sweep, tasks
 from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
+from posteriorjax.report import stage
 from posteriorjax.sweep import calibrate
 from posteriorjax.sweep.settings import settings
 
@@ -97,7 +98,9 @@ def test_tiny_sweep_calibrates_on_validation_cases_then_runs_the_test_at_the_cho
     section = {"hparam": "noise_inflation", "grid": (1.0, 30.0), "num_cases": 2, "rule": "mean_error"}
     records = sweep.run(_config(section), tmp_path, progress=False)
     result = json.loads((tmp_path / "calibration" / "poisson_fixed" / "esmda.json").read_text())
-    assert (tmp_path / "calibration" / "poisson_fixed" / "esmda.png").exists()
+    assert not (tmp_path / "calibration" / "poisson_fixed" / "esmda.png").exists()  # the report draws it
+    _, paths = stage.write(tmp_path, progress=False)
+    assert tmp_path / "calibration" / "poisson_fixed" / "esmda.png" in paths
     # the chosen value is the argmin of the stored score, which is the stored curve of the rule's metric
     assert result["score"] == result["curve"]["mean_error"]
     assert result["chosen"] == result["values"][int(np.argmin(result["score"]))]

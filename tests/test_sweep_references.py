@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from configs import sweep_tiny
-from posteriorjax import sweep, tasks
+from posteriorjax import files, sweep, tasks
 from posteriorjax.reference import exact, registry, store
 from posteriorjax.report import tables
+from posteriorjax.sweep import migrate
 
 RES = 8
 
@@ -177,14 +178,15 @@ def test_named_streams_are_distinct_and_change_the_reference(problem, tmp_path):
     np.testing.assert_array_equal(one[0], a[0])
 
 
-def test_a_reference_in_the_old_single_file_form_is_moved_not_rebuilt(problem, tmp_path, monkeypatch):
-    """Workdirs written before the checksummed set keep their references (same arrays, logged move)."""
+def test_a_reference_in_the_old_single_file_form_is_migrated_not_rebuilt(problem, tmp_path, monkeypatch):
+    """Workdirs written before the checksummed set keep their references: `sweep.migrate` lists the
+    single file as an earlier format and moves it into the set, which then loads as built."""
     task, cases = problem
     rc = _rc("exact", num_samples=4)
     samples, weights, info = registry.build(rc, task, cases, KEY, tmp_path)
     legacy = tmp_path / "references" / "poisson_fixed.npz"
     identity = json.dumps(rc, sort_keys=True)
-    store.write_arrays(
+    files.write_arrays(
         legacy,
         {
             "ref_samples": samples, "ref_weights": weights, "x_true": np.asarray(cases.x_true),
@@ -198,19 +200,19 @@ def test_a_reference_in_the_old_single_file_form_is_moved_not_rebuilt(problem, t
     )
     monkeypatch.setitem(registry.METHODS._entries, "exact", fail)
     directory = tmp_path / "references" / "poisson_fixed"
-    logged = []
-    monkeypatch.setattr(registry.absl_logging, "info", lambda msg, *args: logged.append(msg % args))
+    assert migrate.earlier_formats(tmp_path) == [f"{legacy}: a reference in the single-file form"]
+    with pytest.raises(ValueError, match=r"python -m experiments.migrate --workdir="):
+        migrate.check(tmp_path)
+    other = tasks.get("poisson_fixed", resolution=8, num_sensors=5)
+    assert not migrate.move_reference(legacy, other) and legacy.exists()  # built for another config
+    assert migrate.move_reference(legacy, task)
+    assert not legacy.exists() and (directory / files.MANIFEST).exists()
+    assert migrate.earlier_formats(tmp_path) == []
     got, got_w, report = registry.load_or_build(
-        rc, task, cases, KEY, directory, workdir=tmp_path, settings=identity, legacy=legacy
+        rc, task, cases, KEY, directory, workdir=tmp_path, settings=identity
     )
     np.testing.assert_array_equal(got, samples)
     np.testing.assert_array_equal(got_w, weights)
-    assert not legacy.exists() and (directory / store.MANIFEST).exists()
-    assert any("moved into the checksummed set" in line for line in logged)
-    again, _, _ = registry.load_or_build(
-        rc, task, cases, KEY, directory, workdir=tmp_path, settings=identity, legacy=legacy
-    )
-    np.testing.assert_array_equal(again, samples)
     # a corrupted set fails its checksum: set aside with a warning and rebuilt
     (directory / "references.npz").write_bytes(b"corrupt")
     monkeypatch.undo()

@@ -18,13 +18,13 @@ functions):
    not white noise, so it should score between the prior and the exact posterior.
 3. `exchange.evaluate(workdir, task, path, name=...)` scores the file with the sweep's own
    program and appends its records to `workdir/results.jsonl`.
-4. `report.figures.report(workdir)` writes `results.csv`, `summary.md` and the figures and
+4. `report.stage.write(workdir)` writes `results.csv`, `summary.md` and the figures and
    returns the table.
 
 The study is `configs/sweep_tiny.py` at a smaller size (2 cases, 16 x 16, written out in
 `study_config`); `--samples` sets the ensemble size. Running the sweep of that config in the
-same workdir afterwards (`posteriorjax.sweep.run(study_config(), workdir)`) puts the built-in
-sampler beside `numpy_gauss` in the same table.
+same workdir afterwards (`posteriorjax.sweep.run(study_config(), workdir)`, then
+`report.stage.write(workdir)`) puts the built-in sampler beside `numpy_gauss` in the same table.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def gaussian_sampler(cases: dict, forward, num_samples: int, seed: int = 0) -> n
 def main(workdir, *, num_samples: int = 16, figures: bool = True) -> str:
     """Run the four steps in `workdir`; returns the report's Markdown table."""
     from posteriorjax import exchange, tasks
-    from posteriorjax.report import figures as report
+    from posteriorjax.report import stage
 
     workdir = Path(workdir)
     config = study_config()
@@ -117,13 +117,9 @@ def main(workdir, *, num_samples: int = 16, figures: bool = True) -> str:
     exchange.evaluate(workdir, TASK, path, name="numpy_gauss", wall_time_s=seconds)
 
     # 4. report: results.csv, summary.md and (optionally) the figures
+    table, paths = stage.write(workdir, figures=figures, progress=False)
     if figures:
-        table, paths = report.report(workdir)
         print(f"{len(paths)} figure(s) in {workdir / 'figures'}")
-    else:
-        from posteriorjax.report import records, tables
-
-        table = tables.write_tables(workdir, records.load_records(workdir / "results.jsonl"))
     print(table)
     return table
 

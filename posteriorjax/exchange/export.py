@@ -24,15 +24,18 @@ extra, unless `h5=False` asks for the `.npz` files only.
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 
+from posteriorjax import files
 from posteriorjax.grids import Grid
 from posteriorjax.reference import heldout
-from posteriorjax.reference import store as artifact_store
+from posteriorjax.sweep import migrate
+from posteriorjax.sweep import store as record_store
+from posteriorjax.sweep.plan import Plan
+from posteriorjax.sweep.settings import settings
 from posteriorjax.tasks.base import Task
 
 FORMAT = "posteriorjax.exchange.v1"
@@ -156,17 +159,6 @@ def readme(task: Task, ids, ref_shape) -> dict:
     }
 
 
-def _h5_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    import h5py
-
-    buf = io.BytesIO()
-    with h5py.File(buf, "w") as f:
-        for k, v in arrays.items():
-            v = np.asarray(v)
-            f.create_dataset(k, data=v.astype("S") if v.dtype.kind == "U" else v)
-    return buf.getvalue()
-
-
 def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bool = True) -> dict:
     """Write one task's export files (module doc) to `directory` atomically; returns {name: path}.
 
@@ -174,13 +166,11 @@ def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bo
     """
     directory = Path(directory)
     if h5:
-        from posteriorjax.exchange.readers import _h5py
-
-        _h5py("writing the .h5 export files (or pass h5=False / --h5=False for .npz only)")
+        files.h5py_module("writing the .h5 export files (or pass h5=False / --h5=False for .npz only)")
     directory.mkdir(parents=True, exist_ok=True)
     ids = np.asarray([str(i) for i in ids])
     mean, std = (np.asarray(v, np.float32) for v in task.field_stats)
-    files = {
+    contents = {
         "cases": {
             "case_ids": ids,
             "task": np.asarray(task.name),
@@ -203,14 +193,12 @@ def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bo
         },  # fmt: skip
     }
     out = {}
-    for name, arrays in files.items():
-        artifact_store.write_arrays(directory / f"{name}.npz", arrays)
+    for name, arrays in contents.items():
+        files.write_arrays(directory / f"{name}.npz", arrays)
         out[name] = directory / f"{name}.npz"
         if h5:
-            artifact_store.atomic_write_bytes(directory / f"{name}.h5", _h5_bytes(arrays))
-    artifact_store.atomic_write_json(
-        directory / "README.json", readme(task, ids.tolist(), np.shape(ref_samples))
-    )
+            files.atomic_write_bytes(directory / f"{name}.h5", files.encode_h5(arrays))
+    files.atomic_write_json(directory / "README.json", readme(task, ids.tolist(), np.shape(ref_samples)))
     out["readme"] = directory / "README.json"
     return out
 
@@ -225,10 +213,7 @@ def export(config, workdir, *, progress: bool = False, h5: bool = True) -> dict[
     resumes, another is refused), so a sweep, an export and `score.evaluate` share one workdir,
     one reference cache and one `results.jsonl`.
     """
-    from posteriorjax.sweep import store as record_store
-    from posteriorjax.sweep.plan import Plan
-    from posteriorjax.sweep.settings import settings
-
+    migrate.check(workdir)
     s = settings(config)
     plan = Plan.build(s)
     workdir = Path(workdir)
@@ -251,5 +236,5 @@ def export(config, workdir, *, progress: bool = False, h5: bool = True) -> dict[
             h5=h5,
         )
         out[name] = directory
-    artifact_store.atomic_write_json(path, reports)  # the tables' reference column, as the sweep's
+    files.atomic_write_json(path, reports)  # the tables' reference column, as the sweep's
     return out

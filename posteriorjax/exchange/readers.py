@@ -1,7 +1,7 @@
 """Readers: arrays and sampler output from framework-neutral files, validated, never unpickled.
 
-`read_arrays(path)` reads an `.npz` or `.h5` file of named arrays (`np.load(allow_pickle=False)`:
-an object array, which only pickle can hold, is an error). `read_ensemble(path, ids, shape)` reads
+`files.read_array_file(path)` reads an `.npz` or `.h5` file of named arrays (an object array,
+which only pickle can hold, is an error). `read_ensemble(path, ids, shape)` reads
 the samples of every case as `(K, N, C, H, W)` float32 in the order of `ids`, with their member
 weights when the file has any (`Ensemble`), from
 
@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from posteriorjax import files
 
 GENERATED = "generated.h5"
 WEIGHT_PREFIX = "w:"  # per-case weights of a keyed file: `w:<case_id>`
@@ -82,35 +84,6 @@ def normalize_weights(weights, num: int, where: str) -> np.ndarray:
     return w / total
 
 
-def _h5py(what: str = "reading .h5 files"):
-    try:
-        import h5py
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f"{what} needs h5py: pip install 'posteriorjax[exchange]'") from e
-    return h5py
-
-
-def read_arrays(path) -> dict[str, np.ndarray]:
-    """Every array of an `.npz` or `.h5` file by name (`.h5`: root datasets; attributes as 0-d arrays)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"path: no file {path}")
-    if path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
-        except ValueError as e:
-            raise ValueError(
-                f"{path}: holds an object (pickled) array; save numeric or string arrays ({e})"
-            ) from e
-    if path.suffix == ".h5":
-        with _h5py().File(path, "r") as f:
-            out = {k: np.asarray(f.attrs[k]) for k in f.attrs}
-            out.update({k: f[k][()] for k in f.keys() if isinstance(f[k], _h5py().Dataset)})
-        return {k: (v.astype(str) if v.dtype.kind in "SO" else v) for k, v in out.items()}
-    raise ValueError(f"path: expected a .npz or .h5 file, got {path}")
-
-
 def read_samples(path, ids: Sequence[str], shape: tuple[int, ...], *, task: str | None = None) -> np.ndarray:
     """Samples `(K, N, C, H, W)` float32 of the cases `ids`, in their order (module doc for the formats).
 
@@ -129,7 +102,7 @@ def read_ensemble(path, ids: Sequence[str], shape: tuple[int, ...], *, task: str
     if path.is_dir():
         per_case, weights, reader = *_posteriorbench_tree(path), "posteriorbench"
     elif path.suffix in (".npz", ".h5"):
-        per_case, weights = _keyed(read_arrays(path), path, ids, task)
+        per_case, weights = _keyed(files.read_array_file(path), path, ids, task)
         reader = path.suffix[1:]
     elif path.suffix == ".npy":
         try:
@@ -228,7 +201,7 @@ def _keyed(arrays: dict, path, ids, task) -> tuple[dict, dict]:
 
 
 def _posteriorbench_tree(root: Path) -> tuple[dict, dict]:
-    h5py = _h5py(f"reading PosteriorBench predictions ({root}/<case_id>/{GENERATED})")
+    h5py = files.h5py_module(f"reading PosteriorBench predictions ({root}/<case_id>/{GENERATED})")
     out, weights = {}, {}
     for path in sorted(root.glob(f"*/{GENERATED}")):
         case_id = path.parent.name

@@ -23,23 +23,20 @@ reference allows.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import warnings
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
-from posteriorjax import checks, console, deferred
+from posteriorjax import checks, console, deferred, files
 from posteriorjax.exchange import readers
 from posteriorjax.reference import heldout
 from posteriorjax.reference import store as artifact_store
-from posteriorjax.sweep import program, statistics
-from posteriorjax.sweep import samples as samples_store
+from posteriorjax.report import stage as report_stage
+from posteriorjax.sweep import migrate, program, statistics
 from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.plan import Plan
 from posteriorjax.sweep.settings import settings
@@ -47,36 +44,13 @@ from posteriorjax.sweep.settings import settings
 SEED = 0  # the sampler seed recorded for samples from a file
 
 
-def study_config(workdir) -> ml_collections.ConfigDict:
-    """The config a workdir was prepared with (`config.json`)."""
-    path = Path(workdir) / "config.json"
-    if not path.is_file():
-        raise ValueError(
-            f"workdir: {workdir} has no config.json; run experiments.export (or the sweep) on it first"
-        )
-    values = json.loads(path.read_text())
-    values.setdefault("overwrite", False)  # not stored: prepare_workdir drops it
-    return ml_collections.ConfigDict(values)
-
-
-def digest(path) -> str:
-    """SHA-256 (hex) of a file's bytes, or of a folder's files (relative paths and bytes, sorted)."""
-    path = Path(path)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    h = hashlib.sha256()
-    for f in files:
-        h.update(str(f.relative_to(path)).encode() if f != path else b"")
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 def cases_label(path) -> str:
     """The `Record.cases` label of a cases file or folder: "<name> sha256:<16 hex digits>", the
-    `digest` over its bytes (a folder: its files' relative paths and bytes, in sorted order)."""
+    `files.file_digest` over its bytes (a folder: its files' relative paths and bytes, in sorted order)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"cases_file: expected an existing file or folder, got {str(path)!r}")
-    return f"{path.name} sha256:{digest(path)[:16]}"
+    return f"{path.name} sha256:{files.file_digest(path)[:16]}"
 
 
 @eqx.filter_jit
@@ -128,7 +102,8 @@ def evaluate(
     steps("reading the study")
     name = checks.path_component("name", name)  # a file name under workdir/samples/<task>/
     workdir = Path(workdir)
-    config = study_config(workdir)
+    config = record_store.workdir_config(workdir)
+    migrate.check(workdir)
     if task not in config.tasks:
         raise ValueError(f"task: the study in {workdir} has tasks {sorted(config.tasks)}, got {task!r}")
     cases_source, scored = "study", {}
@@ -147,12 +122,14 @@ def evaluate(
     t, ids, cases = plan.tasks[task], plan.case_ids(task), plan.cases(task)
     if cases_file is not None:
         scored["cases_file"] = {
-            "path": str(Path(cases_file).resolve()), "sha256": digest(cases_file), "case_ids": list(ids),
-        }  # fmt: skip
+            "path": str(Path(cases_file).resolve()),
+            "sha256": files.file_digest(cases_file),
+            "case_ids": list(ids),
+        }
     steps(f"reading the samples of {len(ids)} case(s) from {samples}")
     ensemble = readers.read_ensemble(samples, ids, t.unknown_shape, task=task)
     scored["samples"] = {
-        "path": str(Path(samples).resolve()), "sha256": digest(samples), "reader": ensemble.reader,
+        "path": str(Path(samples).resolve()), "sha256": files.file_digest(samples), "reader": ensemble.reader,
         "dtype": ensemble.dtype, "weighted": ensemble.weights is not None,
     }  # fmt: skip
     x, weights = ensemble.samples, ensemble.weights
@@ -206,15 +183,10 @@ def evaluate(
                   "config_id": np.asarray([config_ids[i] for i in keep])}  # fmt: skip
         if weights is not None:
             stored["weights"] = weights[grid.case[keep]]
-        samples_store.write_samples(workdir / "samples" / task / f"{name}.npz", stored)
-    from posteriorjax.report import tables
-
-    tables.write_tables(workdir, results.records)
+        files.write_arrays_checked(workdir / "samples" / task / f"{name}.npz", stored)
     if figures:
-        from posteriorjax.sweep.run import _render_figures
-
         steps("drawing the figures")
-        _render_figures(workdir, progress=False)
+    report_stage.write(workdir, figures=figures, progress=False)
     steps.close()
     return records
 
@@ -224,11 +196,11 @@ def _own_export(workdir: Path, task: str, given: Plan) -> Plan:
     when the file is this workdir's export (the study's case ids and observations, and the
     public reference beside them), so its held-out set scores them as it scores the study's
     cases and the exported reference never does; else `given` (the file's own reference)."""
-    config = study_config(workdir)
+    config = record_store.workdir_config(workdir)
     if task in config.get("cases_files", {}):
         return given
-    directory = record_store.reference_paths(workdir, task)[0]
-    if not (directory / artifact_store.MANIFEST).exists():
+    directory = record_store.reference_directory(workdir, task)
+    if not (directory / files.MANIFEST).exists():
         return given  # no public set here: the file was not exported from this workdir
     study = Plan.build(settings(config))
     g = given.given[task]
@@ -251,7 +223,7 @@ def replace_records(workdir, results: record_store.ResultsFile, pair: tuple[str,
     aside = heldout.set_aside(results.path, REPLACED)
     kept = [r for r in results.records if (r.task, r.sampler) != pair]
     lines = [record_store.record_line(r, results.config) for r in (*kept, *records)]
-    artifact_store.atomic_write_bytes(results.path, "".join(line + "\n" for line in lines).encode())
+    files.atomic_write_lines(results.path, lines)
     results.records = [*kept, *records]
     return aside
 

@@ -35,9 +35,10 @@ threshold is max(1.08, exp(3 s / sqrt(K))): three standard errors of the log rat
 means.
 
 Records say which set scored them (`tag`: the record's `scored["reference"]`). A workdir whose
-records were scored before the split (no tag: they were scored on what is now the public set)
-is migrated explicitly (`migrate`): those records are set aside and the held-out set is built
-from the same root key, so a rerun re-scores them on it; nothing is re-scored silently.
+records were scored before the split (no tag: they were scored on what is now the public set,
+`pre_split`) is refused until it is migrated (`sweep.migrate`): those records are set aside and
+the held-out set is built from the same root key, so a rerun re-scores them on it; nothing is
+re-scored silently.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from posteriorjax.reference import registry, store
+from posteriorjax import files
+from posteriorjax.reference import registry
 
 HELDOUT, PUBLIC, GIVEN = "heldout", "public", "given"
 SETS = (HELDOUT, PUBLIC)
@@ -57,7 +59,6 @@ GAP_THRESHOLD = 1.08
 PUBLIC_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
 # the gap is checked on the non-spectral ones (the published two-ensemble target's metrics)
 GAP_METRICS = ("mean_error", "std_error", "mmd", "swd")
-MIGRATION = "results.jsonl.pre-heldout"
 
 
 def key(root, which: str):
@@ -85,7 +86,7 @@ def checksum(samples, weights) -> str:
     C-order bytes: what a record names as the set it was scored on."""
     data = np.ascontiguousarray(np.asarray(samples, np.float32)).tobytes()
     data += np.ascontiguousarray(np.asarray(weights, np.float32)).tobytes()
-    return store.sha256(data)[:16]
+    return files.sha256(data)[:16]
 
 
 def tag(which: str, samples, weights, report: Mapping) -> dict:
@@ -171,70 +172,12 @@ def record_threshold(records: Sequence[Mapping]) -> dict[str, float]:
     return threshold(split, len(records))
 
 
-def check_migrated(workdir, task: str) -> None:
-    """ValueError when `workdir/results.jsonl` holds records of `task` scored before the split.
-
-    Mixing them with rows scored on the held-out set would compare scores against two different
-    references without saying so; `migrate` sets them aside (kept) for a rerun to re-score.
-    """
-    from posteriorjax.sweep import store as record_store
-
-    path = Path(workdir) / "results.jsonl"
-    old = pre_split(record_store.read_records(path), task) if path.exists() else []
-    if old:
-        samplers = sorted({r["sampler"] for r in old})
-        raise ValueError(
-            f"workdir: {path} holds {len(old)} record(s) of task {task!r} (samplers {samplers}) scored "
-            "before the held-out split, on the reference that is now exported as the public set; "
-            f"migrate it first: python -m experiments.migrate_heldout --workdir={workdir} (sets them "
-            f"aside in {MIGRATION}, builds the held-out set from the same keys; a rerun re-scores them)"
-        )
-
-
-def migrate(workdir) -> dict:
-    """Migrate a workdir scored before the split; returns what was done.
-
-    The records without a reference tag are removed from `results.jsonl` in one atomic rewrite,
-    the whole old file first copied to `results.jsonl.pre-heldout` (`-<n>` when taken); then
-    every task's held-out set is built from the workdir's own config and root key (its public
-    set, the old cache, is untouched and still matches any export). Rerunning the sweep
-    re-scores the set-aside sweep rows on the held-out set; file-scored rows are re-scored by
-    rerunning `experiments.evaluate` on the same samples. A workdir with nothing to migrate
-    only gets its held-out sets built (a no-op when they exist).
-    """
-    from posteriorjax.exchange.score import study_config
-    from posteriorjax.sweep import store as record_store
-    from posteriorjax.sweep.plan import Plan
-    from posteriorjax.sweep.settings import settings
-
-    workdir = Path(workdir)
-    config = study_config(workdir)
-    path = workdir / "results.jsonl"
-    out = {"set_aside": 0, "aside": None, "tasks": {}}
-    if path.exists():
-        scan = record_store.scan_records(path)
-        old = pre_split(scan.records)
-        if old:
-            aside = set_aside(path, MIGRATION)
-            old_ids = {id(r) for r in old}
-            keep = [(r, h) for r, h in zip(scan.records, scan.hashes, strict=True) if id(r) not in old_ids]
-            config_hash = record_store.workdir_config_hash(workdir)
-            lines = [record_store.record_line(r, h or config_hash) for r, h in keep]
-            store.atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode())
-            out.update(set_aside=len(old), aside=str(aside))
-    plan = Plan.build(settings(config))
-    for name in plan.tasks:
-        samples, weights, report = plan.reference(name, workdir, lead=True, progress=False, which=HELDOUT)
-        out["tasks"][name] = tag(HELDOUT if name not in plan.given else GIVEN, samples, weights, report)
-    return out
-
-
 def set_aside(path: Path, name: str) -> Path:
     """Copy `path` to `<dir>/<name>` (or `<name>-<n>`, the first free n); the original stays."""
     aside, n = path.with_name(name), 0
     while aside.exists():
         n += 1
         aside = path.with_name(f"{name}-{n}")
-    store.atomic_write_bytes(aside, path.read_bytes())
+    files.atomic_write_bytes(aside, path.read_bytes())
     os.utime(aside)
     return aside

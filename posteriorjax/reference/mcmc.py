@@ -45,6 +45,8 @@ import jax.flatten_util
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+import scipy.special
+import scipy.stats
 
 from posteriorjax import checks, rng
 from posteriorjax.observations import GaussianNoise
@@ -323,9 +325,6 @@ def _rhat(x: np.ndarray) -> np.ndarray:
 def _z_scale(x: np.ndarray) -> np.ndarray:
     """Rank normalization (Vehtari et al. 2021, eq. 14): ranks over all chains and draws of each
     dimension (ties averaged) mapped by Phi^-1((r - 3/8) / (S + 1/4)), S = chains x draws."""
-    import scipy.special
-    import scipy.stats
-
     m, n, d = x.shape
     ranks = scipy.stats.rankdata(x.reshape(m * n, d), method="average", axis=0).reshape(x.shape)
     return scipy.special.ndtri((ranks - 0.375) / (m * n + 0.25))

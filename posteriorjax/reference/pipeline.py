@@ -20,7 +20,7 @@ import jax
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import tasks
+from posteriorjax import files, tasks
 from posteriorjax.reference import exact, registry, store, validate
 
 
@@ -105,10 +105,10 @@ def run(config, workdir) -> dict:
     """Build the pools and every enabled reference for `config.cases.num` cases; returns the report."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    store.atomic_write_json(workdir / "config.json", config.to_dict())
+    files.atomic_write_json(workdir / "config.json", config.to_dict())
     task = _task(config)
     cases = task.cases(config.cases.seed, config.cases.num)
-    store.write_arrays(workdir / "cases.npz", {k: np.asarray(v) for k, v in cases._asdict().items()})
+    files.write_arrays(workdir / "cases.npz", {k: np.asarray(v) for k, v in cases._asdict().items()})
     refs = _references(config, task, cases, workdir)
     report = {
         "task": task.config_dict(),
@@ -119,6 +119,6 @@ def run(config, workdir) -> dict:
     ratios = [c["two_ensemble"]["ratios"] for c in report["cases"] if "two_ensemble" in c]
     if ratios:
         report["worst_ratios"] = {m: max(r[m] for r in ratios) for m in ratios[0]}
-    store.atomic_write_json(workdir / "report.json", report)
+    files.atomic_write_json(workdir / "report.json", report)
     print(json.dumps({k: v for k, v in report.items() if k != "cases"}, indent=1, default=str))
     return report

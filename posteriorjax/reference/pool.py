@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks, console, parallel
+from posteriorjax import checks, console, files, parallel
 from posteriorjax.reference import store
 
 
@@ -121,7 +121,7 @@ class Pool:
     @classmethod
     def open(cls, directory, task=None) -> Pool:
         """Open a pool; with `task`, ValueError unless it was built for that exact task config."""
-        manifest = store.read_manifest(directory)
+        manifest = files.read_manifest(directory)
         if manifest.get("kind") != "pool":
             raise ValueError(f"directory: {directory} holds a {manifest.get('kind')!r}, expected a pool")
         if task is not None:
@@ -186,8 +186,8 @@ class Pool:
                 raise ValueError(
                     f"fields: chunk {index} has no {missing}; it has {sorted(meta['field_sha256'])}"
                 )
-            return store.read_fields(path, {f: meta["field_sha256"][f] for f in fields})
-        arrays = store.read_arrays(path, meta["sha256"])
+            return files.read_fields(path, {f: meta["field_sha256"][f] for f in fields})
+        arrays = files.read_arrays(path, meta["sha256"])
         return arrays if fields is None else {f: arrays[f] for f in fields}
 
     def iter_chunks(
@@ -247,7 +247,7 @@ def build(
     runs (the first chunks are unchanged). `max_new_chunks` stops after that
     many newly computed chunks (time-boxed builds). ValueError on a mismatch. Every finished
     chunk is verified against its sidecar checksum first; a corrupt one is set aside
-    (`store.quarantine`) and recomputed.
+    (`files.quarantine`) and recomputed.
     """
     num_chunks = checks.positive_int("num_chunks", num_chunks)
     chunk_size = checks.positive_int("chunk_size", chunk_size)
@@ -265,8 +265,8 @@ def build(
         "store_unknown": bool(store_unknown),
     }
     defaults = {"store_unknown": True}  # manifests older than the setting
-    if (directory / store.MANIFEST).exists():
-        old = store.read_manifest(directory)
+    if (directory / files.MANIFEST).exists():
+        old = files.read_manifest(directory)
         store.check_task(old, task, "pool")
         diff = {
             k: (old.get(k, defaults.get(k)), v)
@@ -277,17 +277,17 @@ def build(
             raise ValueError(f"directory: {directory} holds a pool with other settings (old, new): {diff}")
     elif augment:
         check_equivariance(task, jr.split(jr.key(seed))[0])
-    store.atomic_write_json(directory / store.MANIFEST, {**spec, "num_chunks": num_chunks})
+    files.atomic_write_json(directory / files.MANIFEST, {**spec, "num_chunks": num_chunks})
     pool = Pool.open(directory, task)
     for index in pool.done_chunks():  # a chunk failing its checksum is set aside and recomputed
         name = _chunk_name(index)
         try:
             meta = json.loads((directory / f"{name}.json").read_text())
-            store.read_arrays(directory / f"{name}.npz", meta["sha256"])
-        except (store.CorruptFile, OSError, KeyError, TypeError, json.JSONDecodeError) as e:
-            store.quarantine(directory / f"{name}.json", f"chunk {index}: {e}")
+            files.read_arrays(directory / f"{name}.npz", meta["sha256"])
+        except (files.CorruptFile, OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+            files.quarantine(directory / f"{name}.json", f"chunk {index}: {e}")
             if (directory / f"{name}.npz").exists():
-                store.quarantine(directory / f"{name}.npz", f"chunk {index}: {e}")
+                files.quarantine(directory / f"{name}.npz", f"chunk {index}: {e}")
 
     mesh = parallel.data_mesh() if mesh is None else mesh
     sharding = parallel.batch_sharding(mesh)
@@ -309,9 +309,9 @@ def build(
                 x, u, y = x[:size], u[:size], y[:size]
             arrays = {"y": y} | ({"x": x} if store_unknown else {}) | ({"u": u} if store_state else {})
             name = _chunk_name(index)
-            checksum = store.write_arrays(directory / f"{name}.npz", arrays)
-            fields = {k: store.array_checksum(a) for k, a in arrays.items()}
+            checksum = files.write_arrays(directory / f"{name}.npz", arrays)
+            fields = {k: files.array_checksum(a) for k, a in arrays.items()}
             sidecar = {"sha256": checksum, "field_sha256": fields, "size": int(x.shape[0])}
-            store.atomic_write_json(directory / f"{name}.json", sidecar)
+            files.atomic_write_json(directory / f"{name}.json", sidecar)
             stage.update(pool.per_chunk)
     return pool

@@ -17,7 +17,6 @@ so its references are unchanged); inside `build`, case i of a method uses
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import zlib
 from collections.abc import Callable, Mapping
@@ -25,11 +24,14 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import jax.random as jr
+import ml_collections
 import numpy as np
-from absl import logging as absl_logging
 
+from posteriorjax import files, random_fields
 from posteriorjax.checks import integer_at_least, positive_int
-from posteriorjax.reference import store
+from posteriorjax.reference import exact, mcmc, pool, rejection, store
+from posteriorjax.reference import surrogate as sur
+from posteriorjax.reference.surrogate import RULES
 from posteriorjax.registry import Registry
 from posteriorjax.tasks.base import Cases, Task
 
@@ -118,7 +120,6 @@ def _uniform(samples) -> tuple[np.ndarray, np.ndarray]:
 
 def _exact(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress):
     """Exact posterior samples (linear-Gaussian tasks), uniform weights."""
-    from posteriorjax.reference import exact
 
     num = int(rc["num_samples"])
     samples = [exact.sample(jr.fold_in(key, i), task, y, num) for i, y in enumerate(np.asarray(cases.y_obs))]
@@ -127,7 +128,6 @@ def _exact(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progre
 
 def _pcn(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress):
     """MCMC chains (`mcmc_method`) on the prior latent; `num_samples` draws over `num_chains` chains."""
-    from posteriorjax.reference import mcmc
 
     chains = int(rc["num_chains"])
     samples, info = [], []
@@ -147,7 +147,6 @@ def _pcn(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress
 
 def _pool(task: Task, rc: Mapping, key, workdir: Path, progress: bool):
     """The prior pool of a task under `workdir/references/pools/` (built or resumed)."""
-    from posteriorjax.reference import pool
 
     per_chunk = int(rc["pool_chunk"]) * (4 if rc["augment"] else 1)
     seed = int(jr.randint(key, (), 0, 2**31 - 1))
@@ -176,7 +175,6 @@ def _eps(eps_of: Callable, num_of: Callable, fill: bool) -> Callable:
     """An eps-rule builder (`rejection.eps_rule`) with eps = `eps_of(task, rc)`, K = `num_of(rc)`."""
 
     def builder(task, cases, rc, key, workdir, pool_key, progress):
-        from posteriorjax.reference import rejection
 
         eps, num, sigma = eps_of(task, rc), num_of(rc), float(rc["sigma"]) or None
 
@@ -190,7 +188,6 @@ def _eps(eps_of: Callable, num_of: Callable, fill: bool) -> Callable:
 
 def _importance(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress):
     """Bayesian importance weights over a prior pool (`rejection.importance`), resampled, per case."""
-    from posteriorjax.reference import rejection
 
     std = np.asarray(task.noise.variance(np.asarray(cases.y_obs).shape[1]), np.float64) ** 0.5
 
@@ -211,8 +208,6 @@ def _surrogate_rejection(task, cases, rc, key, workdir, pool_key, progress, *, s
     (`surrogate.error_budget`, stored in the case's info). Weights: uniform, or with `validate`
     the simulator re-weighting L_sim / L_sur.
     """
-    from posteriorjax.reference import pool, rejection
-    from posteriorjax.reference import surrogate as sur
 
     if surrogate is None:
         raise ValueError(
@@ -385,7 +380,6 @@ def config(method: str = "exact", num_samples: int = 100, **options):
     `surrogate_rule` (``"rejection"``: published; ``"importance"``: resampling ∝ the surrogate
     likelihood) and `validate` (re-weight the kept members by L_sim / L_sur, our variant).
     """
-    import ml_collections
 
     unknown = sorted(set(options) - set(DEFAULTS))
     if unknown:
@@ -422,7 +416,6 @@ def section(values: Mapping, where: str) -> dict:
 
 def _surrogate_section(rc: dict, where: str) -> None:
     """Check the surrogate keys of a section in place (the spec itself: `sweep.networks.parse_spec`)."""
-    from posteriorjax.reference.surrogate import RULES
 
     spec, method = rc["surrogate"], rc["method"]
     if hasattr(spec, "to_dict"):
@@ -451,7 +444,6 @@ def _surrogate_section(rc: dict, where: str) -> None:
 def check_task(task: Task, rc: Mapping, where: str) -> None:
     """The exact posterior needs a Gaussian (or hierarchical Gaussian) prior: refuse others up front;
     the published-rule methods set eps themselves (3 x the task's noise std)."""
-    from posteriorjax import random_fields
 
     method = rc["method"]
     if method in ("published_eps", "eps_k1000") and rc["eps"] != DEFAULTS["eps"]:
@@ -483,17 +475,9 @@ def check_task(task: Task, rc: Mapping, where: str) -> None:
 # The cache
 
 
-def _legacy(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """(manifest, arrays) of a sweep reference written before `store.save_references` (one `.npz`)."""
-    stored = store.read_arrays(path)
-    manifest = {k: str(stored.pop(k)) for k in ("task_hash", "method", "settings")}
-    manifest["info"] = json.loads(str(stored.pop("info")))
-    return manifest, stored
-
-
 def load_or_build(
     spec: Mapping, task: Task, cases: Cases, key, directory, *, workdir, settings: str,
-    overwrite: bool = False, legacy=None, pool_key=None, progress: bool = False, surrogate=None,
+    overwrite: bool = False, pool_key=None, progress: bool = False, surrogate=None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:  # fmt: skip
     """The references of `cases` (`build`), reused from `directory` when built by the same settings.
 
@@ -501,22 +485,17 @@ def load_or_build(
     `y_obs`, with the task hash, method, `settings` (the caller's JSON of everything that
     determines the set) and per-case info in its manifest. A set built for another task config,
     method, settings or observations is an error unless `overwrite` (then it is rebuilt).
-    `legacy`: a sweep `.npz` of the old single-file format; when `directory` has no set yet it
-    is checked the same way, moved into `directory` (logged) and removed. Returns
-    (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
-    is set aside (`store.quarantine`) and rebuilt. `surrogate`: the trained network of a
+    Returns (samples, weights, `report`). A stored set that fails verification (checksum, truncation)
+    is set aside (`files.quarantine`) and rebuilt. `surrogate`: the trained network of a
     `surrogate_methods()` method (`build`); `settings` should then identify it.
     """
     directory, y_obs = Path(directory), np.asarray(cases.y_obs)
     found = None
     try:
-        if (directory / store.MANIFEST).exists():
+        if (directory / files.MANIFEST).exists():
             found = store.load_references(directory)
-        elif legacy is not None and Path(legacy).exists():
-            found = _legacy(Path(legacy))
-    except store.CorruptFile as e:
-        bad = directory if (directory / store.MANIFEST).exists() else Path(legacy)
-        store.quarantine(bad, f"{e.path.name}: {e.reason}")
+    except files.CorruptFile as e:
+        files.quarantine(directory, f"{e.path.name}: {e.reason}")
     if found is not None:
         manifest, arrays = found
         checks = (
@@ -527,17 +506,10 @@ def load_or_build(
         )
         mismatch = [name for name, same in checks if not same]
         if not mismatch:
-            if not (directory / store.MANIFEST).exists():
-                store.save_references(
-                    directory, arrays, task, method=spec["method"], settings=settings, info=manifest["info"]
-                )
-                Path(legacy).unlink()
-                absl_logging.info("[reference] %s: moved into the checksummed set %s", legacy, directory)
             return arrays["ref_samples"], arrays["ref_weights"], report(task, spec, manifest["info"])
         if not overwrite:
-            where = directory if (directory / store.MANIFEST).exists() else legacy
             raise ValueError(
-                f"reference: {where} was built with another {', '.join(mismatch)}; use another workdir "
+                f"reference: {directory} was built with another {', '.join(mismatch)}; use another workdir "
                 "or pass --config.overwrite=True to rebuild it"
             )
     samples, weights, info = build(

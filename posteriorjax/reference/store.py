@@ -2,147 +2,24 @@
 
 Every artifact lives in a directory with a ``manifest.json`` holding the task
 configuration (`Task.config_dict()`), its hash (`Task.config_hash()`), the
-method, seed and sizes, and a SHA-256 checksum per data file. Every file is
-written atomically (to a temporary name in the same directory, flushed, then
-`os.replace`d), so a process killed at any point leaves either the old file or
-the new one, never a torn one: that is what makes pool builds resumable.
-Loading an artifact under a different task configuration is a `ValueError`; a file that
-fails verification (checksum, truncation) is a `CorruptFile`, which a rerun answers by
-`quarantine`-ing the file (renamed aside with a warning) and rebuilding it.
+method, seed and sizes, and a SHA-256 checksum per data file, every file written
+atomically by `posteriorjax.files` (which makes pool builds resumable). Loading an
+artifact under a different task configuration is a `ValueError`; a file that fails
+verification is a `files.CorruptFile`, which a rerun answers by `files.quarantine`-ing
+it and rebuilding it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
-import json
-import os
-import tempfile
-import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-MANIFEST = "manifest.json"
+from posteriorjax.files import MANIFEST, atomic_write_json, read_arrays, read_manifest, write_arrays
+
 FORMAT_VERSION = 1
-
-
-def atomic_write_bytes(path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temporary file in the same directory, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-class CorruptFile(ValueError):
-    """A stored file failed verification: `path` and `reason` (what failed)."""
-
-    def __init__(self, path, reason: str):
-        self.path, self.reason = Path(path), reason
-        super().__init__(f"path: {reason} for {path} (file corrupted or replaced)")
-
-
-def quarantine(path, reason: str) -> Path:
-    """Rename `path` (file or directory) aside to `<name>.corrupt-<n>` (first free n), with a warning.
-
-    The file is kept for inspection, never deleted; the caller then rebuilds it. Returns the new path.
-    """
-    path = Path(path)
-    n = 0
-    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        n += 1
-    os.replace(path, aside)
-    warnings.warn(f"{path}: {reason}; set aside as {aside.name} and rebuilt", stacklevel=2)
-    return aside
-
-
-def atomic_write_json(path, obj) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def encode_arrays(arrays: dict[str, np.ndarray]) -> bytes:
-    """Uncompressed `.npz` bytes of named arrays."""
-    buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
-    return buf.getvalue()
-
-
-def write_arrays(path, arrays: dict[str, np.ndarray]) -> str:
-    """Write named arrays atomically as `.npz`; returns the file's SHA-256."""
-    data = encode_arrays(arrays)
-    atomic_write_bytes(path, data)
-    return sha256(data)
-
-
-def read_arrays(path, checksum: str | None = None) -> dict[str, np.ndarray]:
-    """Read a `.npz` written by `write_arrays`, verifying its SHA-256 when given."""
-    data = Path(path).read_bytes()
-    if checksum is not None and sha256(data) != checksum:
-        raise CorruptFile(path, "checksum mismatch")
-    try:
-        with np.load(io.BytesIO(data)) as z:
-            return {k: z[k] for k in z.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:  # truncated or not an .npz
-        raise CorruptFile(path, f"unreadable .npz ({type(e).__name__}: {e})") from e
-
-
-def array_checksum(array) -> str:
-    """SHA-256 of an array's C-order bytes (dtype and shape are checked separately by the reader)."""
-    return sha256(np.ascontiguousarray(array).tobytes())
-
-
-def read_fields(path, checksums: dict[str, str]) -> dict[str, np.ndarray]:
-    """Read only the arrays named in `checksums` from a `.npz`, verifying each one's `array_checksum`.
-
-    The other members are never read: a rejection scan needs the observations, not the fields.
-    """
-    out = {}
-    try:
-        z = np.load(path)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
-        raise CorruptFile(path, f"unreadable .npz ({type(e).__name__}: {e})") from e
-    with z:
-        for name, checksum in checksums.items():
-            if name not in z.files:
-                raise ValueError(f"fields: {path} has no array {name!r}; it has {z.files}")
-            try:
-                array = z[name]
-            except zipfile.BadZipFile as e:  # the member's CRC-32 already failed
-                raise CorruptFile(path, f"checksum mismatch for {name!r} ({e})") from e
-            if array_checksum(array) != checksum:
-                raise CorruptFile(path, f"checksum mismatch for {name!r}")
-            out[name] = array
-    return out
-
-
-def read_manifest(directory) -> dict:
-    path = Path(directory) / MANIFEST
-    if not path.exists():
-        raise ValueError(f"directory: no {MANIFEST} in {directory}")
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CorruptFile(path, f"unreadable manifest ({e})") from e
-    if not isinstance(manifest, dict):
-        raise CorruptFile(path, "manifest is not a JSON object")
-    return manifest
 
 
 def check_task(manifest: dict, task, what: str = "artifact") -> None:

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks
+from posteriorjax import checks, files
+from posteriorjax.metrics import suite
 from posteriorjax.reference import rejection
 from posteriorjax.tasks.base import AbstractPhysics, Task
 
@@ -75,14 +76,8 @@ def fingerprint(task: Task, model) -> str:
     """A short hash naming a surrogate: its parameter values and its output on one fixed prior draw
 
     (so two networks with equal parameters but other static settings never share a pool)."""
-    import hashlib
-
-    from posteriorjax.training.checkpoints import parameter_digest
-
     probe = np.ascontiguousarray(np.asarray(model(task.prior.sample(jr.key(0))), np.float64))
-    h = hashlib.sha256(parameter_digest(model).encode())
-    h.update(probe.tobytes())
-    return h.hexdigest()[:16]
+    return files.sha256(files.parameter_digest(model).encode() + probe.tobytes())[:16]
 
 
 def noise_std(task: Task) -> np.ndarray:
@@ -155,8 +150,6 @@ def error_budget(task: Task, x, y_sur, y_sim, y_obs, *, rate: float | None = Non
     the Kish ESS of the validated weights; and `metrics`, the five posterior metrics of the
     surrogate reference (uniform over the members) scored against the validated one.
     """
-    from posteriorjax.metrics import suite
-
     std = noise_std(task)
     y_sur, y_sim = np.asarray(y_sur, np.float64), np.asarray(y_sim, np.float64)
     log_sur, log_sim = log_likelihood(y_sur, y_obs, std), log_likelihood(y_sim, y_obs, std)

@@ -1,21 +1,17 @@
-"""Provenance of a sweep: the `summary.md` header (study, config hash, date, machine, cases x
-samples, each task's reference and its settings) and `provenance.json` (versions, devices, git
-revision, seeds)."""
+"""Provenance of a sweep as the reader sees it: the `summary.md` header (study, config hash, date,
+machine, cases x samples, each task's reference and its settings), read from the workdir's
+`config.json`, `provenance.json` (written by `posteriorjax.files.provenance`) and `references.json`."""
 
 from __future__ import annotations
 
-import datetime
-import hashlib
-import importlib.metadata
 import json
-import os
-import platform
-import subprocess
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jax
+
+from posteriorjax import files
 
 
 def summary_header(workdir, records: Sequence[dict]) -> str:
@@ -33,9 +29,9 @@ def summary_header(workdir, records: Sequence[dict]) -> str:
     name = (config or {}).get("name") or workdir.name
     digest = "-"
     if config is not None:
-        digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-    date = prov.get("date_utc") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine = prov.get("machine") or _machine()
+        digest = files.json_digest(config, 12)
+    date = prov.get("date_utc") or files.utc_now()
+    machine = prov.get("machine") or files.machine()
     lines = [
         f"# Study `{name}`\n",
         f"- config `config.json`, sha256 `{digest}`; run {date}",
@@ -116,37 +112,3 @@ def _count(devices) -> dict:
 
 def _devices() -> list[str]:
     return [d.platform for d in jax.devices()]
-
-
-def _machine() -> dict:
-    return {"platform": f"{platform.system()} {platform.machine()}", "cpu_count": os.cpu_count()}
-
-
-def provenance(seeds: dict) -> dict:
-    """Package versions, devices, git revision and seeds of a run."""
-    versions = {}
-    for pkg in ("posteriorjax", "jax", "jaxlib", "equinox", "numpy", "optax", "diffrax", "lineax"):
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            versions[pkg] = None
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        rev = None
-    return {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": _machine(),
-        "versions": versions,
-        "python": platform.python_version(),
-        "devices": [str(d) for d in jax.devices()],
-        "process_count": jax.process_count(),
-        "git_revision": rev,
-        "seeds": seeds,
-    }

@@ -29,9 +29,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax.metrics import registry
+from posteriorjax import files
+from posteriorjax.metrics import calibration, mira, registry
 from posteriorjax.report import split
 from posteriorjax.report.networks import network_table
 from posteriorjax.report.provenance import summary_header
@@ -283,8 +285,6 @@ def _finite(values: Sequence) -> bool:
 
 def _mira_columns(stats: Sequence, n: int, idx: np.ndarray) -> dict:
     """The MIRA score of L per-condition statistics, its expected value and both standard errors."""
-    from posteriorjax.metrics import mira
-
     mean, var = mira.expected_moments(n - 1)
     se = math.sqrt(var / len(stats))
     score = boot = math.nan
@@ -299,10 +299,6 @@ def _mira_columns(stats: Sequence, n: int, idx: np.ndarray) -> dict:
 
 def _tarp_columns(f: Sequence, n: int, idx: np.ndarray, rng: np.random.Generator) -> dict:
     """TARP's expected-coverage curve of L credibilities, its summary, bootstrap band and KS test."""
-    import jax.numpy as jnp
-
-    from posteriorjax.metrics import calibration
-
     num, bins = len(f), max(len(f) // 10, 1)
     if not _finite(f):
         return dict(
@@ -350,10 +346,6 @@ def _split_conformal(recs: Sequence[dict]) -> dict:
 
 def _bootstrap_ecp(f, bins: int):
     """`calibration.expected_coverage` of every row of `f (B, L)` -> `(B, bins + 1)`."""
-    import jax.numpy as jnp
-
-    from posteriorjax.metrics import calibration
-
     return jax.vmap(lambda v: calibration.expected_coverage(v, bins)[0])(jnp.asarray(f, jnp.float32))
 
 
@@ -424,8 +416,6 @@ def mira_flagged(row: Mapping) -> bool:
 
 def mira_conditions_needed(num_samples: int, shift: float = MIRA_RESOLVED_SHIFT) -> int:
     """Conditions L for which the calibrated band (±2 se) is as narrow as `shift`: (2 sd / shift)²."""
-    from posteriorjax.metrics import mira
-
     _, var = mira.expected_moments(num_samples - 1)
     return math.ceil((2.0 * math.sqrt(var) / shift) ** 2)
 
@@ -463,12 +453,11 @@ def _calibration_legend(trows: Sequence[dict]) -> str:
 
 def write_tables(workdir, records: Sequence[dict]) -> str:
     """Write `results.csv`, `calibration.json` and `summary.md` (both tables) to `workdir`; return summary."""
-    from posteriorjax.reference import store
 
     workdir = Path(workdir)
     (workdir / "results.csv").write_text(to_csv(records))
     calib = calibration_rows(records)
-    store.atomic_write_json(workdir / "calibration.json", calib)
+    files.atomic_write_json(workdir / "calibration.json", calib)
     summary = (
         summary_header(workdir, records)
         + "\n## Posterior matching\n\n"

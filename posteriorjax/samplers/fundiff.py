@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, kinds, nn, rng
+from posteriorjax import checks, files, kinds, nn, rng
 from posteriorjax.nn.fae import grid_coords
 from posteriorjax.observations.operators import MaskObservation
 from posteriorjax.samplers import tuned
@@ -244,7 +244,7 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
             f"target, condition: channels (x {target.x_norm.channels}, u {condition.u_norm.channels}) do "
             f"not match task {task.name!r} (x {cx}, u {cu})"
         )
-    digests = (_parameter_digest(target), _parameter_digest(condition))
+    digests = (files.parameter_digest(target), files.parameter_digest(condition))
     if digests != (model.target_digest, model.condition_digest):
         raise ValueError("target, condition: not the autoencoders the model (the DiT) was trained on")
     if isinstance(discrete_values, str):
@@ -265,12 +265,6 @@ register(
     build,
     networks={"target": "fundiff_fae_target", "condition": "fundiff_fae_condition", "model": "fundiff_dit"},
 )
-
-
-def _parameter_digest(model) -> str:
-    from posteriorjax.training.checkpoints import parameter_digest  # (training imports the samplers)
-
-    return parameter_digest(model)
 
 
 # -- the network kinds (PosteriorBench `configs/training/*_fundiff_*.yml`) ----------------------
@@ -339,7 +333,7 @@ kinds.register(
         channels=_dit_channels,
         example=dit_example,
         wrap=lambda net, x_norm, u_norm, cfg: LatentFlow(
-            net, _parameter_digest(cfg.inputs["target"]), _parameter_digest(cfg.inputs["condition"])
+            net, files.parameter_digest(cfg.inputs["target"]), files.parameter_digest(cfg.inputs["condition"])
         ),
         loss=lambda task, noise, d: RectifiedFlowLoss(),
         evaluate=kinds.loss_evaluation("eval_flow_matching_loss"),

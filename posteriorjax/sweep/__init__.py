@@ -12,6 +12,7 @@ from posteriorjax.reference.registry import METHODS as REFERENCE_METHODS
 from posteriorjax.reference.registry import config as reference_config
 from posteriorjax.reference.registry import published_eps
 from posteriorjax.sweep.networks import NetworkSpec, common_config, network, network_config
+from posteriorjax.sweep.pair import run_pair
 from posteriorjax.sweep.plan import Plan, dry_run, validate
 from posteriorjax.sweep.program import (
     ConfigGrid,
@@ -22,7 +23,7 @@ from posteriorjax.sweep.program import (
     local_rows,
     sample_program,
 )
-from posteriorjax.sweep.run import STAGES, run, run_pair
+from posteriorjax.sweep.run import STAGES, run
 from posteriorjax.sweep.samples import save_samples
 from posteriorjax.sweep.settings import (
     CALIBRATION_DEFAULTS,
@@ -56,7 +57,6 @@ from posteriorjax.sweep.store import (
     done_everywhere,
     hparams_key,
     jsonable,
-    migrate_config_id,
     prepare_workdir,
     process_results_path,
     read_records,
@@ -70,7 +70,7 @@ __all__ = [
     "TrainingSettings", "assemble", "calibration_settings", "calibration_statistics", "canonical_number",
     "case_program", "chunk_program", "common_config", "config_key", "diagnostic_values", "done_everywhere",
     "dry_run",
-    "expand", "hparams_key", "jsonable", "local_rows", "migrate_config_id", "mira_case_key", "network",
+    "expand", "hparams_key", "jsonable", "local_rows", "mira_case_key", "network",
     "network_config", "observation_anchor", "observation_values", "prepare_workdir", "process_results_path",
     "program_data", "published_eps", "read_records", "reference_config", "row_key", "run", "run_pair",
     "STAGES", "sample_program", "save_samples", "settings", "stream_keys", "tarp_normalization",

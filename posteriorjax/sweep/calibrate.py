@@ -3,7 +3,7 @@
 PosteriorBench calibrates guidance weights on a validation split disjoint from its test split
 (its case ids are numbered over validation, then test). A sweep entry with
 `calibrate: {hparam, grid, num_cases, rule, relative}` (`settings.CalibrateSettings`) runs,
-before its pair, the pair's own program (`run.run_pair`: the hyperparameter is a vmapped axis of
+before its pair, the pair's own program (`pair.run_pair`: the hyperparameter is a vmapped axis of
 the configuration grid) over `grid` on `num_cases` validation cases, scores it with the study's
 metrics against the validation cases' reference, and runs the test sweep at the chosen value.
 
@@ -22,8 +22,8 @@ the per-metric optima lambda*_m = argmin_lambda m and show they differ between m
 single metric is privileged by default.
 
 Output: `workdir/calibration/<task>/<label>.json` (grid, rule, curves, score, chosen value, the
-validation and test case ids) and `<label>.png` (the curves), reused on a rerun with the same
-identity.
+validation and test case ids), reused on a rerun with the same identity; the report stage draws
+its curves beside it (`<label>.png`, `report.figures.calibration_choice_figure`).
 """
 
 from __future__ import annotations
@@ -37,15 +37,17 @@ import jax
 import numpy as np
 from absl import logging as absl_logging
 
-from posteriorjax.reference import store as artifact_store
+from posteriorjax import files
+from posteriorjax.metrics import registry as metric_registry
 from posteriorjax.sweep import program
+from posteriorjax.sweep.pair import run_pair
 from posteriorjax.sweep.settings import CalibrateSettings, SamplerEntry
 from posteriorjax.tasks.base import Cases, Task
 
 # the first case index of the validation cases; test cases use 0 .. num_cases - 1
 VALIDATION_START = 2**30
 # the five posterior metrics of PosteriorBench (mean, std, MMD, SWD, spectral), all lower-is-better
-POSTERIOR_METRICS = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
+POSTERIOR_METRICS = metric_registry.POSTERIOR
 
 
 def validation_cases(task: Task, seed: int, num: int) -> Cases:
@@ -119,39 +121,13 @@ def select(curve: Mapping[str, Sequence[float]], rule: str) -> tuple[list[float]
     return [float(v) for v in score], int(np.argmin(score))
 
 
-def _figure(path: Path, result: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    grid = result["values"]
-    names = list(POSTERIOR_METRICS)
-    fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.0 * (len(names) + 1), 2.8))
-    log = min(grid) > 0 and max(grid) / min(grid) >= 10
-    for ax, name in zip(axes, [*names, "score"], strict=True):
-        y = result["score"] if name == "score" else result["curve"][name]
-        ax.plot(grid, y, "o-")
-        ax.axvline(result["chosen"], color="k", ls="--", lw=0.8)
-        ax.set_title(name if name != "score" else f"score ({result['rule']})", fontsize=9)
-        ax.set_xlabel(result["hparam"])
-        if log:
-            ax.set_xscale("log")
-    fig.suptitle(f"{result['task']} / {result['sampler']}: chosen {result['hparam']} = {result['chosen']:g}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.ConfigGrid:
     """Run `entry`'s calibration on validation cases and return the test grid at the chosen value.
 
     `study`: the running `run._Study` (plan, workdir, mesh, stores). Writes (process 0)
-    `calibration/<task>/<label>.json` and `.png`, or reuses them when their identity (the
+    `calibration/<task>/<label>.json`, or reuses it when their identity (the
     entry, seeds, sample count, the validation reference) matches; prints the choice.
     """
-    from posteriorjax.sweep.run import run_pair
-
     plan, s, cal = study.plan, study.plan.settings, entry.calibrate
     where = f"config.samplers.{entry.label}.calibrate"
     if cal.hparam not in sampler.defaults:
@@ -205,8 +181,6 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
             results=None, skip=set(), labels={"task": task_name, "sampler": entry.label}, mesh=study.mesh,
             calibration_options=s.calibration, memory_limit_bytes=study.memory_limit_bytes,
         )  # fmt: skip
-        from posteriorjax.metrics import registry as metric_registry
-
         curve = curves(records, cal.hparam, grid_values, metric_registry.TABLE)
         score, best = select(curve, cal.rule)
         result = {
@@ -229,9 +203,7 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
         }
         if study.store is not None:
             directory.mkdir(parents=True, exist_ok=True)
-            artifact_store.atomic_write_json(path, result)
-            if s.figures:
-                _figure(directory / f"{entry.label}.png", result)
+            files.atomic_write_json(path, result)
     line = (
         f"[calibrate] {task_name} / {entry.label}: {cal.hparam} = {result['chosen']:g} "
         f"(rule {cal.rule}, {cal.num_cases} validation cases, grid {result['values']}, "

@@ -11,12 +11,10 @@ its own (`training.scores`), for the records of the samplers that use it.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from posteriorjax import training
+from posteriorjax import files, training
 from posteriorjax.checks import as_dict, positive_int
 from posteriorjax.training import kinds as network_kinds  # (`training` is also an argument below)
 
@@ -176,8 +174,7 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
         plain.setdefault("inputs", {})[role] = network_config(
             task_name, task_options, input_spec, scale, num_steps
         )[1]
-    digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return cfg, digest
+    return cfg, files.json_digest(plain, 12)
 
 
 def _directory(workdir, task_name: str, kind: str, digest: str) -> Path:

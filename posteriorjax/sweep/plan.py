@@ -18,12 +18,16 @@ from typing import Any
 import equinox as eqx
 import jax
 from absl import logging as absl_logging
+from jax.experimental import multihost_utils
 
+from posteriorjax import samplers, tasks
 from posteriorjax.reference import heldout, registry
 from posteriorjax.samplers.base import AbstractSampler
-from posteriorjax.sweep import networks, program, statistics
-from posteriorjax.sweep.settings import SamplerEntry, Settings
-from posteriorjax.sweep.store import reference_paths
+from posteriorjax.sweep import calibrate, networks, program, statistics
+from posteriorjax.sweep import given as given_cases
+from posteriorjax.sweep import sizing as sizing_module
+from posteriorjax.sweep.settings import SamplerEntry, Settings, settings
+from posteriorjax.sweep.store import reference_directory
 from posteriorjax.tasks.base import Cases, Task
 
 
@@ -46,7 +50,7 @@ class Plan:
     grids: dict[tuple[str, str], program.ConfigGrid] = dataclasses.field(default_factory=dict)
     trained: dict[str, Any] = dataclasses.field(default_factory=dict)  # networks by spec
     _cases: dict[str, Cases] = dataclasses.field(default_factory=dict)
-    given: dict[str, Any] = dataclasses.field(default_factory=dict)  # `exchange.cases.GivenCases` by task
+    given: dict[str, Any] = dataclasses.field(default_factory=dict)  # `given.GivenCases` by task
 
     @classmethod
     def build(cls, s: Settings) -> Plan:
@@ -118,8 +122,6 @@ class Plan:
         self, task_name: str, entry: SamplerEntry, networks: Mapping
     ) -> tuple[AbstractSampler, program.ConfigGrid]:
         """(sampler, grid) of a pair, built on first use; `networks`: {option: trained model}."""
-        from posteriorjax import samplers
-
         pair = (task_name, entry.label)
         if pair not in self.samplers:
             task, options = self.sampler_task(task_name, entry), {**entry.options, **networks}
@@ -138,8 +140,7 @@ class Plan:
         """(samples, weights, report) of a task's reference set `which` (`reference.heldout`: the
         held-out set every row is scored on, or the public set `exchange.export` writes), by
         `registry.load_or_build`, cached in `workdir/references/<task>/` (public) and
-        `<task>.heldout/`: process 0 builds it, the others then load it. The held-out set is
-        refused while the workdir holds records scored before the split (`heldout.check_migrated`).
+        `<task>.heldout/`: process 0 builds it, the others then load it.
         Given cases have one reference, the file's (`report["set"] == "given"`).
 
         `validation` > 0: the reference of that many validation cases (`calibrate.validation_cases`,
@@ -155,27 +156,22 @@ class Plan:
                 )
             g = self.given[task_name]
             return g.ref_samples, g.ref_weights, {"method": "given", "source": g.source, "set": heldout.GIVEN}
-        if which == heldout.HELDOUT and not validation:
-            heldout.check_migrated(workdir, task_name)
         s, task = self.settings, self.tasks[task_name]
         rc, cases = s.references[task_name], self.cases(task_name)
         plain = {"reference": dict(rc), "seed": s.seed, "num_cases": s.num_cases}
         root, pool_key = statistics.stream_keys(s.seed)["reference"], None
-        directory, legacy = reference_paths(workdir, task_name)
+        directory = reference_directory(workdir, task_name)
         if validation:
-            from posteriorjax.sweep import calibrate
-
             which = "validation"
             cases = calibrate.validation_cases(task, s.seed, validation)
             plain.update(num_cases=validation, split="validation", start=calibrate.VALIDATION_START)
             key, pool_key = registry.stream(root, "validation"), jax.random.split(root)[0]
-            directory, legacy = Path(workdir) / "calibration" / "references" / task_name, None
+            directory = Path(workdir) / "calibration" / "references" / task_name
         else:
             if which == heldout.HELDOUT:  # the public set keeps the identity every cache had before
                 plain["set"] = heldout.HELDOUT
             key = heldout.key(root, which)
             directory = heldout.directory(directory, which)
-            legacy = legacy if which == heldout.PUBLIC else None
         surrogate, spec = None, s.reference_networks.get(task_name)
         if spec is not None:  # trained (or loaded) on every process, like a sampler's network
             surrogate = self.reference_network(task_name, workdir, progress)
@@ -185,7 +181,7 @@ class Plan:
             )[1]
         identity = json.dumps(plain, sort_keys=True)
         build = dict(
-            workdir=workdir, settings=identity, overwrite=s.overwrite, legacy=legacy, surrogate=surrogate,
+            workdir=workdir, settings=identity, overwrite=s.overwrite, surrogate=surrogate,
             pool_key=pool_key,
         )  # fmt: skip
         if lead:
@@ -236,14 +232,10 @@ class Plan:
 def sync(name: str) -> None:
     """A barrier of every process (no-op with one)."""
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         multihost_utils.sync_global_devices(name)
 
 
 def _task(name: str, options: Mapping, where: str) -> Task:
-    from posteriorjax import tasks
-
     try:
         return tasks.get(name, **options)
     except (TypeError, ValueError) as e:
@@ -251,11 +243,9 @@ def _task(name: str, options: Mapping, where: str) -> Task:
 
 
 def _given(name: str, value, task: Task, num_cases: int):
-    from posteriorjax.exchange import cases
-
-    path, options = cases.entry(value)
+    path, options = given_cases.entry(value)
     try:
-        return cases.load(path, task, **options).head(num_cases, "config.num_cases")
+        return given_cases.load(path, task, **options).head(num_cases, "config.num_cases")
     except (TypeError, ValueError) as e:
         raise ValueError(f"config.cases_files.{name}: {e}") from e
 
@@ -263,8 +253,6 @@ def _given(name: str, value, task: Task, num_cases: int):
 def validate(config) -> None:
     """Check a sweep config before any compute (ValueError naming the field): its schema
     (`settings.Settings.parse`) and everything that needs its tasks (`Plan.build`)."""
-    from posteriorjax.sweep.settings import settings
-
     Plan.build(settings(config))
 
 
@@ -281,8 +269,6 @@ def dry_run(config, *, sizing: bool = False, compile: bool = True, pilot_draws: 
     per benchmarked device, and per eps-rule reference a fill verdict from a pilot pool of
     `pilot_draws` prior draws); each task's entry then also has `"fill"`, that verdict.
     """
-    from posteriorjax.sweep.settings import settings
-
     s = settings(config)
     plan = Plan.build(s)
     out = {}
@@ -310,8 +296,6 @@ def dry_run(config, *, sizing: bool = False, compile: bool = True, pilot_draws: 
         "training_scale": s.training_scale,
     }
     if sizing:
-        from posteriorjax.sweep import sizing as sizing_module
-
         result["sizing"] = sizing_module.size(plan, compile=compile, pilot_draws=pilot_draws, log=log)
         for name in out:
             out[name]["fill"] = result["sizing"]["references"][name]["verdict"]

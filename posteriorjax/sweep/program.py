@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import PartitionSpec
 
 from posteriorjax import checks, deferred, parallel
@@ -236,8 +238,6 @@ def raise_failure(failure, where: str) -> None:
     """Raise `checks.CheckFailed` (a ValueError) ``"<where>: <message>, got <value>"`` when a
     run-time check of a `checked_chunk_program` call failed (on any device of any process)."""
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         failure = jax.tree.map(lambda a: multihost_utils.process_allgather(a, tiled=True), failure)
     deferred.raise_failure(failure, where)
 
@@ -303,8 +303,6 @@ def device_memory(limit: int | None = None) -> tuple[int, str]:
     """(bytes one device may use, where that number comes from): `limit` when given, else
     $POSTERIORJAX_MEMORY_LIMIT_BYTES, else the accelerator's `memory_stats()["bytes_limit"]`,
     else (CPU) the machine's physical memory."""
-    import os
-
     if limit is not None:
         return int(limit), "memory_limit_bytes"
     if os.environ.get(MEMORY_LIMIT_ENV):

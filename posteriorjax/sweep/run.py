@@ -4,7 +4,8 @@
 task loads or builds its reference (`reference.registry`, cached in `workdir/references/`)
 and per sampler entry trains or reuses its networks (`networks`) and runs the pair
 (`run_pair`: the compiled `program`, chunk by chunk, records appended to the `store`), then
-writes the tables, `references.json` and the figures. A rerun skips the configurations
+writes `references.json`. The tables and figures are a separate stage (`report.stage.write`)
+that the entry points call afterwards. A rerun skips the configurations
 already on disk. With several processes (`jax.process_count() > 1`) each process writes the
 records its devices computed to `results.p<k>.jsonl` and process 0 assembles `results.jsonl`
 after every pair (the workdir must be shared by all processes).
@@ -17,112 +18,22 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import equinox as eqx
 import jax
 import numpy as np
-from absl import logging as absl_logging
 
-from posteriorjax import parallel
+from posteriorjax import console, files, parallel
+from posteriorjax import plugins as plugin_modules
 from posteriorjax.reference import heldout
-from posteriorjax.reference import store as artifact_store
-from posteriorjax.samplers.base import AbstractSampler
-from posteriorjax.sweep import program, statistics
+from posteriorjax.sweep import calibrate, migrate, program, statistics
 from posteriorjax.sweep import store as record_store
+from posteriorjax.sweep.pair import run_pair
 from posteriorjax.sweep.plan import Plan, sync
 from posteriorjax.sweep.samples import save_samples
 from posteriorjax.sweep.settings import SamplerEntry, settings
-from posteriorjax.tasks.base import Cases, Task
-
-
-def run_pair(
-    task: Task, sampler: AbstractSampler, cases: Cases, reference: tuple, grid: program.ConfigGrid, *,
-    num_samples: int, seed: int, chunk_size: int, batch_size: int,
-    results: record_store.ResultsFile | None = None, skip: set[str] | None = None,
-    labels: Mapping[str, str] | None = None, mesh=None, metric_options: Mapping | None = None,
-    diagnostics: Sequence[str] = (), progress: Callable | None = None, calibration_options=None,
-    memory_limit_bytes: int | None = None, networks: Mapping | None = None,
-    scored: Mapping | None = None,
-) -> list[record_store.Record]:  # fmt: skip
-    """Sample and score every configuration of `grid` for one (task, sampler) pair.
-
-    `task` is the true task (`sampler.task` may be a misspecified copy with the same shapes);
-    `reference`: `(ref_samples (K, M, C, H, W), ref_weights (K, M))`. Chunks of `chunk_size`
-    configurations (rounded up to a multiple of the device count) are compiled once and their
-    records appended to `results` (this process's file) as they finish; `skip`: ids not to
-    compute (default: those in `results`); `labels`: the recorded `{"task", "sampler"}` names;
-    `progress(done, todo, compile_s, run_s)` after each chunk. The compiled chunk program's
-    memory estimate is checked against the device (`program.check_memory`, `memory_limit_bytes`)
-    before it runs. Hyperparameter values and reference weights are checked on the host before
-    anything compiles (`program.check_inputs`); the program's own run-time checks come back
-    as an output, raised here after each chunk (`program.raise_failure`, a ValueError naming
-    the pair, the check and the offending value). `networks`: what the sampler's trained
-    networks are (`Plan.network_records`), carried by every record; `scored`: what the records
-    were scored on (`Record.scored`: the reference set's `heldout.tag`). Returns this call's
-    records.
-    """
-    mesh = parallel.data_mesh() if mesh is None else mesh
-    labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
-    chunk = parallel.padded_size(max(1, min(chunk_size, grid.size)), mesh)
-    ids = grid.ids()
-    if skip is None:
-        skip = results.done((labels["task"], labels["sampler"])) if results else set()
-    todo = [i for i, cid in enumerate(ids) if cid not in skip]
-    where = f"{labels['task']} / {labels['sampler']}"
-    program.check_inputs(sampler, grid, reference, where)
-    data = statistics.program_data(task, cases, reference, seed=seed)
-    data = parallel.global_tree(data, parallel.replicated(mesh))
-    one = program.case_program(
-        task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
-        calibration_options=calibration_options,
-    )  # fmt: skip
-    fn = eqx.filter_jit(program.checked_chunk_program(one, mesh, batch_size))
-    compiled, compile_s, out = None, 0.0, []
-    for start in range(0, len(todo), chunk):
-        index = np.asarray(todo[start : start + chunk])
-        padded = np.concatenate([index, np.repeat(index[-1:], chunk - len(index))])
-        configs = parallel.global_tree(grid.take(padded), parallel.batch_sharding(mesh))
-        t0 = time.perf_counter()
-        if compiled is None:
-            compiled = fn.lower(data, configs).compile()
-            compile_s = time.perf_counter() - t0
-            program.check_memory(
-                compiled, where, batch_size=batch_size, num_samples=num_samples, limit=memory_limit_bytes
-            )  # fmt: skip
-        t1 = time.perf_counter()
-        failure, metrics = jax.block_until_ready(compiled(data, configs))
-        run_s = time.perf_counter() - t1
-        program.raise_failure(failure, where)
-        rows, values = program.local_rows(metrics)
-        fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
-        fields["networks"] = dict(networks or {})
-        fields["scored"] = dict(scored or {})
-        records = [
-            _record(grid, ids, int(index[pos]), {k: v[j] for k, v in values.items()}, labels, task, fields)
-            for j, pos in enumerate(rows)
-            if pos < len(index)  # not padding
-        ]
-        if results is not None and records:
-            results.append(records)
-        out.extend(records)
-        if progress is not None:
-            progress(min(start + chunk, len(todo)), len(todo), t1 - t0 if start == 0 else 0.0, run_s)
-    return out
-
-
-def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) -> record_store.Record:
-    return record_store.Record(
-        task=labels["task"], sampler=labels["sampler"], config_id=ids[i], index=i, case=int(grid.case[i]),
-        seed=int(grid.seed[i]), hparams={k: float(v[i]) for k, v in grid.hparams.items()},
-        num_samples=fields["num_samples"], metrics={k: record_store.jsonable(v) for k, v in metrics.items()},
-        wall_time_s=fields["wall_time_s"], compile_time_s=fields["compile_time_s"],
-        evaluation=task.evaluation_name, networks=fields["networks"],
-        scored=fields.get("scored", {}),
-    )  # fmt: skip
-
 
 STAGES = ("all", "networks")
 
@@ -131,7 +42,9 @@ def run(
     config, workdir: str | os.PathLike, *, progress: bool = True, plugins: Sequence[str] = (),
     memory_limit_bytes: int | None = None, stage: str = "all",
 ) -> list[record_store.Record]:  # fmt: skip
-    """Run every (task, sampler) pair of `config`; write results, tables, samples, provenance to `workdir`.
+    """Run every (task, sampler) pair of `config`; store its records, references, samples and
+    provenance in `workdir`. The tables and figures are the next stage, `report.stage.write(workdir)`,
+    which the entry points call after this one.
 
     `stage`: ``"all"`` (the study), or ``"networks"``: train (or resume) every network the study
     needs, samplers' and references' alike, under `workdir/networks/`, and stop there (returns
@@ -147,11 +60,9 @@ def run(
     (`estimate_memory`), at the price of compiling those programs twice.
     Returns the records of `results.jsonl` (process 0; other processes return []).
     """
-    from posteriorjax import plugins as plugin_modules
-    from posteriorjax.report import provenance, tables
-
     if stage not in STAGES:
         raise ValueError(f"stage: expected one of {STAGES}, got {stage!r}")
+    migrate.check(workdir)  # an earlier version's workdir is migrated explicitly, never on read
     plugins = plugin_modules.parse(plugins)
     plugin_modules.load(plugins)
     needed = plugin_modules.required_names(json.loads(config.to_json_best_effort()))
@@ -169,7 +80,7 @@ def run(
         )
     sync("sweep-prepare")
     if lead:
-        prov = provenance.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
+        prov = files.provenance({"seed": s.seed, "sampler_seeds": list(s.seeds)})
         prov["plugins"] = plugins
         (workdir / "provenance.json").write_text(json.dumps(prov, indent=2))
     if stage == "networks":
@@ -186,12 +97,7 @@ def run(
             study.pair(task_name, entry, tuple(reference), scored)
     if not lead:
         return []
-    artifact_store.atomic_write_json(workdir / "references.json", reports)
-    summary = tables.write_tables(workdir, store.records)
-    if progress:
-        print(summary, flush=True)  # the study's result, on stdout
-    if s.figures:
-        _render_figures(workdir, progress)
+    files.atomic_write_json(workdir / "references.json", reports)
     return store.records
 
 
@@ -230,8 +136,6 @@ class _Study:
         train_s = time.perf_counter() - start
         sampler, grid = plan.pair(task_name, entry, nets)
         if entry.calibrate is not None:  # the hyperparameter chosen on validation cases first
-            from posteriorjax.sweep import calibrate
-
             grid = plan.grids[pair] = calibrate.stage(self, task_name, entry, sampler)
         multi = jax.process_count() > 1
         skip = record_store.done_everywhere(self.workdir, pair) if multi else self.store.done(pair)
@@ -303,26 +207,8 @@ def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
         )
 
 
-def _render_figures(workdir: Path, progress: bool) -> list:
-    try:
-        from posteriorjax.report import figures
-    except ModuleNotFoundError as e:
-        if e.name != "posteriorjax.report.figures":
-            raise
-        absl_logging.warning("posteriorjax.report.figures is not available; no figures rendered")
-        return []
-    if progress:
-        absl_logging.info("[figures] drawing the figures of %s", workdir)
-    paths = figures.render(workdir)
-    if progress:
-        absl_logging.info("[figures] %d figure(s) in %s", len(paths), workdir / "figures")
-    return paths
-
-
 def _study_progress(plan: Plan, workdir: Path, store, *, enabled: bool):
     """`console.StudyProgress` over every (task, sampler) pair of the study, resumed records counted."""
-    from posteriorjax import console
-
     s, sizes, done = plan.settings, [], 0
     for task_name, entry in s.pairs():
         sizes.append(s.num_cases * math.prod(len(v) for v in entry.axes.values()) * len(s.seeds))

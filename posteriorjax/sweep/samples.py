@@ -9,11 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from posteriorjax import deferred
-from posteriorjax.reference import store as artifact_store
+from posteriorjax import deferred, files
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep.program import ConfigGrid, sample_program
-from posteriorjax.sweep.store import migrate_config_id
 from posteriorjax.tasks.base import Cases
 
 
@@ -33,8 +31,8 @@ def save_samples(
     Arrays: `samples (S, N, C, H, W)`, `case (S,)`, `seed (S,)`, `config_id (S,)`
     and `hparam_<name> (S,)` per hyperparameter, in grid order. Samples are
     recomputed with the keys of `case_program`; configurations already in the
-    file are kept, not recomputed. Written atomically, its SHA-256 in `samples_checksum_path`;
-    a file failing that checksum (or unreadable) is set aside (`store.quarantine`) and
+    file are kept, not recomputed. Written atomically, its SHA-256 beside it (`files.write_arrays_checked`);
+    a file failing that checksum (or unreadable) is set aside (`files.quarantine`) and
     recomputed. Returns S.
     """
     ids = grid.ids()
@@ -44,10 +42,10 @@ def save_samples(
     have: dict[str, np.ndarray] = {}
     if path.exists():
         try:
-            z = read_samples(path)
-            have = {migrate_config_id(str(c)): z["samples"][j] for j, c in enumerate(z["config_id"])}
-        except artifact_store.CorruptFile as e:
-            artifact_store.quarantine(path, e.reason)
+            z = files.read_arrays_checked(path)
+            have = {str(c): z["samples"][j] for j, c in enumerate(z["config_id"])}
+        except files.CorruptFile as e:
+            files.quarantine(path, e.reason)
     missing = [i for i in wanted if ids[i] not in have]
     if missing:
         one = sample_program(sampler, num_samples, seed=seed)
@@ -67,26 +65,5 @@ def save_samples(
         "config_id": np.asarray([ids[i] for i in wanted]),
     }
     arrays.update({f"hparam_{k}": v[wanted] for k, v in grid.hparams.items()})
-    write_samples(path, arrays)
+    files.write_arrays_checked(path, arrays)
     return len(wanted)
-
-
-def write_samples(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write a samples `.npz` atomically with its SHA-256 beside it (`samples_checksum_path`)."""
-    checksum = artifact_store.write_arrays(path, arrays)
-    artifact_store.atomic_write_bytes(samples_checksum_path(path), checksum.encode())
-
-
-def samples_checksum_path(path: Path) -> Path:
-    """The file holding the SHA-256 (hex) of a stored samples `.npz`: `<label>.npz.sha256`."""
-    return Path(path).with_name(Path(path).name + ".sha256")
-
-
-def read_samples(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of a stored samples file, verified (`CorruptFile` on a bad checksum or a torn file).
-
-    Files written before the checksum existed are only checked to be readable.
-    """
-    sidecar = samples_checksum_path(path)
-    checksum = sidecar.read_text().strip() if sidecar.exists() else None
-    return artifact_store.read_arrays(path, checksum)

@@ -30,7 +30,7 @@ Schema (defaults in brackets):
   figures [True]: render figures at the end;
   calibration [{}]: over-case calibration options (`CalibrationSettings`);
   cases_files [{}]: {task_name: path | {path, **options}}, the task's cases and reference
-             posterior read from a file (`exchange.cases.load`: an exported cases file or a
+             posterior read from a file (`sweep.given.load`: an exported cases file or a
              PosteriorBench DatasetDict directory) in place of `Task.cases(seed, num_cases)`
              and `reference`; the first `num_cases` cases of the file are used.
 A network is trained for the sampler's task (the sweep task's options updated by
@@ -44,9 +44,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from posteriorjax import training
+from posteriorjax import samplers, training
 from posteriorjax.checks import as_dict, integer_at_least, path_component, positive_int
 from posteriorjax.metrics import mira
+from posteriorjax.metrics import registry as metric_registry
 from posteriorjax.reference import registry
 from posteriorjax.sweep.networks import NetworkSpec, parse_spec
 
@@ -192,8 +193,6 @@ class CalibrateSettings:
 
     @classmethod
     def parse(cls, where: str, raw) -> CalibrateSettings:
-        from posteriorjax.metrics import registry as metric_registry
-
         values = as_dict(raw)
         if "hparam" not in values or "grid" not in values:
             raise ValueError(f"{where}: expected the keys 'hparam' and 'grid', got {sorted(values)}")
@@ -232,8 +231,6 @@ class SamplerEntry:
 
     @classmethod
     def parse(cls, label: str, raw, task_names, scale: str) -> SamplerEntry:
-        from posteriorjax import samplers
-
         where = f"config.samplers.{label}"
         raw = as_dict(raw)
         unknown = sorted(set(raw) - set(SAMPLER_KEYS))

@@ -29,9 +29,11 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+from jax.extend import core
 
-from posteriorjax import parallel
-from posteriorjax.reference import registry
+from posteriorjax import diffusion, nn, parallel, samplers, tasks, training
+from posteriorjax.nn.pdeobs import parameter_count
+from posteriorjax.reference import pool, registry, rejection
 from posteriorjax.sweep import networks, program, statistics
 from posteriorjax.sweep.settings import SamplerEntry, Settings
 from posteriorjax.tasks.base import Task
@@ -96,8 +98,6 @@ def abstract_network(task_name: str, task_options: Mapping, spec, scale: str, nu
     are static floats, so shapes and parameter counts do not depend on them. A kind with trained
     `inputs` gets them built the same way (as zeros: its wrapper fingerprints their values).
     """
-    from posteriorjax import diffusion, nn, tasks, training
-
     training_run = importlib.import_module("posteriorjax.training.run")  # `training.run` is the function
 
     cfg, _ = networks.network_config(task_name, task_options, spec, scale, num_steps)
@@ -143,8 +143,6 @@ def network_sizes(s: Settings) -> tuple[dict, dict]:
     One entry per distinct training config (the workdir's `networks/<task>/<kind>-<hash>`);
     `parameters`: real scalars in the inexact arrays (`nn.pdeobs.parameter_count`; complex count
     two), the pretraining chain and trained inputs listed as their own entries."""
-    from posteriorjax.nn.pdeobs import parameter_count
-
     sizes, models, built = {}, {}, {}
 
     def visit(owner, task_name, options, spec):
@@ -180,8 +178,6 @@ def _size(aval) -> int:
 
 
 def _sub_jaxprs(params):
-    from jax.extend import core
-
     for value in params.values():
         for v in value if isinstance(value, (tuple, list)) else (value,):
             if isinstance(v, core.ClosedJaxpr):
@@ -267,8 +263,6 @@ def abstract_data(task: Task, num_cases: int, reference_size: int, seed: int) ->
 def abstract_sampler(plan, task_name: str, entry: SamplerEntry, nets: Mapping):
     """(sampler, grid) of a pair; a sampler with networks is built under `eqx.filter_eval_shape`
     from their abstract pytrees (its arrays `ShapeDtypeStruct`s), the others concretely (`plan.pair`)."""
-    from posteriorjax import samplers
-
     if not entry.networks:
         return plan.pair(task_name, entry, {})
     task = plan.sampler_task(task_name, entry)
@@ -421,8 +415,6 @@ def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
     when even the rule-of-three bound is below K, or the fit's estimate is), naming the worst
     case and how many cases fall short.
     """
-    from posteriorjax.reference import pool, rejection
-
     method = rc["method"]
     eps = float(rc["eps"]) if method == "rejection" else registry.published_eps(task)
     need = registry.EPS_K1000 if method == "eps_k1000" else int(rc["num_samples"])

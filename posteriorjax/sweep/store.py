@@ -15,16 +15,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import re
 import shutil
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import ml_collections
 import numpy as np
 
+from posteriorjax import files
 from posteriorjax.reference import store as artifact_store
 
 # ----------------------------------------------------------------------------
@@ -43,28 +43,6 @@ def canonical_number(value) -> str:
     if a.dtype.kind != "f":
         raise ValueError(f"value: expected an integer or float, got dtype {a.dtype}")
     return repr(float(np.format_float_scientific(a[()], unique=True)))
-
-
-_NUMPY_SCALAR_REPR = re.compile(r"np\.(?:float|int|uint)\d+\(([^()]*)\)")
-
-
-def migrate_config_id(config_id: str) -> str:
-    """A config id written before `canonical_number` (values in numpy's repr), in today's form.
-
-    numpy >= 2 wrote `flip=np.float32(2.0)`, numpy 1 `flip=2.0`; both hold the shortest
-    decimal of the value in its dtype, so unwrapping it and passing it through `repr(float)`
-    gives `canonical_number`'s string. Ids already canonical are returned unchanged.
-    """
-    parts = []
-    for part in _NUMPY_SCALAR_REPR.sub(r"\1", config_id).split(";"):
-        name, sep, value = part.partition("=")
-        if sep and name not in ("case", "seed"):
-            try:
-                value = repr(float(value))
-            except ValueError:
-                pass
-        parts.append(name + sep + value)
-    return ";".join(parts)
 
 
 def hparams_key(hparams: Mapping[str, float]) -> tuple:
@@ -138,7 +116,7 @@ class Record(Mapping):
 
     @classmethod
     def from_dict(cls, values: Mapping) -> Record:
-        """A record from its JSON object (ids in an older form migrated, `migrate_config_id`)."""
+        """A record from its JSON object (today's form only: `sweep.migrate` rewrites earlier ones)."""
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(values) - set(names))
         missing = [
@@ -150,8 +128,6 @@ class Record(Mapping):
         ]
         if unknown or missing:
             raise ValueError(f"record: expected the keys {names}; unknown {unknown}, missing {missing}")
-        values = dict(values)
-        values["config_id"] = migrate_config_id(str(values["config_id"]))
         return cls(**values)
 
     @classmethod
@@ -203,7 +179,19 @@ DIGEST, CONFIG_HASH = "digest", "config_hash"  # the keys a stored line adds to 
 def config_hash(config_values: Mapping) -> str:
     """SHA-256 (16 hex digits) of a sweep config as stored in `config.json` (sorted keys, no `overwrite`)."""
     values = {k: v for k, v in config_values.items() if k != "overwrite"}
-    return artifact_store.sha256(json.dumps(values, sort_keys=True).encode())[:16]
+    return files.json_digest(values, 16)
+
+
+def workdir_config(workdir) -> ml_collections.ConfigDict:
+    """The config a workdir was prepared with (`config.json`; ValueError when it has none)."""
+    path = Path(workdir) / "config.json"
+    if not path.is_file():
+        raise ValueError(
+            f"workdir: {workdir} has no config.json; run experiments.export (or the sweep) on it first"
+        )
+    values = json.loads(path.read_text())
+    values.setdefault("overwrite", False)  # not stored: prepare_workdir drops it
+    return ml_collections.ConfigDict(values)
 
 
 def workdir_config_hash(workdir) -> str:
@@ -214,7 +202,7 @@ def workdir_config_hash(workdir) -> str:
 def record_digest(values: Mapping) -> str:
     """SHA-256 of a stored line's content: every key but `digest`, as sorted JSON."""
     content = {k: v for k, v in values.items() if k != DIGEST}
-    return artifact_store.sha256(json.dumps(content, sort_keys=True).encode())
+    return files.json_digest(content)
 
 
 def record_line(record: Record, config: str) -> str:
@@ -234,16 +222,12 @@ class BadLine:
 
 @dataclasses.dataclass(frozen=True)
 class Scan:
-    """What `scan_records` found: the records, the config hash of each (None: a line written
-    before digests), the bad lines, and how many records carry no digest."""
+    """What `scan_records` found: the records, the config hash of each (None: a line without a
+    digest), the bad lines."""
 
     records: list[Record]
     hashes: list[str | None]
     bad: list[BadLine]
-
-    @property
-    def undigested(self) -> int:
-        return sum(h is None for h in self.hashes)
 
 
 def _parse_line(line: str) -> tuple[Record, str | None]:
@@ -266,7 +250,8 @@ def scan_records(path) -> Scan:
     """Every line of a JSON-lines file checked: records (digest verified when present) and bad lines.
 
     Blank lines are skipped. A bad line (torn by a kill, not JSON, not a record, or failing
-    its digest) is reported and skipped; the records after it are kept.
+    its digest) is reported and skipped; the records after it are kept. A line without a digest
+    (written by hand, or by a tool that does not add one) is a record whose content is unverified.
     """
     path = Path(path)
     records, hashes, bad = [], [], []
@@ -311,9 +296,9 @@ class ResultsFile:
     config hash and the digest (`record_line`). On open, bad lines (`scan_records`: torn,
     garbled, edited) are dropped: the file is copied aside (`<name>.corrupt-<n>`, with a
     warning) and rewritten atomically with the good records, so their configurations are
-    recomputed; lines of an older form (no digest, ids in an older form, `migrate_config_id`)
-    are rewritten the same way, with a digest (an explicit migration). `config`: the config
-    hash (`config_hash`, `workdir_config_hash`) the new and migrated lines carry.
+    recomputed; a line without a digest is rewritten with one. `config`: the config hash
+    (`config_hash`, `workdir_config_hash`) the new and the undigested lines carry. Lines of an
+    earlier version's format are `sweep.migrate`'s, not this reader's.
     """
 
     def __init__(self, path, config: str):
@@ -328,30 +313,15 @@ class ResultsFile:
         ]
         if self.path.read_text(errors="replace").splitlines() != lines:
             if scan.bad:
-                _copy_aside(self.path, describe_bad_lines(self.path, scan.bad))
-            artifact_store.atomic_write_bytes(self.path, "".join(line + "\n" for line in lines).encode())
+                files.copy_aside(self.path, describe_bad_lines(self.path, scan.bad))
+            files.atomic_write_lines(self.path, lines)
 
     def done(self, pair: tuple[str, str]) -> set[str]:
         return {r.config_id for r in self.records if (r.task, r.sampler) == pair}
 
     def append(self, records: list[Record]) -> None:
-        with open(self.path, "a") as f:
-            f.write("".join(record_line(r, self.config) + "\n" for r in records))
-            f.flush()
-            os.fsync(f.fileno())
+        files.append_lines(self.path, [record_line(r, self.config) for r in records])
         self.records.extend(records)
-
-
-def _copy_aside(path: Path, reason: str) -> Path:
-    """Copy `path` to `<name>.corrupt-<n>` (first free n) with a warning; the original stays."""
-    n = 0
-    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        n += 1
-    shutil.copyfile(path, aside)
-    warnings.warn(
-        f"{reason}; dropped (recomputed on resume), the file copied aside as {aside.name}", stacklevel=3
-    )
-    return aside
 
 
 def process_results_path(workdir, process: int) -> Path:
@@ -413,32 +383,27 @@ def prepare_workdir(workdir, config) -> ResultsFile:
             for path in _process_files(workdir):
                 path.unlink()
             shutil.rmtree(workdir / "samples", ignore_errors=True)
-    artifact_store.atomic_write_bytes(config_path, json.dumps(current, indent=2, sort_keys=True).encode())
+    files.atomic_write_bytes(config_path, json.dumps(current, indent=2, sort_keys=True).encode())
     return ResultsFile(workdir / "results.jsonl", config_hash(current))
 
 
-def reference_paths(workdir, task_name: str) -> tuple[Path, Path]:
-    """(the checksummed reference set of a task, its single-file form before it) in a workdir."""
-    return Path(workdir) / "references" / task_name, Path(workdir) / "references" / f"{task_name}.npz"
+def reference_directory(workdir, task_name: str) -> Path:
+    """The checksummed public reference set of a task in a workdir (`references/<task>/`)."""
+    return Path(workdir) / "references" / task_name
 
 
 def read_reference(workdir, task_name: str) -> dict[str, np.ndarray] | None:
-    """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None
-    (a single-file reference of an older workdir may lack `y_obs`).
+    """`ref_samples`, `ref_weights`, `x_true`, `y_obs` of a task's stored reference, or None.
 
     The held-out set the rows are scored on (`reference.heldout`) when present, else the
-    public checksummed set (`reference.store.save_references`), else a reference in the
-    single-file form older workdirs hold.
+    public checksummed set (`reference.store.save_references`).
     """
-    directory, legacy = reference_paths(workdir, task_name)
+    directory = reference_directory(workdir, task_name)
     held = directory.with_name(f"{directory.name}.heldout")
-    if (held / artifact_store.MANIFEST).exists():
+    if (held / files.MANIFEST).exists():
         return artifact_store.load_references(held)[1]
-    if (directory / artifact_store.MANIFEST).exists():
+    if (directory / files.MANIFEST).exists():
         return artifact_store.load_references(directory)[1]
-    if legacy.exists():
-        with np.load(legacy) as z:
-            return {k: z[k] for k in ("ref_samples", "ref_weights", "x_true", "y_obs") if k in z.files}
     return None
 
 
@@ -447,10 +412,8 @@ def verify_workdir(workdir) -> list[str]:
 
     Checks every line of `results.jsonl` (`scan_records`: torn, garbled, edited, or written
     under another config than `config.json`'s), every stored reference set (its manifest's
-    checksum) and every stored samples file (`samples.read_samples`). Nothing is modified.
+    checksum) and every stored samples file (`files.read_arrays_checked`). Nothing is modified.
     """
-    from posteriorjax.sweep.samples import read_samples
-
     workdir, problems = Path(workdir), []
     config_path, results = workdir / "config.json", workdir / "results.jsonl"
     scan = scan_records(results)
@@ -467,15 +430,15 @@ def verify_workdir(workdir) -> list[str]:
         if ".corrupt-" in directory.name:  # set aside by a rerun, kept for inspection only
             continue
         try:
-            if (directory / artifact_store.MANIFEST).exists():
+            if (directory / files.MANIFEST).exists():
                 artifact_store.load_references(directory)
             elif directory.suffix == ".npz":
-                artifact_store.read_arrays(directory)
-        except artifact_store.CorruptFile as e:
+                files.read_arrays(directory)
+        except files.CorruptFile as e:
             problems.append(f"reference {directory}: {e}")
     for path in sorted((workdir / "samples").glob("*/*.npz")):
         try:
-            read_samples(path)
-        except artifact_store.CorruptFile as e:
+            files.read_arrays_checked(path)
+        except files.CorruptFile as e:
             problems.append(f"samples {path}: {e}")
     return problems

@@ -9,8 +9,6 @@ everything else is static, so a task passes through `jit`/`vmap` as an argument.
 from __future__ import annotations
 
 import abc
-import hashlib
-import json
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -18,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from posteriorjax import checks, observations
+from posteriorjax import checks, files, observations
 from posteriorjax.grids import Grid
 from posteriorjax.observations import AbstractObservation, GaussianNoise
 
@@ -257,8 +255,7 @@ class Task(eqx.Module):
 
     def config_hash(self) -> str:
         """SHA-256 (hex, 16 chars) of the task configuration; artifacts record and check it."""
-        text = json.dumps(self.config_dict(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return files.json_digest(self.config_dict(), 16)
 
 
 @eqx.filter_jit

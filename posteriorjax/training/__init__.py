@@ -7,7 +7,7 @@ settings     `TrainConfig` (the `config.train` section), `make_optimizer`, and `
              kind, scale)`, the full default config of one network;
 loop         `update` (the optimizer step), the checkpointed, resumable `fit`, and the
              in-memory `scan` / `scan_ensemble` (deep ensembles, stacked per-view models);
-checkpoints  `TrainState`, orbax `Checkpoints` with a model fingerprint, `parameter_digest`;
+checkpoints  `TrainState`, orbax `Checkpoints` with a model fingerprint;
 data         `TaskSource` (on-the-fly prior draws), `PoolSource`, `build_pool`;
 losses       the kinds' losses and the held-out relative L2 error;
 run          `build(config)`, `run(config, workdir, init=None, inputs=None)` and `trained(workdir)`;
@@ -24,7 +24,6 @@ from posteriorjax.training.checkpoints import (
     fingerprint,
     init_state,
     initialized,
-    parameter_digest,
 )
 from posteriorjax.training.data import PoolSource, TaskSource, build_pool
 from posteriorjax.training.loop import fit, make_step, scan, scan_ensemble, update
@@ -58,7 +57,6 @@ __all__ = [
     "kinds",
     "make_optimizer",
     "make_step",
-    "parameter_digest",
     "run",
     "scan",
     "scan_ensemble",

@@ -9,7 +9,6 @@ warning) and the run falls back to the previous one, so the step is saved afresh
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import warnings
@@ -20,9 +19,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import numpy as np
 import optax
 import orbax.checkpoint as ocp
+
+from posteriorjax import files
 
 
 class TrainState(eqx.Module):
@@ -51,16 +51,6 @@ def _from_leaves(template: TrainState, leaves: dict) -> TrainState:
     treedef = jax.tree.structure(plain)
     state = jax.tree.unflatten(treedef, [leaves[k] for k in sorted(leaves)])
     return eqx.tree_at(lambda s: s.key, state, jr.wrap_key_data(state.key))
-
-
-def parameter_digest(model) -> str:
-    """Hash of a model's parameter values (shapes, dtypes and bytes of its inexact arrays)."""
-    h = hashlib.sha256()
-    for x in jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array)):
-        x = np.asarray(x)
-        h.update(f"{x.shape}{x.dtype}".encode())
-        h.update(np.ascontiguousarray(x).tobytes())
-    return h.hexdigest()[:16]
 
 
 def initialized(model, init):
@@ -110,11 +100,9 @@ def read_log(path, step: int | None = None) -> list[dict]:
 
 def truncate_log(path, step: int) -> None:
     """Rewrite `metrics.jsonl` atomically with its records up to `step` (bad lines dropped, `read_log`)."""
-    from posteriorjax.reference.store import atomic_write_bytes
-
     path = Path(path)
     if path.exists():
-        atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in read_log(path, step)).encode())
+        files.atomic_write_lines(path, [json.dumps(r) for r in read_log(path, step)])
 
 
 def fingerprint(model, description: dict) -> dict:
@@ -122,10 +110,8 @@ def fingerprint(model, description: dict) -> dict:
     shapes = [
         (tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
     ]
-    digest = hashlib.sha256(
-        json.dumps([description, shapes], sort_keys=True, default=str).encode()
-    ).hexdigest()
-    return {"description": json.loads(json.dumps(description, default=str)), "params": digest[:16]}
+    digest = files.json_digest([description, shapes], 16)
+    return {"description": json.loads(json.dumps(description, default=str)), "params": digest}
 
 
 class Checkpoints:

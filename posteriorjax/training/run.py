@@ -22,10 +22,12 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.random as jr
+import ml_collections
 
 from posteriorjax import diffusion, nn, tasks
+from posteriorjax.files import parameter_digest
 from posteriorjax.training import kinds, scores
-from posteriorjax.training.checkpoints import initialized, parameter_digest
+from posteriorjax.training.checkpoints import initialized
 from posteriorjax.training.data import PoolSource, TaskSource, build_pool
 from posteriorjax.training.loop import fit
 from posteriorjax.training.settings import train_config
@@ -81,8 +83,6 @@ def trained(workdir):
     path = Path(workdir) / "config.json"
     if not path.exists():
         raise ValueError(f"workdir: expected a training run with a config.json, got {str(workdir)!r}")
-    import ml_collections
-
     config = ml_collections.ConfigDict(json.loads(path.read_text()))
     config.train.progress = False
     return run(config, workdir)[1]

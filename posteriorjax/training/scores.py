@@ -42,10 +42,11 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax import checks, diffusion, random_fields
+from posteriorjax import checks, diffusion, files, random_fields, samplers
+from posteriorjax.files import parameter_digest
 from posteriorjax.metrics import posterior
-from posteriorjax.reference import store
-from posteriorjax.training.checkpoints import parameter_digest
+from posteriorjax.nn.pdeobs import parameter_count
+from posteriorjax.training import kinds
 
 FILE = "scores.json"
 FORMAT = 1
@@ -269,9 +270,6 @@ def scorer(config, setup) -> Scorer | None:
     """The `Scorer` of a training config (`settings.config`) and its built `run.Setup`; None for a
     kind without one (the autoencoders, out-of-tree kinds) or a config without a ``scores`` section
     (a run written before it existed)."""
-    from posteriorjax import samplers
-    from posteriorjax.training import kinds
-
     section = config.get("scores")
     if section is None:
         return None
@@ -311,7 +309,7 @@ def digest(config, model) -> str:
         "scores": _plain(config.scores),
         "parameters": parameter_digest(model),
     }
-    return store.sha256(json.dumps(plain, sort_keys=True, default=str).encode())[:16]
+    return files.json_digest(plain, 16)
 
 
 def _plain(section) -> dict:
@@ -336,8 +334,6 @@ def ensure(workdir, config, model, scorer_: Scorer | None, steps: int) -> dict |
     stored = read(workdir)
     if stored is not None and stored.get("digest") == key:
         return stored
-    from posteriorjax.nn.pdeobs import parameter_count
-
     report = {
         "format": FORMAT,
         "digest": key,
@@ -352,7 +348,7 @@ def ensure(workdir, config, model, scorer_: Scorer | None, steps: int) -> dict |
     }
     report = _finite(report)
     if jax.process_index() == 0:
-        store.atomic_write_json(Path(workdir) / FILE, report)
+        files.atomic_write_json(Path(workdir) / FILE, report)
     return report
 
 

@@ -20,6 +20,7 @@ import ml_collections
 import optax
 
 from posteriorjax import checks
+from posteriorjax.tasks import ccs
 from posteriorjax.training import kinds, scores
 
 
@@ -135,8 +136,6 @@ def config(task: str, kind: str, scale: str = "full") -> ml_collections.ConfigDi
 def _task_options(task: str, scale: str) -> dict:
     """The task options of a scale: 16 x 16 / 32 x 32 / 128 x 128 for the square-grid tasks; CCS:
     its `TINY` / `MEDIUM` scale / the published 64 x 200 grid (the defaults)."""
-    from posteriorjax.tasks import ccs
-
     if task == "ccs":
         return {"tiny": dict(ccs.TINY), "medium": dict(ccs.MEDIUM)}.get(scale, {})
     return {"resolution": {"tiny": 16, "medium": 32}.get(scale, 128)}

@@ -26,8 +26,9 @@ well columns dashed; the caption under the title says which). Colour scales of p
 values spanning two decades are logarithmic. Coefficient unknowns (the interface tasks'
 `(17, 1, 1)`) get no field figures.
 
-`report(workdir)` also rewrites the tables (`results.csv`, `calibration.json`,
-`summary.md`) from `results.jsonl`; `python -m experiments.report` calls it.
+`report.stage.write(workdir)` writes the tables (`results.csv`, `calibration.json`,
+`summary.md`) from `results.jsonl`, then these figures; `python -m experiments.report` and the
+sweep's entry point call it.
 
 The numbers drawn (grouping, optima, coverage, TARP and MIRA per row) come
 from `records`, which leaves NaN rows (records with non-finite samples) out of
@@ -43,9 +44,14 @@ calibration table shows '-' below that).
 
 from posteriorjax.report.figures import style
 from posteriorjax.report.figures.calibration import coverage_figure, mira_figure, tarp_figure
-from posteriorjax.report.figures.curves import curves_figure, optimum_figure, vshape_figure
+from posteriorjax.report.figures.curves import (
+    calibration_choice_figure,
+    curves_figure,
+    optimum_figure,
+    vshape_figure,
+)
 from posteriorjax.report.figures.fields import FieldLayout, field_layout, moments_figure, samples_figure
-from posteriorjax.report.figures.render import render, report, task_layout
+from posteriorjax.report.figures.render import render, task_layout
 from posteriorjax.report.figures.style import (
     AXIS_BAND,
     COLORBAR,
@@ -80,6 +86,7 @@ __all__ = [
     "SQUARE",
     "TILE",
     "TITLE",
+    "calibration_choice_figure",
     "coverage_figure",
     "curves_figure",
     "field_layout",
@@ -87,7 +94,6 @@ __all__ = [
     "moments_figure",
     "optimum_figure",
     "render",
-    "report",
     "representative_members",
     "samples_figure",
     "style",

@@ -157,3 +157,36 @@ def vshape_figure(
         ax.set_axis_off()
     fig.suptitle(title, fontsize=9)
     return style.save(fig, path)
+
+
+def calibration_choice_figure(path, result: Mapping):
+    """A calibration stage's choice (`sweep.calibrate`): each posterior metric's validation curve
+    over the calibrated hyperparameter, then the rule's score, the chosen value dashed.
+
+    `result`: a `calibration/<task>/<label>.json`. x logarithmic when the grid is positive and
+    spans a decade or more. Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel
+    per metric and one for the score, at most MAX_COLUMNS columns.
+    """
+    grid = np.asarray(result["values"], np.float64)
+    names = [m for m in POSTERIOR_METRICS if m in result["curve"]]
+    curves = [*(result["curve"][m] for m in names), result["score"]]
+    titles = [*(HEADERS.get(m, m) for m in names), f"score ({result['rule']})"]
+    nrows, ncols = style.grid_shape(len(curves))
+    fig = style.new(ncols * PANEL[0], nrows * PANEL[1] + TITLE)
+    axes = style.panels(fig, nrows, ncols).ravel()
+    log = grid.min() > 0 and grid.max() / grid.min() >= 10
+    for ax, y, name in zip(axes, curves, titles, strict=False):
+        ax.plot(grid, np.asarray(y, np.float64), "o-", ms=3, lw=1.2)
+        ax.axvline(result["chosen"], color="k", ls="--", lw=0.8)
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel(result["hparam"], fontsize=8)
+        ax.tick_params(labelsize=7)
+        if log:
+            ax.set_xscale("log")
+    for ax in axes[len(curves) :]:
+        ax.set_axis_off()
+    fig.suptitle(
+        f"{result['task']} / {result['sampler']}: chosen {result['hparam']} = {result['chosen']:g}",
+        fontsize=9,
+    )
+    return style.save(fig, path)

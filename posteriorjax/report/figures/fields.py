@@ -13,6 +13,7 @@ import matplotlib
 import numpy as np
 from matplotlib.ticker import FixedLocator, NullLocator
 
+from posteriorjax.observations import AveragePool, ColumnObservation
 from posteriorjax.report.figures import style
 from posteriorjax.report.figures.style import (
     AXIS_BAND,
@@ -107,8 +108,6 @@ def field_layout(task) -> FieldLayout | None:
 
 
 def _observation_overlay(observation, xc, yc, x_edges, y_edges) -> dict:
-    from posteriorjax.observations import AveragePool, ColumnObservation
-
     inner = observation
     while hasattr(inner, "inner"):  # an operator applied to one frame of the state
         inner = inner.inner

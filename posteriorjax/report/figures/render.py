@@ -1,8 +1,9 @@
-"""Workdir -> figures: `render(workdir)` draws every figure whose inputs exist;
-`report(workdir)` also rewrites the tables."""
+"""Workdir -> figures: `render(workdir)` draws every figure whose inputs exist (the tables and
+figures together: `report.stage.write`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -11,9 +12,15 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
+from posteriorjax import tasks
 from posteriorjax.report import tables
 from posteriorjax.report.figures.calibration import coverage_figure, mira_figure, tarp_figure
-from posteriorjax.report.figures.curves import curves_figure, optimum_figure, vshape_figure
+from posteriorjax.report.figures.curves import (
+    calibration_choice_figure,
+    curves_figure,
+    optimum_figure,
+    vshape_figure,
+)
 from posteriorjax.report.figures.fields import FieldLayout, field_layout, moments_figure, samples_figure
 from posteriorjax.report.figures.style import POSTERIOR_METRICS
 from posteriorjax.report.records import (
@@ -21,7 +28,6 @@ from posteriorjax.report.records import (
     base_task,
     group,
     hparams_key,
-    load_records,
     mira_scores,
     noise_optima,
     read_workdir,
@@ -53,8 +59,6 @@ def task_layout(label: str, config: Mapping) -> FieldLayout | None:
     no field layout; a registered task that no longer builds from the recorded options
     is logged as a warning and drawn without a layout.
     """
-    from posteriorjax import tasks
-
     name = base_task(label)
     if name not in tasks.names():
         return None
@@ -130,7 +134,8 @@ def _render_fields(workdir: Path, records: Sequence[dict], config: Mapping, out:
 def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> list[Path]:
     """Draw every figure whose inputs exist in `workdir` into `<workdir>/figures/`; return their paths.
 
-    Reads `results.jsonl`, `config.json`, `samples/<task>/<sampler>.npz` and
+    Reads `results.jsonl`, `config.json`, `samples/<task>/<sampler>.npz`,
+    `calibration/<task>/<label>.json` (drawn beside it as `<label>.png`) and
     the stored references (`sweep.store.read_reference`), each only if present. Sample and moment figures
     show, per stored case, the stored hyperparameter setting with the smallest
     over-case `mean_error` (the main table's first column; the first stored
@@ -174,6 +179,10 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
             paths.append(tarp_figure(out / f"tarp_{t}.png", trecs, title=f"{task}: TARP expected coverage"))
         if mira_scores(trecs):
             paths.append(mira_figure(out / f"mira_{t}.png", trecs, title=f"{task}: MIRA"))
+    for path in sorted(workdir.glob("calibration/*/*.json")):  # `sweep.calibrate`'s choices
+        result = json.loads(path.read_text())
+        if "chosen" in result:
+            paths.append(calibration_choice_figure(path.with_suffix(".png"), result))
     for (base, sampler, axis, others), optima in noise.items():
         setting = tables.hparam_label(dict(others))
         suffix = f"_{_slug(setting)}" if others else ""
@@ -181,25 +190,3 @@ def render(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) ->
         title = f"{base} / {sampler}: optimal {axis} per metric" + (f" ({setting})" if others else "")
         paths.append(optimum_figure(out / name, optima, axis=axis, title=title))
     return paths
-
-
-def report(workdir: str | Path, *, noise_workdirs: Sequence[str | Path] = ()) -> tuple[str, list[Path]]:
-    """Re-render the tables and every figure of `workdir` from its `results.jsonl`.
-
-    Writes `results.csv`, `calibration.json` and `summary.md` (the main table and
-    the "Calibration over cases" table: `tables.write_tables`, as `sweep.run`
-    does), then `render`. Returns (the Markdown summary, the figure paths). A
-    workdir without records is an error.
-    """
-    workdir = Path(workdir)
-    path = workdir / "results.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"workdir: expected a sweep workdir holding results.jsonl, but {path} does not exist "
-            "(run `python -m experiments.sweep --config=... --workdir=DIR` first)"
-        )
-    records = load_records(path)
-    if not records:
-        raise ValueError(f"workdir: {path} holds no records")
-    summary = tables.write_tables(workdir, records)
-    return summary, render(workdir, noise_workdirs=noise_workdirs)

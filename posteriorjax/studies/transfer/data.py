@@ -57,15 +57,13 @@ internally.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import zlib
 from pathlib import Path
 
 import equinox as eqx
 import numpy as np
 
-from posteriorjax import checks, observations
+from posteriorjax import checks, files, observations
 from posteriorjax.grids import Grid
 from posteriorjax.studies.transfer import masks as pdeobs_masks
 from posteriorjax.tasks import fields
@@ -191,7 +189,7 @@ def config_hash(
     mask_scheme: str = "pdeobs",
 ) -> str:
     """SHA-256 (hex, 16 characters) of the dataset configuration (the cache key)."""
-    text = json.dumps(
+    return files.json_digest(
         dict(
             family=family,
             resolution=resolution,
@@ -202,9 +200,8 @@ def config_hash(
             mask_scheme=mask_scheme,
             version=FORMAT_VERSION,
         ),
-        sort_keys=True,
+        16,
     )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def make_dataset(
@@ -267,10 +264,7 @@ def make_dataset(
         seed=int(seed),
     )
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, config_hash=digest, **{k: getattr(dataset, k) for k in _ARRAYS})
-        tmp.replace(path)
+        files.write_arrays(path, {"config_hash": digest, **{k: getattr(dataset, k) for k in _ARRAYS}})
     return dataset
 
 

@@ -30,7 +30,6 @@ Model names resolve through an explicit registry: the classical baselines
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import time
 import zlib
@@ -40,8 +39,8 @@ import jax
 import jax.random as jr
 import numpy as np
 
-from posteriorjax.report import provenance
-from posteriorjax.studies.transfer import baselines, data, protocol, report
+from posteriorjax import files
+from posteriorjax.studies.transfer import baselines, data, models, protocol, report
 from posteriorjax.training import health
 
 DENSITY_ONLY = ("random20", "random35")  # random50/65/80 reuse the R50/R65/R80 test views
@@ -51,8 +50,6 @@ def backend(name: str):
     """The module (`baselines` or `models`) that implements model `name`."""
     if name in baselines.MODELS:
         return baselines
-    from posteriorjax.studies.transfer import models
-
     if name in models.MODELS + models.VARIANTS:
         return models
     raise ValueError(f"model: expected one of {available_models()}, got {name!r}")
@@ -60,8 +57,6 @@ def backend(name: str):
 
 def available_models() -> tuple[str, ...]:
     """Baselines, then the learned models and our variants."""
-    from posteriorjax.studies.transfer import models
-
     return (*baselines.MODELS, *models.MODELS, *models.VARIANTS)
 
 
@@ -86,11 +81,9 @@ def block_hash(config, family: str, model: str) -> str:
     """
     model_config = model_settings(config, family, model)
     if backend(model) is not baselines:
-        from posteriorjax.studies.transfer import models
-
         resolved = models.fit_config(model, model_config, forecast=family in data.FORECAST)
         model_config = {"resolved": dataclasses.asdict(resolved)}
-    text = json.dumps(
+    return files.json_digest(
         dict(
             family=family,
             model=model,
@@ -103,47 +96,12 @@ def block_hash(config, family: str, model: str) -> str:
             model_config=model_config,
             mixed=model in config.mixed_models,
         ),
-        sort_keys=True,
-        default=str,
+        16,
     )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def block_path(workdir: Path, family: str, model: str) -> Path:
     return Path(workdir) / "blocks" / f"{family}__{model}.json"
-
-
-def load_block_file(path: Path) -> dict:
-    """A stored (family, model) result with its blocks as `protocol.Block`s keyed `(train, test)`."""
-    raw = json.loads(Path(path).read_text())
-    raw["blocks"] = {
-        tuple(k.split("|")): protocol.Block(
-            np.asarray(b["record"], np.int64),
-            np.asarray(b["error"]),
-            np.asarray(b["hidden"]),
-            None if b.get("frames") is None else np.asarray(b["frames"], np.float64),
-            None if b.get("spread") is None else np.asarray(b["spread"], np.float64),
-            b.get("problem"),
-        )
-        for k, b in raw["blocks"].items()
-    }
-    raw["expected"] = np.asarray(raw["expected"], np.int64)
-    return raw
-
-
-def _encode(block: protocol.Block) -> dict:
-    out = {
-        "record": block.record.tolist(),
-        "error": [float(e) for e in block.error],
-        "hidden": [float(e) for e in block.hidden],
-    }
-    if block.frames is not None and block.frames.shape[1] > 1:
-        out["frames"] = np.asarray(block.frames, np.float64).tolist()
-    if block.spread is not None:
-        out["spread"] = [float(e) for e in block.spread]
-    if block.problem:
-        out["problem"] = block.problem
-    return out
 
 
 class _Views:
@@ -209,7 +167,7 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
         for v, block in zip(rows, _score(test, module.predict(fitted, inputs), masks, problems), strict=True):
             if w in data.UNSEEN and v != data.MIXTURE:
                 continue  # the unseen protocols are scored for the MIX model (PDE-OBS Table 65)
-            blocks[f"{v}|{w}"] = _encode(block)
+            blocks[f"{v}|{w}"] = protocol.encode_block(block)
     out = {"fit_seconds": fit_seconds, "predict_seconds": time.perf_counter() - start, "mixed": mixed}
     # observed cells per test view (every record of a view observes the same count, except
     # where a scheme cannot: then the distinct counts), for the equal-count layout contrasts
@@ -219,13 +177,6 @@ def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test
     return out
 
 
-def _write_json(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    tmp.replace(path)
-
-
 def run(config, workdir: str | Path) -> dict:
     """Run (or resume) the whole protocol; returns `report.write`'s summary."""
     workdir = Path(workdir)
@@ -233,7 +184,7 @@ def run(config, workdir: str | Path) -> dict:
     if jax.process_index() == 0:
         (workdir / "config.json").write_text(config.to_json(indent=2))
         (workdir / "provenance.json").write_text(
-            json.dumps(provenance.provenance({"seed": config.seed, "mask_seed": config.mask_seed}), indent=2)
+            json.dumps(files.provenance({"seed": config.seed, "mask_seed": config.mask_seed}), indent=2)
         )
     base = jr.key(config.seed)
     for family in config.families:
@@ -275,7 +226,7 @@ def run(config, workdir: str | Path) -> dict:
                 config_hash=block_hash(config, family, model),
                 expected=dataset.test.record.tolist(),
             )
-            _write_json(block_path(workdir, family, model), result)
+            files.atomic_write_json(block_path(workdir, family, model), result)
             print(
                 f"[{family}] {model}: fit {result['fit_seconds']:.1f} s, "
                 f"predict {result['predict_seconds']:.1f} s",

@@ -32,7 +32,9 @@ compares the MIX model's row with the destination-trained diagonal.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -398,3 +400,37 @@ def family_median_ratio(ratios: Sequence[float]) -> float:
     if values.size == 0 or not np.all(np.isfinite(values)):
         raise ValueError(f"ratios: expected a non-empty list of finite C/D values, got {values}")
     return float(np.median(values))
+
+
+def load_block_file(path: Path) -> dict:
+    """A stored (family, model) result with its blocks as `protocol.Block`s keyed `(train, test)`."""
+    raw = json.loads(Path(path).read_text())
+    raw["blocks"] = {
+        tuple(k.split("|")): Block(
+            np.asarray(b["record"], np.int64),
+            np.asarray(b["error"]),
+            np.asarray(b["hidden"]),
+            None if b.get("frames") is None else np.asarray(b["frames"], np.float64),
+            None if b.get("spread") is None else np.asarray(b["spread"], np.float64),
+            b.get("problem"),
+        )
+        for k, b in raw["blocks"].items()
+    }
+    raw["expected"] = np.asarray(raw["expected"], np.int64)
+    return raw
+
+
+def encode_block(block: Block) -> dict:
+    """The JSON form of a `Block` in a stored block file (`load_block_file` reads it back)."""
+    out = {
+        "record": block.record.tolist(),
+        "error": [float(e) for e in block.error],
+        "hidden": [float(e) for e in block.hidden],
+    }
+    if block.frames is not None and block.frames.shape[1] > 1:
+        out["frames"] = np.asarray(block.frames, np.float64).tolist()
+    if block.spread is not None:
+        out["spread"] = [float(e) for e in block.spread]
+    if block.problem:
+        out["problem"] = block.problem
+    return out

@@ -192,7 +192,7 @@ def _num_frames(blocks) -> int:
 
 
 def analyze(entries: dict) -> dict:
-    """Matrices and summaries of every stored (family, model) result (`pipeline.load_block_file`)."""
+    """Matrices and summaries of every stored (family, model) result (`protocol.load_block_file`)."""
     out = {}
     for key, entry in entries.items():
         blocks, expected = entry["blocks"], entry["expected"]
@@ -532,13 +532,11 @@ def write(workdir, config=None) -> dict:
     With `config`, only its families and models are reported, in its order;
     otherwise every stored block file.
     """
-    from posteriorjax.studies.transfer import pipeline
-
     workdir = Path(workdir)
     files = sorted((workdir / "blocks").glob("*.json"))
     entries = {}
     for path in files:
-        entry = pipeline.load_block_file(path)
+        entry = protocol.load_block_file(path)
         entries[(entry["family"], entry["model"])] = entry
     if config is not None:
         order = [(f, m) for f in config.families for m in config.models]
