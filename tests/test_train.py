@@ -335,3 +335,36 @@ def test_scan_and_scan_ensemble_follow_gradient_descent():
         np.testing.assert_allclose(member_losses, losses[k], rtol=1e-6)
     first = 0.5 * np.sum((np.asarray(w0) - np.asarray(targets)) ** 2, axis=1)
     np.testing.assert_allclose(losses[:, 0], first, rtol=1e-6)
+
+
+def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tmp_path):
+    """Ctrl-C (or `timeout -s INT`) between checkpoints saves the state of the last finished step,
+    so a resumed run loses nothing and ends where an uninterrupted one ends."""
+    model, source = _model(setup), setup[3]
+    cfg = dataclasses.replace(CFG, checkpoint_every=100)  # no checkpoint before the end
+    full, full_ema, _ = training.fit(model, training.surrogate_loss, source, cfg, tmp_path / "a")
+    step_fn = training.loop.make_step
+
+    def interrupted_after(n):
+        def make_step(*args, **kwargs):
+            step, calls = step_fn(*args, **kwargs), [0]
+
+            def interrupted(state, src):
+                calls[0] += 1
+                if calls[0] > n:
+                    raise KeyboardInterrupt
+                return step(state, src)
+
+            return interrupted
+
+        return make_step
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(training.loop, "make_step", interrupted_after(4))
+        with pytest.raises(KeyboardInterrupt):
+            training.fit(model, training.surrogate_loss, source, cfg, tmp_path / "b")
+    saved = sorted(int(p.name) for p in (tmp_path / "b" / "checkpoints").iterdir() if p.name.isdigit())
+    assert saved == [4]
+    resumed, resumed_ema, state = training.fit(model, training.surrogate_loss, source, cfg, tmp_path / "b")
+    assert int(state.step) == 6 and _equal(full_ema, resumed_ema)
+    assert _equal(eqx.filter(full, eqx.is_array), eqx.filter(resumed, eqx.is_array))

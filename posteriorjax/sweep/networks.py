@@ -115,6 +115,10 @@ def _dotted(where: str, tree, prefix: str = "") -> dict:
     return out
 
 
+# settings of the `train` section that change what is written, not the trained parameters
+BOOKKEEPING = ("progress", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints")
+
+
 def common_config(task_name: str, kind: str, scale: str):
     """The training config (`training.config`) of a network at `scale` ("tiny" | "full")."""
     return training.config(task_name, kind, scale)
@@ -166,8 +170,9 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
         if spec.num_steps is None or "train.warmup_steps" not in overrides:
             cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
     plain = cfg.to_dict()
-    plain["train"].pop("progress")
-    plain.pop("scores")  # how the network is scored (`training.scores`) is not what it is
+    for key in BOOKKEEPING:  # how often it logs, evaluates and checkpoints is not what it is
+        plain["train"].pop(key)
+    plain.pop("scores")  # nor how the network is scored (`training.scores`)
     if spec.pretrain is not None:
         plain["pretrain"] = network_config(task_name, task_options, spec.pretrain, scale, num_steps)[1]
     for role, input_spec in input_specs(spec).items():

@@ -205,18 +205,26 @@ def fit(model, loss_fn, source, cfg: TrainConfig, workdir, *, description: dict 
     end = cfg.num_steps if stop_after is None else min(cfg.num_steps, start + stop_after)
     logger = _Logger(cfg, start, eval_fn, static, score_fn, score_every)
     stage = console.Stage(f"train {workdir.name}", end, "steps", initial=start, enabled=cfg.progress)
-    with log_path.open("a") as log, stage as bar:
-        for step in range(start + 1, end + 1):
-            state, loss = step_fn(state, source)
-            record = logger.record(step, end, state, loss)
-            if record is not None:
-                log.write(json.dumps(record) + "\n")
-                log.flush()
-            save = step % cfg.checkpoint_every == 0 or step == end
-            if save or (record is not None and "loss" in record):
-                _check_loss(record["loss"] if record and "loss" in record else loss, step, cfg)
-            if save:
-                checkpoints.save(state)
-            bar.update(1, **({"loss": f"{record['loss']:.4g}"} if record and "loss" in record else {}))
+    saved = start
+    try:
+        with log_path.open("a") as log, stage as bar:
+            for step in range(start + 1, end + 1):
+                state, loss = step_fn(state, source)
+                record = logger.record(step, end, state, loss)
+                if record is not None:
+                    log.write(json.dumps(record) + "\n")
+                    log.flush()
+                save = step % cfg.checkpoint_every == 0 or step == end
+                if save or (record is not None and "loss" in record):
+                    _check_loss(record["loss"] if record and "loss" in record else loss, step, cfg)
+                if save:
+                    checkpoints.save(state)
+                    saved = step
+                bar.update(1, **({"loss": f"{record['loss']:.4g}"} if record and "loss" in record else {}))
+    except KeyboardInterrupt:  # SIGINT (Ctrl-C, `timeout -s INT`): keep the steps done so far
+        if int(state.step) > saved and np.isfinite(float(loss)):
+            checkpoints.save(state)
+        checkpoints.close()
+        raise
     checkpoints.close()
     return eqx.combine(state.params, static), eqx.combine(state.ema, static), state

@@ -150,7 +150,7 @@ def _train_section(entry: kinds.Kind, scale: str) -> dict:
         "tiny": dict(batch_size=16, learning_rate=3e-3, warmup_steps=20, ema_decay=0.99, log_every=25,
                      eval_every=100),
         "medium": dict(batch_size=32, learning_rate=1e-3 if generative else 2e-3, warmup_steps=200,
-                       ema_decay=0.999, log_every=100, eval_every=1000),
+                       ema_decay=0.999, log_every=50, eval_every=250),
         "full": dict(batch_size=32, learning_rate=2e-4 if generative else 1e-3, warmup_steps=1000,
                      ema_decay=0.9999 if generative else 0.999, log_every=200, eval_every=5000),
     }[scale]  # fmt: skip
