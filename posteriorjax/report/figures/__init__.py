@@ -43,7 +43,12 @@ calibration table shows '-' below that).
 
 from posteriorjax.report.figures import style
 from posteriorjax.report.figures.calibration import coverage_figure, mira_figure, tarp_figure
-from posteriorjax.report.figures.curves import curves_figure, optimum_figure, vshape_figure
+from posteriorjax.report.figures.curves import (
+    curves_figure,
+    optimum_figure,
+    vshape_figure,
+    vshape_points_figure,
+)
 from posteriorjax.report.figures.fields import FieldLayout, field_layout, moments_figure, samples_figure
 from posteriorjax.report.figures.render import render, report, task_layout
 from posteriorjax.report.figures.style import (
@@ -94,4 +99,5 @@ __all__ = [
     "tarp_figure",
     "task_layout",
     "vshape_figure",
+    "vshape_points_figure",
 ]
