@@ -26,6 +26,10 @@ well columns dashed; the caption under the title says which). Colour scales of p
 values spanning two decades are logarithmic. Coefficient unknowns (the interface tasks'
 `(17, 1, 1)`) get no field figures.
 
+`vshape_points_figure` (the paper's V-shape: one point per main-table row, pointwise error against
+one reference sample) is drawn by `report.studies.report` (`python -m experiments.studies`), not
+by `render`.
+
 `report(workdir)` also rewrites the tables (`results.csv`, `calibration.json`,
 `summary.md`) from `results.jsonl`; `python -m experiments.report` calls it.
 
