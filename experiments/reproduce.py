@@ -140,7 +140,8 @@ def expected_records(config: dict) -> int:
 
     from posteriorjax import sweep
 
-    s = sweep.settings(ml_collections.ConfigDict(config))
+    config = ml_collections.ConfigDict({**config, "overwrite": False})  # config.json leaves it out
+    s = sweep.settings(config)
     total = 0
     for _, entry in s.pairs():
         size = 1

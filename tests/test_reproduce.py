@@ -10,6 +10,7 @@ import pytest
 
 from configs import guidance_calibration
 from experiments import reproduce
+from posteriorjax import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,15 +21,18 @@ def _record(case, g):
             "metrics": {"mmd": 0.1}, "wall_time_s": 1.0, "compile_time_s": 0.0}  # fmt: skip
 
 
+def _records(path: Path, num: int) -> None:
+    """The first `num` records of the tiny calibration grid (2 cases x 5 weights) in `path`."""
+    grid = [(c, g) for c in range(2) for g in guidance_calibration.TINY_GUIDANCE]
+    (path / "results.jsonl").write_text("".join(json.dumps(_record(c, g)) + "\n" for c, g in grid[:num]))
+
+
 def _sweep_workdir(path: Path, eps: float, num_records: int, finished: bool) -> None:
     """A guidance-calibration workdir as a sweep leaves it: its config, `num_records` records."""
     config = guidance_calibration.get_config("tiny")
     config.noise_threshold = eps
-    path.mkdir(parents=True)
-    (path / "config.json").write_text(config.to_json_best_effort(sort_keys=True))
-    grid = [(c, g) for c in range(config.num_cases) for g in config.samplers.fundps.axes.guidance]
-    lines = [json.dumps(_record(c, g)) + "\n" for c, g in grid[:num_records]]
-    (path / "results.jsonl").write_text("".join(lines))
+    sweep.prepare_workdir(path, config)  # config.json as the sweep writes it
+    _records(path, num_records)
     if finished:
         (path / "summary.md").write_text("# done\n")
 
@@ -88,10 +92,10 @@ def test_status_of_a_partly_filled_root(tmp_path):
     assert reproduce.status(plan).splitlines()[-1] == f"{len(plan) - 2} of {len(plan)} step(s) still to run"
     for s in sweeps[1:]:  # every sweep finished: the report can run
         if s.workdir.exists():
-            (s.workdir / "results.jsonl").unlink()
-            (s.workdir / "config.json").unlink()
-            s.workdir.rmdir()
-        _sweep_workdir(s.workdir, eps[sweeps.index(s)], 10, finished=True)
+            _records(s.workdir, 10)
+            (s.workdir / "summary.md").write_text("# done\n")
+        else:
+            _sweep_workdir(s.workdir, eps[sweeps.index(s)], 10, finished=True)
     assert reproduce.state(report, by_dir) == ("not started", "")
 
 
