@@ -32,6 +32,7 @@ from posteriorjax import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("experiments.sweep", "run a study: references, samplers, metrics, tables, figures"),
     "report": ("experiments.report", "redraw a workdir's tables and figures from its records"),
+    "studies": ("experiments.studies", "tables and figures of the studies beyond the main table"),
     "export": ("experiments.export", "write a study's cases, truths and references for outside samplers"),
     "evaluate": ("experiments.evaluate", "score samples from a file against a study's references"),
     "train": ("experiments.train", "train a network of a registered kind"),

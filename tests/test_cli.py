@@ -137,7 +137,7 @@ def test_unknown_command_and_no_command():
     assert out.returncode == cli.EXIT_USAGE
     assert out.stderr.strip() == (
         "posteriorjax: error: unknown command 'sweeep'; expected one of "
-        "sweep, report, export, evaluate, train, reference"
+        "sweep, report, studies, export, evaluate, train, reference"
     )
     assert _run("-m", "posteriorjax").returncode == cli.EXIT_USAGE
 

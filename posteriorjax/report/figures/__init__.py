@@ -30,6 +30,10 @@ values spanning two decades are logarithmic. Coefficient unknowns (the interface
 `summary.md`) from `results.jsonl`, then these figures; `python -m experiments.report` and the
 sweep's entry point call it.
 
+`vshape_points_figure` (the paper's V-shape: one point per main-table row, pointwise error against
+one reference sample) is drawn by `report.studies.report` (`python -m experiments.studies`), not
+by `render`.
+
 The numbers drawn (grouping, optima, coverage, TARP and MIRA per row) come
 from `records`, which leaves NaN rows (records with non-finite samples) out of
 every curve, optimum and score instead of averaging them.
@@ -49,6 +53,7 @@ from posteriorjax.report.figures.curves import (
     curves_figure,
     optimum_figure,
     vshape_figure,
+    vshape_points_figure,
 )
 from posteriorjax.report.figures.fields import FieldLayout, field_layout, moments_figure, samples_figure
 from posteriorjax.report.figures.render import render, task_layout
@@ -100,4 +105,5 @@ __all__ = [
     "tarp_figure",
     "task_layout",
     "vshape_figure",
+    "vshape_points_figure",
 ]

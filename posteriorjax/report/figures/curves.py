@@ -190,3 +190,46 @@ def calibration_choice_figure(path, result: Mapping):
         fontsize=9,
     )
     return style.save(fig, path)
+
+
+def vshape_points_figure(
+    path, points: Sequence[Mapping], metrics=POSTERIOR_METRICS, *, pointwise: str, title=""
+):
+    """The paper's V-shape (PosteriorBench Fig. 4): one point per (task, sampler) row of a main table.
+
+    `points`: `report.studies.vshape_points` (per row the over-case mean and standard error of
+    `pointwise` and of each metric). One panel per metric: the pointwise error (x) against the
+    metric (y), colour per sampler, marker per task, standard errors as bars; no lines (points of
+    different tasks are not a curve). An axis is logarithmic where its values span a decade.
+    Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel per metric present.
+    """
+    metrics = [m for m in metrics if any(math.isfinite(p[m][0]) for p in points if m in p)]
+    if not metrics:
+        raise ValueError("metrics: none of the posterior metrics is finite in the points")
+    samplers = sorted({p["sampler"] for p in points})
+    tasks = sorted({p["task"] for p in points})
+    nrows, ncols = style.grid_shape(len(metrics))
+    fig = style.new(ncols * PANEL[0], nrows * PANEL[1] + TITLE)
+    axes = style.panels(fig, nrows, ncols).ravel()
+    for ax, m in zip(axes, metrics, strict=False):
+        for p in points:
+            (x, dx), (y, dy) = p[pointwise], p[m]
+            if not (math.isfinite(x) and math.isfinite(y)):
+                continue
+            color = f"C{samplers.index(p['sampler']) % 10}"
+            marker = "osD^v<>ph*"[tasks.index(p["task"]) % 10]
+            ax.errorbar(x, y, xerr=dx, yerr=dy, fmt=marker, color=color, ms=5, lw=0.8, capsize=2)
+        style.log_if_decades(ax, "x", [p[pointwise][0] for p in points])
+        style.log_if_decades(ax, "y", [p[m][0] for p in points])
+        ax.set_xlabel(HEADERS.get(pointwise, pointwise), fontsize=8)
+        ax.set_ylabel(HEADERS.get(m, m), fontsize=8)
+        ax.tick_params(labelsize=7)
+    handles = [axes[0].plot([], [], "o", color=f"C{i % 10}", label=s)[0] for i, s in enumerate(samplers)]
+    handles += [
+        axes[0].plot([], [], "osD^v<>ph*"[i % 10], color="0.4", label=t)[0] for i, t in enumerate(tasks)
+    ]
+    axes[0].legend(handles=handles, fontsize=6)
+    for ax in axes[len(metrics) :]:
+        ax.set_axis_off()
+    fig.suptitle(title, fontsize=9)
+    return style.save(fig, path)

@@ -1,0 +1,237 @@
+"""Every study of the paper reproduction, in order, into one root workdir; or what is left to run.
+
+    python -m experiments.reproduce --scale=tiny --root=ROOT [--studies=a,b] [--status]
+    scripts/reproduce.sh [tiny|full] [ROOT] [STUDY ...] [--status]      # the same
+
+Each study is a list of steps (`steps`): sweeps (`experiments.sweep`, one per noise level for the
+noise studies), reference builds (`experiments.reference`), the synthetic calibration study and the
+study reports (`experiments.studies`: Fig. 4's V-shape from the main table's records, Fig. 7's
+optima with their standard errors, Tables 3 and 4). A run skips every step already done (`state`)
+and runs the rest in order; a sweep left part-way resumes from its workdir (finished references,
+networks and records are kept). `--status` runs nothing: it prints each step's workdir and state
+("done", "partial: n/N records", "not started", "waiting for <step>") and how many are left.
+Extra sweep flags (e.g. ``--config.num_cases=10``) come from the SWEEP_FLAGS environment variable.
+
+Scales: ``tiny`` (the CPU scale of every config, `:tiny`) and ``full`` (the published scale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from absl import flags
+
+from posteriorjax import cli
+
+STUDIES = (
+    "quickstart", "reference_validation", "main_table", "guidance_calibration", "noise_levels", "resolution",
+    "ood_prior_range", "pointwise_vs_distributional", "calibration_protocol", "model_comparison",
+)  # fmt: skip
+SCALES = ("tiny", "full")
+# the studies reported by `experiments.studies` after their sweeps
+REPORTED = ("guidance_calibration", "noise_levels", "resolution", "ood_prior_range")
+
+_SCALE = flags.DEFINE_enum(
+    "scale", "tiny", SCALES, "tiny: every config at :tiny (CPU); full: the published scale."
+)
+_ROOT = flags.DEFINE_string(
+    "root", None, "Root workdir (default ./reproduce-<scale>); each study writes ROOT/<study>."
+)
+_STUDIES = flags.DEFINE_list(
+    "studies", [], f"Studies to run, in this order (default all): {', '.join(STUDIES)}."
+)
+_STATUS = flags.DEFINE_bool("status", False, "Print each step's workdir and state; run nothing.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One command of a study: `kind` ("sweep", "reference", "synthetic", "report"), the folder it
+    fills, the `python -m` arguments, and the steps whose output it reads (`needs`)."""
+
+    study: str
+    kind: str
+    workdir: Path
+    args: tuple[str, ...]
+    needs: tuple[Path, ...] = ()
+
+    def command(self) -> list[str]:
+        extra = shlex.split(os.environ.get("SWEEP_FLAGS", "")) if self.kind == "sweep" else []
+        return [sys.executable, "-m", *self.args, *extra]
+
+
+def _grid(module: str, function: str, tiny: bool) -> tuple:
+    return tuple(getattr(importlib.import_module(f"configs.{module}"), function)(tiny))
+
+
+def steps(scale: str, root, studies=STUDIES) -> list[Step]:
+    """The steps of `studies` at `scale` under `root`, in order, each workdir once."""
+    if scale not in SCALES:
+        raise ValueError(f"scale: expected one of {SCALES}, got {scale!r}")
+    unknown = [s for s in studies if s not in STUDIES]
+    if unknown:
+        raise ValueError(f"studies: unknown {unknown}; expected some of {list(STUDIES)}")
+    root, tiny = Path(root), scale == "tiny"
+    arg = ":tiny" if tiny else ""
+
+    def sweep(study, config, workdir, *flags_):
+        args = ("experiments.sweep", f"--config=configs/{config}.py{arg}", f"--workdir={workdir}", *flags_)
+        return Step(study, "sweep", workdir, args)
+
+    def report(study, workdir, out, needs):
+        args = ("experiments.studies", f"--study={study}", f"--workdir={workdir}", f"--out={out}")
+        return Step(study, "report", out / f"{study}.md", args, tuple(needs))
+
+    out: list[Step] = []
+    for study in studies:
+        here = root / study
+        if study == "quickstart":  # one (CPU) scale
+            args = ("experiments.sweep", "--config=configs/quickstart.py", f"--workdir={here}")
+            out.append(Step(study, "sweep", here, args))
+        elif study == "reference_validation":
+            for task in ("darcy", "poisson"):
+                w = here / task
+                args = ("experiments.reference", f"--config=configs/reference_validation.py{arg}",
+                        f"--config.task={task}", f"--workdir={w}")  # fmt: skip
+                out.append(Step(study, "reference", w, args))
+        elif study == "guidance_calibration":
+            sweeps = [
+                sweep(study, study, here / f"eps={eps!r}", f"--config.noise_threshold={eps!r}")
+                for eps in _grid(study, "thresholds", tiny)
+            ]
+            out += [*sweeps, report(study, here, here, [s.workdir for s in sweeps])]
+        elif study == "noise_levels":
+            sweeps = [
+                sweep(study, study, here / f"noise={s!r}", f"--config.noise_std={s!r}")
+                for s in _grid(study, "noise_levels", tiny)
+            ]
+            out += [*sweeps, report(study, here, here, [s.workdir for s in sweeps])]
+        elif study == "pointwise_vs_distributional":  # a report of the main table's records
+            main = sweep("main_table", "main_table", root / "main_table")
+            out += [main, report(study, main.workdir, here, [main.workdir])]
+        elif study == "calibration_protocol":
+            args = ("experiments.calibration_study", f"--config=configs/calibration_protocol.py{arg}",
+                    f"--workdir={here / 'synthetic'}")  # fmt: skip
+            out += [sweep(study, study, here), Step(study, "synthetic", here / "synthetic", args)]
+        else:
+            out.append(sweep(study, study, here))
+            if study in REPORTED:
+                out.append(report(study, here, here, [here]))
+    seen, unique = set(), []
+    for step in out:
+        if step.workdir not in seen:
+            seen.add(step.workdir)
+            unique.append(step)
+    return unique
+
+
+def expected_records(config: dict) -> int:
+    """The records a sweep of `config` (its `config.json`) writes: per (task, sampler) pair, cases
+    x sampler seeds x the product of the entry's axis sizes (a calibrated hyperparameter: its one
+    chosen value)."""
+    import ml_collections
+
+    from posteriorjax import sweep
+
+    config = ml_collections.ConfigDict({**config, "overwrite": False})  # config.json leaves it out
+    s = sweep.settings(config)
+    total = 0
+    for _, entry in s.pairs():
+        size = 1
+        for name, values in entry.axes.items():
+            if entry.calibrate is None or name != entry.calibrate.hparam:
+                size *= len(values)
+        total += s.num_cases * len(s.seeds) * size
+    return total
+
+
+def state(step: Step, steps_by_dir: dict | None = None) -> tuple[str, str]:
+    """`(state, detail)` of a step, read from its workdir without running anything.
+
+    A sweep is ``done`` when its `results.jsonl` holds every record its `config.json` asks for
+    (`expected_records`) and `summary.md` is written; ``partial`` when it has begun; a reference
+    build is done with its `report.json`, the synthetic study with `synthetic.json`, a report with
+    its Markdown file; a report whose inputs are not done is ``waiting``. Else ``not started``.
+    """
+    w = step.workdir
+    if step.kind == "sweep":
+        if not (w / "config.json").is_file():
+            return "not started", ""
+        from posteriorjax.sweep import store
+
+        have = len(store.read_records(w / "results.jsonl")) if (w / "results.jsonl").is_file() else 0
+        want = expected_records(json.loads((w / "config.json").read_text()))
+        if have >= want and (w / "summary.md").is_file():
+            return "done", f"{have}/{want} records"
+        return "partial", f"{have}/{want} records"
+    marker = {"reference": w / "report.json", "synthetic": w / "synthetic.json", "report": w}[step.kind]
+    if marker.is_file():
+        return "done", ""
+    if step.kind == "report":
+        steps_by_dir = steps_by_dir or {}
+        pending = [d for d in step.needs if d in steps_by_dir and state(steps_by_dir[d])[0] != "done"]
+        if pending:
+            return "waiting", f"for {len(pending)} step(s)"
+        return "not started", ""
+    return ("partial", "") if w.exists() else ("not started", "")
+
+
+def status(plan: list[Step]) -> str:
+    """One line per step (study, kind, state, detail, workdir) and a last line counting what is left."""
+    by_dir = {s.workdir: s for s in plan}
+    lines, left = [], 0
+    for step in plan:
+        st, detail = state(step, by_dir)
+        left += st != "done"
+        lines.append(f"{step.study:28s} {step.kind:9s} {st:11s} {detail:20s} {step.workdir}")
+    lines.append(f"{left} of {len(plan)} step(s) still to run")
+    return "\n".join(lines)
+
+
+def run(plan: list[Step], root: Path) -> None:
+    """Run every step not done, in order, appending each one's wall time to `root/timings.txt`."""
+    root.mkdir(parents=True, exist_ok=True)
+    by_dir = {s.workdir: s for s in plan}
+    for step in plan:
+        if state(step, by_dir)[0] == "done":
+            print(f"=== skip (done) {step.study} {step.kind} -> {step.workdir}", flush=True)
+            continue
+        print(f"=== {time.strftime('%H:%M:%S', time.gmtime())} {' '.join(step.args)}", flush=True)
+        start = time.perf_counter()
+        done = subprocess.run(step.command(), cwd=Path(__file__).resolve().parents[1])
+        if done.returncode != 0:
+            raise SystemExit(
+                f"step failed (exit status {done.returncode}): {' '.join(step.args)}; rerun the same "
+                "command to resume (finished steps are skipped, a sweep continues from its workdir)"
+            )
+        line = f"{step.study} {step.kind} {step.workdir}: {time.perf_counter() - start:.0f} s"
+        with open(root / "timings.txt", "a") as f:
+            f.write(line + "\n")
+        print(f"=== {line}", flush=True)
+    print(f"done: {root} (summaries in {root}/*/summary.md and <study>.md, timings in {root}/timings.txt)")
+
+
+def main(argv):
+    del argv
+    root = Path(_ROOT.value or f"./reproduce-{_SCALE.value}")
+    plan = steps(_SCALE.value, root, tuple(_STUDIES.value) or STUDIES)
+    if _STATUS.value:
+        print(status(plan))
+        return
+    run(plan, root)
+
+
+def entry(argv=None):
+    """`python -m experiments.reproduce` (`cli.execute`: help, one-line user errors)."""
+    cli.execute(main, argv, doc=__doc__)
+
+
+if __name__ == "__main__":
+    entry()
