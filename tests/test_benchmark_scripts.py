@@ -118,3 +118,18 @@ def test_peer_compiled_reports_xla_flops(monkeypatch):
     program, flops = peer.compiled(lambda a: a @ a, jnp.eye(8))
     assert flops == 2 * 8**3
     assert float(program(jnp.eye(8))[3, 3]) == 1.0
+
+
+def test_fno_pad_benchmark_baseline_is_the_full_grid_form(monkeypatch):
+    """`nn_fno_pad`'s baseline computes what the network computes, on the whole padded grid."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import jax.random as jr
+    import numpy as np
+    from bench import nn as bench_nn
+
+    from posteriorjax import nn
+
+    net = nn.get("fno_pad", jr.key(0), in_channels=1, out_channels=1, modes=4, width=4, layers=2)
+    x = jr.normal(jr.key(1), (1, 8, 8))
+    np.testing.assert_allclose(bench_nn._fno_pad_full_grid(net, x), net(x), rtol=1e-5, atol=1e-6)
+    assert "nn_fno_pad" in _benchmark_module().collect()

@@ -18,6 +18,11 @@ velocity, MC-dropout inverse network), layer by layer:
 time t enters as `time_embedding(t, time_channels)` broadcast over the grid and concatenated to
 the input. `reflect_pad` is DDIS's ``FNO_pad`` (`training_ddis/surrogate.py`): the input is
 reflect-padded by (H // 2, W // 2) on every side, the FNO applied, the result cropped.
+Everything after the last spectral convolution acts point by point, so it is evaluated on the
+kept window only (the crop, or the unpadded grid): the same values, and under ``reflect_pad`` a
+quarter of the points (1.24-1.35x the full-grid form's training step at DDIS's medium scale, 2-core
+CPU; `scripts/benchmark.py --only nn_fno_pad`). With dropout active (a `key` and a nonzero rate)
+the whole grid is kept, so the dropout masks are those of the full-grid form.
 """
 
 from __future__ import annotations
@@ -161,15 +166,22 @@ class NeuralopFNO(eqx.Module):
         v = self.lift(x)
         hh, ww = v.shape[-2:]
         v = jnp.pad(v, ((0, 0), (0, round(self.padding * hh)), (0, round(self.padding * ww))))
+        # the kept window: the unpadded grid, inside it the reflect-padding crop
+        rows, cols = (slice(h // 2, h // 2 + h), slice(w // 2, w // 2 + w)) if self.reflect_pad else (
+            slice(0, hh), slice(0, ww))  # fmt: skip
         n = len(self.spectral)
         keys = [None] * n if key is None else list(jr.split(key, n))
+        # after the last spectral convolution every operation is per point: evaluate them on the
+        # kept window only (the same values; a quarter of the points under reflect_pad), unless
+        # dropout draws its mask over the whole grid
+        crop_early = key is None or self.mlps[-1].dropout.rate == 0.0
         for i in range(n):
+            k_v = self.spectral[i](v)
+            if i == n - 1 and crop_early:
+                k_v, v = k_v[:, rows, cols], v[:, rows, cols]
             skip = jnp.einsum("oi,ihw->ohw", self.skip_weights[i], v)
-            z = self.spectral[i](v) + self.biases[i][:, None, None] + skip
+            z = k_v + self.biases[i][:, None, None] + skip
             z = jax.nn.gelu(z) if i < n - 1 else z
             z = self.mlps[i](z, key=keys[i]) + self.gates[i][:, None, None] * v
             v = jax.nn.gelu(z) if i < n - 1 else z
-        y = self.project(v[:, :hh, :ww])
-        if self.reflect_pad:
-            y = y[:, h // 2 : h // 2 + h, w // 2 : w // 2 + w]
-        return y
+        return self.project(v if crop_early else v[:, rows, cols])

@@ -4,9 +4,13 @@ FNO: our jitted, vmapped EDM denoiser beside a NumPy implementation of the same 
 pass (numpy.fft, einsum; outputs checked equal). U-Net: the vmapped batch beside a Python loop
 of per-sample jitted calls. Training: jitted DSM steps per second of `training.make_step` (no
 baseline). Batch 32 at 64 x 64 with `--device`; batch 8 at 32 x 32 and small widths on a CPU.
+``fno_pad``: DDIS's medium surrogate with its per-point tail on the crop against the full-grid
+form it replaced (`bench_fno_pad`).
 """
 
 from __future__ import annotations
+
+import os
 
 import equinox as eqx
 import jax
@@ -14,8 +18,9 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from bench.common import best_time, record
+from bench.common import best_time, best_times_interleaved, record
 from posteriorjax import diffusion, nn, training
+from posteriorjax.nn import neuralop_fno
 
 
 def _sizes(args):
@@ -119,4 +124,59 @@ def bench_train(args):
     return records
 
 
-BENCHMARKS = {"nn_denoiser": bench_denoiser, "nn_train": bench_train}
+def _fno_pad_full_grid(net, x):
+    """`NeuralopFNO.__call__` before the early crop (every layer on the padded grid), no time input."""
+    h, w = x.shape[-2:]
+    if net.reflect_pad:
+        x = jnp.pad(x, ((0, 0), (h // 2, h // 2), (w // 2, w // 2)), mode="reflect")
+    x = jnp.concatenate([x, neuralop_fno.grid_embedding(x.shape[-2:], x.dtype)])
+    v = net.lift(x)
+    hh, ww = v.shape[-2:]
+    v = jnp.pad(v, ((0, 0), (0, round(net.padding * hh)), (0, round(net.padding * ww))))
+    n = len(net.spectral)
+    for i in range(n):
+        z = (
+            net.spectral[i](v)
+            + net.biases[i][:, None, None]
+            + jnp.einsum("oi,ihw->ohw", net.skip_weights[i], v)
+        )
+        z = jax.nn.gelu(z) if i < n - 1 else z
+        z = net.mlps[i](z) + net.gates[i][:, None, None] * v
+        v = jax.nn.gelu(z) if i < n - 1 else z
+    y = net.project(v[:, :hh, :ww])
+    return y[:, h // 2 : h // 2 + h, w // 2 : w // 2 + w] if net.reflect_pad else y
+
+
+def bench_fno_pad(args):
+    """DDIS's ``fno_pad`` surrogate, medium scale (16 modes, width 16, 4 layers, 32^2 reflect-padded
+    to 64^2), batch 32: forward and forward + parameter gradient, the per-point tail on the crop
+    (ours) against the full-grid form (baseline), interleaved; outputs checked equal."""
+    b, n = (128, 64) if args.device else (32, 32)
+    key = jr.key(0)
+    net = nn.get("fno_pad", key, in_channels=1, out_channels=1, modes=16, width=16, layers=4)
+    x = jr.normal(key, (b, 1, n, n))
+    ours = lambda m, x: jax.vmap(m)(x)  # noqa: E731
+    full = lambda m, x: jax.vmap(lambda u: _fno_pad_full_grid(m, u))(x)  # noqa: E731
+    np.testing.assert_allclose(ours(net, x), full(net, x), rtol=1e-5, atol=1e-5)
+    load = _load_average()
+    records = []
+    for what, make in (
+        ("forward", lambda f: eqx.filter_jit(f)),
+        ("forward_grad", lambda f: eqx.filter_jit(eqx.filter_grad(lambda m, x: jnp.mean(f(m, x) ** 2)))),
+    ):
+        fast, slow = make(ours), make(full)
+        t_ours, t_full = best_times_interleaved([fast, slow], net, x, repeats=5)
+        records.append(record(f"fno_pad_{what}", "batches/s", 1 / t_ours, 1 / t_full, "full-grid form",
+                              batch=b, n=n, load=load))  # fmt: skip
+    return records
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average (the machine is shared; recorded beside the timings)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+BENCHMARKS = {"nn_denoiser": bench_denoiser, "nn_train": bench_train, "nn_fno_pad": bench_fno_pad}

@@ -1,0 +1,84 @@
+"""`NeuralopFNO`'s cropped evaluation equals its earlier full-grid form (kept below, as written then).
+
+Since the early crop, the per-point tail of the network (the last block after its spectral
+convolution, and the projection) runs on the kept window only: the DDIS ``fno_pad`` crop, or the
+unpadded grid. Outputs and parameter gradients must equal the full-grid form to float32 rounding;
+with dropout active the mask is drawn over the whole grid, as before, so the draws match too.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from posteriorjax import nn
+from posteriorjax.nn import neuralop_fno
+
+
+def _full_grid_call(net, x, t=None, *, key=None):
+    """`NeuralopFNO.__call__` before the early crop: every layer on the whole (padded) grid."""
+    h, w = x.shape[-2:]
+    if net.reflect_pad:
+        x = jnp.pad(x, ((0, 0), (h // 2, h // 2), (w // 2, w // 2)), mode="reflect")
+    if net.time_channels:
+        emb = neuralop_fno.time_embedding(t, net.time_channels).astype(x.dtype)
+        x = jnp.concatenate([x, jnp.broadcast_to(emb[:, None, None], (emb.shape[0], *x.shape[1:]))])
+    x = jnp.concatenate([x, neuralop_fno.grid_embedding(x.shape[-2:], x.dtype)])
+    v = net.lift(x)
+    hh, ww = v.shape[-2:]
+    v = jnp.pad(v, ((0, 0), (0, round(net.padding * hh)), (0, round(net.padding * ww))))
+    n = len(net.spectral)
+    keys = [None] * n if key is None else list(jr.split(key, n))
+    for i in range(n):
+        skip = jnp.einsum("oi,ihw->ohw", net.skip_weights[i], v)
+        z = net.spectral[i](v) + net.biases[i][:, None, None] + skip
+        z = jax.nn.gelu(z) if i < n - 1 else z
+        z = net.mlps[i](z, key=keys[i]) + net.gates[i][:, None, None] * v
+        v = jax.nn.gelu(z) if i < n - 1 else z
+    y = net.project(v[:, :hh, :ww])
+    if net.reflect_pad:
+        y = y[:, h // 2 : h // 2 + h, w // 2 : w // 2 + w]
+    return y
+
+
+CASES = {
+    "fno_pad": (dict(reflect_pad=True), (1, 12, 10), None),
+    "padding": (dict(padding=0.25), (1, 8, 12), None),
+    "time": (dict(time_channels=4, padding=0.25), (2, 8, 8), 0.3),
+    "plain_lift": (dict(lifting_ratio=0, reflect_pad=True), (1, 8, 8), None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cropped_forward_and_gradient_equal_the_full_grid_form(case):
+    options, shape, t = CASES[case]
+    net = neuralop_fno.NeuralopFNO(shape[0], 2, modes=4, width=6, layers=2, key=jr.key(1), **options)
+    x = jr.normal(jr.key(2), (3, *shape))
+    new = lambda m, x: jax.vmap(lambda u: m(u, t))(x)  # noqa: E731
+    old = lambda m, x: jax.vmap(lambda u: _full_grid_call(m, u, t))(x)  # noqa: E731
+    np.testing.assert_allclose(new(net, x), old(net, x), rtol=1e-5, atol=1e-6)
+    assert new(net, x).shape == (3, 2, *shape[1:])
+    loss = lambda f: eqx.filter_grad(lambda m, x: jnp.sum(jnp.sin(f(m, x))))(net, x)  # noqa: E731
+    for got, want in zip(jax.tree.leaves(loss(new)), jax.tree.leaves(loss(old)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * float(jnp.max(jnp.abs(want))))
+
+
+def test_dropout_draws_equal_the_full_grid_form():
+    net = nn.get("fno_pad", jr.key(3), in_channels=1, out_channels=1, modes=4, width=6, layers=2, dropout=0.3)
+    x = jr.normal(jr.key(4), (1, 8, 8))
+    key = jr.key(5)
+    got, want = net(x, key=key), _full_grid_call(net, x, key=key)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got, net(x))  # the dropout is active
+
+
+def test_crop_changes_no_parameter():
+    net = nn.get("fno_pad", jr.key(0), in_channels=1, out_channels=1, modes=16, width=16, layers=4)
+    leaves = jax.tree_util.tree_leaves_with_path(eqx.filter(net, eqx.is_array))
+    names = [jax.tree_util.keystr(p) for p, _ in leaves]
+    assert names[:3] == [".lift.fc1.weight", ".lift.fc1.bias", ".lift.fc2.weight"]
+    assert sum(a.size for _, a in leaves) == 298_417
