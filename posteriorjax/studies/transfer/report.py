@@ -298,6 +298,11 @@ def _pair_table(analysis: dict) -> str:
     return "\n".join(lines)
 
 
+def _view_order(view: str) -> tuple[int, str]:
+    """The protocol's order of a view (`data.VIEWS`, then the others by name)."""
+    return (data.VIEWS.index(view), "") if view in data.VIEWS else (len(data.VIEWS), view)
+
+
 def _invalid_lines(analysis: dict) -> list[str]:
     """One line per (family, model, kind of reason): how many blocks, which training views, and
     the first block's full reason."""
@@ -307,6 +312,7 @@ def _invalid_lines(analysis: dict) -> list[str]:
         for (v, w), reason in r["invalid_all"].items():
             grouped.setdefault(reason.split(":")[0], []).append((v, w, reason))
         for kind, cells in grouped.items():
+            cells.sort(key=lambda c: (_view_order(c[0]), _view_order(c[1])))  # files store keys sorted
             rows = ", ".join(dict.fromkeys(v for v, _, _ in cells))
             v, w, reason = cells[0]
             lines.append(
