@@ -71,7 +71,7 @@ def _score_all(task, options: tuple, data, case, samples, weights=None):
     return deferred.functionalize(run)(data, case, samples, weights)
 
 
-def _scores(t, s, cases, reference, grid, x, weights, where: str) -> dict:
+def _scores(t, s, cases, reference, *, grid, x, weights, where: str) -> dict:
     """Host metrics `{name: (K,)}` of the samples against one reference set."""
     data = statistics.program_data(t, cases, reference, seed=s.seed)
     options = (s.seed, tuple(s.diagnostics), s.calibration, s.batch_size)
@@ -141,15 +141,22 @@ def evaluate(
         f"scoring {len(ids)} case(s) x {x.shape[1]} samples (compiling the scoring program, then running it)"
     )
     grid = program.expand(len(ids), {}, (SEED,), {})
-    metrics = _scores(t, s, cases, (ref_samples, ref_weights), grid, x, weights, f"{task}/{name}")
+    metrics = _scores(
+        t, s, cases, (ref_samples, ref_weights), grid=grid, x=x, weights=weights, where=f"{task}/{name}"
+    )
     metrics["ess"] = ensemble.ess()[grid.case]
     if report["set"] == heldout.HELDOUT:
         public = scorer.reference(task, workdir, lead=True, progress=False, which=heldout.PUBLIC)
-        pub = _scores(t, s, cases, public[:2], grid, x, weights, f"{task}/{name} (public set)")
+        pub = _scores(
+            t, s, cases, public[:2], grid=grid, x=x, weights=weights, where=f"{task}/{name} (public set)"
+        )
         metrics.update({f"public_{m}": pub[m] for m in heldout.PUBLIC_METRICS if m in pub})
         if ref_samples.shape[1] >= 4:  # the held-out set's own two-half spread (`heldout.threshold`)
             halves = heldout.halves(ref_samples, ref_weights)
-            a, b = (_scores(t, s, cases, h, grid, x, weights, f"{task}/{name} (half)") for h in halves)
+            a, b = (
+                _scores(t, s, cases, h, grid=grid, x=x, weights=weights, where=f"{task}/{name} (half)")
+                for h in halves
+            )
             metrics.update({f"split_{m}": v for m, v in heldout.split_ratios(a, b).items()})
     steps("writing the records, the stored samples and the tables")
     config_ids = grid.ids()

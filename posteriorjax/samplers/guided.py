@@ -224,7 +224,15 @@ class GuidedDiffusion(AbstractSampler):
             terms = [c(model_points, y_obs, hparams, sigma, i, self.num_steps) for c in self.corrections]
             return sum(terms, jnp.zeros((), points["denoised"].dtype)) / divisor
 
-        return guided_sample(key, denoise, self.prior.noise, shape, sigmas, loss_fn, self.preconditioner)
+        return guided_sample(
+            key,
+            denoise,
+            self.prior.noise,
+            shape,
+            sigmas=sigmas,
+            loss_fn=loss_fn,
+            precondition=self.preconditioner,
+        )
 
     def _sample(self, key, y_obs, num_samples, hparams):
         def one(k, divisor):

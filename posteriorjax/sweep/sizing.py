@@ -120,7 +120,7 @@ def abstract_network(task_name: str, task_options: Mapping, spec, scale: str, nu
 
     def build(key):
         return training_run.build_model(
-            spec.kind, cfg.model.name, dict(cfg.model.options), task, x_norm, u_norm, key,
+            spec.kind, cfg.model.name, dict(cfg.model.options), task, x_norm=x_norm, u_norm=u_norm, key=key,
             sigma_data=d.sigma_data, noise=noise, inputs=inputs or None,
         )  # fmt: skip
 

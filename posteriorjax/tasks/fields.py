@@ -229,6 +229,7 @@ def _regime_index(regime: str) -> int:
 
 def build(
     name: str,
+    *,
     resolution: int = 128,
     regime: str = "medium",
     pattern: str = "R50",

@@ -367,6 +367,7 @@ def _noise_std(physics, observation: InterfaceObservation, x0, strength: float, 
 
 def build(
     name: str = "interface_potential",
+    *,
     regime: str = "potential",
     resolution: int = 64,
     frames: int = 0,
