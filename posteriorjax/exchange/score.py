@@ -44,7 +44,7 @@ from posteriorjax.sweep.settings import settings
 SEED = 0  # the sampler seed recorded for samples from a file
 
 
-def cases_label(path) -> str:
+def _cases_label(path) -> str:
     """The `Record.cases` label of a cases file or folder: "<name> sha256:<16 hex digits>", the
     `files.file_digest` over its bytes (a folder: its files' relative paths and bytes, in sorted order)."""
     path = Path(path)
@@ -108,7 +108,7 @@ def evaluate(
         raise ValueError(f"task: the study in {workdir} has tasks {sorted(config.tasks)}, got {task!r}")
     cases_source, scored = "study", {}
     if cases_file is not None:
-        cases_source = cases_label(cases_file)
+        cases_source = _cases_label(cases_file)
         with config.unlocked():
             config.cases_files = {**dict(config.get("cases_files", {})), task: str(cases_file)}
     s = settings(config)
@@ -180,7 +180,7 @@ def evaluate(
         for i in range(grid.size)
     ]
     if results.done((task, name)):
-        replace_records(workdir, results, (task, name), records)
+        _replace_records(workdir, results, (task, name), records)
     else:
         results.append(records)
     _warn_gap(records, f"{task}/{name}")
@@ -224,7 +224,7 @@ def _own_export(workdir: Path, task: str, given: Plan) -> Plan:
 REPLACED = "results.jsonl.replaced"
 
 
-def replace_records(workdir, results: record_store.ResultsFile, pair: tuple[str, str], records) -> Path:
+def _replace_records(workdir, results: record_store.ResultsFile, pair: tuple[str, str], records) -> Path:
     """Replace the records of `pair` in `results` by `records` in one atomic rewrite; the old file
     is copied aside first (`results.jsonl.replaced`, `-<n>` when taken). Returns the copy's path."""
     aside = heldout.set_aside(results.path, REPLACED)
