@@ -41,7 +41,7 @@ CACHE_VARIABLE = "POSTERIORJAX_COMPILATION_CACHE"  # a directory, or "off"
 _THREAD_VARIABLES = ("PJRT_NPROC", "NPROC")  # read, in this order, by the XLA CPU client
 
 
-def schedulable_cores() -> int:
+def _schedulable_cores() -> int:
     """CPU cores this process may run on (its affinity mask where the platform has one)."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -64,7 +64,7 @@ def cpu_pool_threads(environ: MutableMapping[str, str] | None = None) -> int:
             if threads < 1:
                 raise ValueError(f"{name}: expected a positive number of threads, got {threads}")
             return threads
-    return schedulable_cores()
+    return _schedulable_cores()
 
 
 def forced_cpu_devices(environ: MutableMapping[str, str] | None = None) -> int:
@@ -154,7 +154,7 @@ def padded_size(size: int, mesh: jax.sharding.Mesh) -> int:
     return int(math.ceil(size / n) * n)
 
 
-def pad_leading(tree, size: int):
+def _pad_leading(tree, size: int):
     """Pad every leaf's leading axis to `size` by repeating its last entry (results then discarded)."""
 
     def pad(x):
@@ -174,7 +174,7 @@ def shard_batch(tree, mesh: jax.sharding.Mesh):
     if not leaves:
         raise ValueError("tree: expected at least one array leaf")
     size = leaves[0].shape[0]
-    padded = pad_leading(tree, padded_size(size, mesh))
+    padded = _pad_leading(tree, padded_size(size, mesh))
     return jax.device_put(padded, batch_sharding(mesh)), size
 
 

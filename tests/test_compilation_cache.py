@@ -60,11 +60,12 @@ def test_cache_writes_programs_but_not_those_with_host_callbacks(tmp_path):
 SWEEP = """
     import jax.random as jr
     from posteriorjax import samplers, sweep, tasks
+    from posteriorjax.sweep.program import expand
     task = tasks.get({task!r}, resolution={n}, num_sensors=8)
     sampler = samplers.get({sampler!r}, task, **{options!r})
     cases = task.cases(0, 2)
     ref = jnp.stack([jax.vmap(task.prior.sample)(jr.split(jr.key(i), 4)) for i in range(2)])
-    grid = sweep.expand(2, {axes!r}, [0], sampler.defaults)
+    grid = expand(2, {axes!r}, [0], sampler.defaults)
     records = sweep.run_pair(
         task, sampler, cases, (ref, jnp.full((2, 4), 0.25)), grid, num_samples=4, seed=0, chunk_size=2,
         batch_size=2,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from posteriorjax import plugins, sweep
+from posteriorjax.sweep.settings import settings as parse_settings
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 # modules that hold helpers, not a `get_config`
@@ -79,7 +80,7 @@ def test_full_scale_matches_the_published_study():
     assert main.samplers.eci.get("tasks") is None  # every task: points, columns or block averages
     published = {"fundps", "funddps", "ddis", "diffusionpde", "esmda", "eci"}
     assert {k for k, v in main.samplers.items() if v.options.get("profile") == "published"} == published
-    parsed = sweep.settings(main)
+    parsed = parse_settings(main)
     assert parsed.references["ccs"]["method"] == "surrogate_rejection"
     surrogate = parsed.reference_networks["ccs"]
     assert surrogate.kind == "surrogate" and surrogate.training["data.pool_size"] == 12_000
@@ -124,7 +125,7 @@ def test_noise_level_and_reference_threshold_stay_linked(name):
     eps = config.reference.eps
     assert config.tasks.poisson.noise_std == pytest.approx(eps / 3)
     assert eps == pytest.approx(6e-3)
-    settings = sweep.settings(config)
+    settings = parse_settings(config)
     assert settings.tasks["poisson"]["noise_std"] == pytest.approx(2e-3)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from posteriorjax import diffusion, nn, random_fields, training
+from posteriorjax.training.losses import DiffusionLoss
 
 N = 16
 PRIOR = random_fields.GaussianRandomField(N, 2.0, 3.0, "cosine")
@@ -151,7 +152,7 @@ def _train_prior(steps, noise, width=16):
         log_every=steps, eval_every=steps, checkpoint_every=steps, progress=False,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        _, ema, _ = training.fit(den, training.DiffusionLoss(noise), _PriorSource(16), cfg, tmp)
+        _, ema, _ = training.fit(den, DiffusionLoss(noise), _PriorSource(16), cfg, tmp)
     return ema
 
 

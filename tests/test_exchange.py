@@ -22,6 +22,7 @@ from posteriorjax.reference import heldout
 from posteriorjax.sweep import given as given_cases
 from posteriorjax.sweep import store
 from posteriorjax.sweep.plan import Plan
+from posteriorjax.sweep.settings import settings
 
 TASK, RES, K, N = "poisson_fixed", 8, 3, 8
 
@@ -43,7 +44,7 @@ def study(tmp_path_factory):
     wd = tmp_path_factory.mktemp("exchange")
     config = _config()
     directory = exchange.export(config, wd)[TASK]
-    plan = Plan.build(sweep.settings(config))
+    plan = Plan.build(settings(config))
     return {"wd": wd, "dir": directory, "config": config, "plan": plan, "task": plan.tasks[TASK]}
 
 
@@ -104,7 +105,7 @@ def test_exported_cases_load_as_given_cases_with_their_sensors(study):
     perm = np.random.default_rng(0).permutation(len(idx))
     y = given_cases.reorder_observations(g.cases.y_obs[:, perm], idx[perm], (RES, RES))
     np.testing.assert_array_equal(y, g.cases.y_obs)
-    other = sweep.settings(_config(tasks={TASK: {"resolution": 16, "num_sensors": 12}}))
+    other = settings(_config(tasks={TASK: {"resolution": 16, "num_sensors": 12}}))
     with pytest.raises(ValueError, match="another resolution"):
         given_cases.load(study["dir"] / "cases.npz", Plan.build(other).tasks[TASK])
 

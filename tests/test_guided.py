@@ -369,8 +369,9 @@ def test_ddis_published_pieces_equal_the_transcription(setup):
         x, z, x0, xi = (rng.normal(size=64) for _ in range(4))
         hp = {k: jnp.asarray(float(v), jnp.float64) for k, v in s.hparams().items()}  # not float32 here
         got_clean = np.asarray(s.clean(jnp.asarray(x.reshape(1, 8, 8)), 3.0)).reshape(-1)
-        got_step = s.langevin_step(*(jnp.asarray(v.reshape(1, 8, 8)) for v in (z, x0)), 2.0, 1e-3,
-                                   jnp.asarray(xi.reshape(1, 8, 8)), jnp.asarray(y), hp)  # fmt: skip
+        got_step = s.langevin_step(*(jnp.asarray(v.reshape(1, 8, 8)) for v in (z, x0)), 2.0, lr=1e-3,
+                                   xi=jnp.asarray(xi.reshape(1, 8, 8)), y_obs=jnp.asarray(y),
+                                   hparams=hp)  # fmt: skip
         got_lr = [float(s.step_size_at(i, hp)) for i in (0, 37, 99)]
     assert (s.num_steps, s.langevin_steps, s.sigma_max, s.sigma_min) == (100, 35, 10.0, 0.01)
     assert {k: float(v) for k, v in hp.items()} == pytest.approx(
@@ -415,7 +416,7 @@ def ddis_published_curvature(resolution: int, num_sensors: int = 24) -> float:
     y = jnp.zeros_like(task.observation(task.physics(zero)))
 
     def apply(v):  # lr (1 / sigma^2 + H) v
-        step = lambda z: z - s.langevin_step(z, zero, 1e8, hp["step_size"], zero, y, hp)  # noqa: E731
+        step = lambda z: z - s.langevin_step(z, zero, 1e8, lr=hp["step_size"], xi=zero, y_obs=y, hparams=hp)  # noqa: E731
         return step(v) - step(zero)
 
     def power(_, v):

@@ -20,6 +20,8 @@ from posteriorjax.reference import pool
 from posteriorjax.reference import store as artifact_store
 from posteriorjax.sweep import program
 from posteriorjax.sweep import store as record_store
+from posteriorjax.training.data import TaskSource
+from posteriorjax.training.losses import surrogate_loss
 
 
 def _config(**overrides):
@@ -244,7 +246,7 @@ CFG = training.TrainConfig(
 def trainer():
     task = tasks.get("poisson_fixed", resolution=8, num_sensors=6)
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, num_draws=8, seed=0)
-    source = training.TaskSource(task, x_norm, u_norm, "surrogate", 4)
+    source = TaskSource(task, x_norm, u_norm, "surrogate", 4)
     net = nn.FNO(1, 1, modes=2, width=4, layers=1, projection=4, key=jax.random.key(0))
     return nn.Surrogate(net, x_norm, u_norm), source
 
@@ -260,7 +262,7 @@ def trained(trainer, tmp_path_factory):
     """(workdir, final model) of an uninterrupted run."""
     model, source = trainer
     workdir = tmp_path_factory.mktemp("train") / "full"
-    return workdir, training.fit(model, training.surrogate_loss, source, CFG, workdir)[0]
+    return workdir, training.fit(model, surrogate_loss, source, CFG, workdir)[0]
 
 
 def test_a_corrupt_latest_checkpoint_is_set_aside_and_the_step_retrained(trainer, trained, tmp_path):
@@ -271,11 +273,11 @@ def test_a_corrupt_latest_checkpoint_is_set_aside_and_the_step_retrained(trainer
         if f.is_file():
             f.write_bytes(b"garbage")
     with pytest.warns(UserWarning, match=r"checkpoint 6 .* set aside as 6.corrupt-0"):
-        again, _, state = training.fit(model, training.surrogate_loss, source, CFG, tmp_path / "run")
+        again, _, state = training.fit(model, surrogate_loss, source, CFG, tmp_path / "run")
     assert int(state.step) == 6 and (tmp_path / "run" / "checkpoints" / "6.corrupt-0").is_dir()
     for a, b in zip(_params(full), _params(again), strict=True):
         np.testing.assert_array_equal(a, b)
-    training.fit(model, training.surrogate_loss, source, CFG, tmp_path / "run")  # and again: no crash loop
+    training.fit(model, surrogate_loss, source, CFG, tmp_path / "run")  # and again: no crash loop
     steps = [json.loads(x)["step"] for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5, 6]
 
@@ -284,11 +286,11 @@ def test_a_corrupt_latest_checkpoint_is_set_aside_and_the_step_retrained(trainer
 def test_a_torn_metrics_line_is_skipped_on_resume(trainer, trained, tmp_path):
     model, source = trainer
     full = trained[1]
-    training.fit(model, training.surrogate_loss, source, CFG, tmp_path / "b", stop_after=4)
+    training.fit(model, surrogate_loss, source, CFG, tmp_path / "b", stop_after=4)
     log = tmp_path / "b" / "metrics.jsonl"
     log.write_text(log.read_text() + '{"step": 5, "lo')  # killed mid-write
     with pytest.warns(UserWarning, match=r"metrics.jsonl: line 5 is not a metrics record"):
-        resumed, _, _ = training.fit(model, training.surrogate_loss, source, CFG, tmp_path / "b")
+        resumed, _, _ = training.fit(model, surrogate_loss, source, CFG, tmp_path / "b")
     assert [json.loads(x)["step"] for x in log.read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
     for a, b in zip(_params(full), _params(resumed), strict=True):
         np.testing.assert_array_equal(a, b)

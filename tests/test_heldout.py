@@ -23,6 +23,8 @@ from posteriorjax.metrics import posterior
 from posteriorjax.reference import exact, heldout
 from posteriorjax.sweep import given as given_cases
 from posteriorjax.sweep import migrate, store
+from posteriorjax.sweep.plan import Plan
+from posteriorjax.sweep.settings import settings
 
 TASK, RES, K, N, M = "poisson_fixed", 8, 3, 64, 64
 
@@ -223,7 +225,7 @@ def study(tmp_path_factory):
     wd = tmp_path_factory.mktemp("heldout")
     config = _config()
     directory = exchange.export(config, wd)[TASK]
-    plan = sweep.Plan.build(sweep.settings(config))
+    plan = Plan.build(settings(config))
     ids = [f"{TASK}_{i}" for i in range(K)]
     task, cases = plan.tasks[TASK], plan.cases(TASK)
     draws = np.stack(

@@ -13,8 +13,8 @@ import math
 import pytest
 
 from configs import base, main_table
-from posteriorjax import sweep
 from posteriorjax.sweep import networks
+from posteriorjax.sweep.settings import settings
 
 TRAIN_RECORDS = 45_000  # 50k records, validation_size 5000 (`darcy_fundps_64_pretrain.yml`: 50k samples)
 
@@ -158,7 +158,7 @@ def _plain(v):
 
 @pytest.fixture(scope="module")
 def main():
-    return sweep.settings(main_table.get_config(""))
+    return settings(main_table.get_config(""))
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +222,7 @@ def test_smaller_scales_keep_the_published_architectures_by_one_rule(arg):
     table; both trained with the scale's own optimizer settings."""
     from posteriorjax.nn import published
 
-    parsed = sweep.settings(main_table.get_config(arg))
+    parsed = settings(main_table.get_config(arg))
     assert parsed.training.scale == arg
     seen = set()
     for entry in parsed.samplers:
@@ -294,7 +294,7 @@ def test_medium_networks_train_for_their_backbones_budget():
     backbone is its kind's default or a published one laid over it by the spec."""
     from posteriorjax import training
 
-    parsed = sweep.settings(main_table.get_config("medium:poisson"))
+    parsed = settings(main_table.get_config("medium:poisson"))
     seen = {}
     for entry in parsed.samplers:
         for spec in entry.networks.values():

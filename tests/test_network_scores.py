@@ -13,6 +13,10 @@ import pytest
 from posteriorjax import diffusion, nn, random_fields, sweep, tasks, training
 from posteriorjax.report import networks as network_report
 from posteriorjax.samplers.denoisers import build_prior
+from posteriorjax.sweep.networks import NetworkSpec, network_config
+from posteriorjax.sweep.plan import Plan
+from posteriorjax.sweep.settings import settings
+from posteriorjax.sweep.store import Record
 from posteriorjax.training import scores
 
 N = 64  # draws per set: the floors below are those of this many draws
@@ -220,22 +224,22 @@ def test_finished_run_stores_its_scores_once(tmp_path, monkeypatch):
 
 def test_the_sweep_hash_leaves_the_score_settings_out():
     """How a network is scored is not what it is: the sweep finds the same network directory."""
-    spec = sweep.NetworkSpec("prior", {})
-    cfg, digest = sweep.network_config("poisson_fixed", {"resolution": 16}, spec, "tiny")
+    spec = NetworkSpec("prior", {})
+    cfg, digest = network_config("poisson_fixed", {"resolution": 16}, spec, "tiny")
     assert cfg.scores.num_steps == 16 and cfg.scores.num_draws == 32
-    other = sweep.NetworkSpec("prior", {}, training={"scores.num_draws": 8})
-    assert sweep.network_config("poisson_fixed", {"resolution": 16}, other, "tiny")[1] == digest
+    other = NetworkSpec("prior", {}, training={"scores.num_draws": 8})
+    assert network_config("poisson_fixed", {"resolution": 16}, other, "tiny")[1] == digest
 
 
 def test_records_and_summary_carry_the_network_scores(tmp_path):
     """`Plan.network_records` reads each network's `scores.json`; the summary lists it per task."""
     config = _mcd_config()
-    s = sweep.settings(config)
-    plan = sweep.Plan.build(s)
+    s = settings(config)
+    plan = Plan.build(s)
     (entry,) = s.samplers
     options = {**s.tasks["poisson_fixed"], **entry.task_options}
     spec = entry.networks["model"]
-    digest = sweep.network_config("poisson_fixed", options, spec, "tiny", s.training_steps)[1]
+    digest = network_config("poisson_fixed", options, spec, "tiny", s.training_steps)[1]
     directory = tmp_path / "networks" / "poisson_fixed" / f"inverse-{digest}"
     report = {"parameters": "abc", "num_parameters": 1234, "training_steps": 20,
               "scores": {"mean_relative_l2": 0.25}, "floor": {}}  # fmt: skip
@@ -243,17 +247,17 @@ def test_records_and_summary_carry_the_network_scores(tmp_path):
     (directory / scores.FILE).write_text(json.dumps(report))
     got = plan.network_records("poisson_fixed", entry, tmp_path)
     assert got == {"model": {"kind": "inverse", "network": directory.name, **report}}
-    record = sweep.Record(
+    record = Record(
         task="poisson_fixed", sampler="mcd", config_id="case=0;seed=0", index=0, case=0, seed=0, hparams={},
         num_samples=4, metrics={"mmd": 0.5}, wall_time_s=1.0, compile_time_s=1.0, networks=got,
     )  # fmt: skip
-    assert sweep.Record.from_json(record.to_json()) == record
+    assert Record.from_json(record.to_json()) == record
     plain = {k: v for k, v in record.to_dict().items() if k != "networks"}  # a line before networks
-    assert "networks" not in sweep.Record.from_dict(plain).to_dict()  # old lines stay as they were
+    assert "networks" not in Record.from_dict(plain).to_dict()  # old lines stay as they were
     table = network_report.network_table([record])
     assert "## Networks" in table and "### poisson_fixed" in table
     assert f"| {directory.name} | inverse | mcd.model | 1,234 | 20 | mean_relative_l2 0.25 |" in table
-    assert network_report.network_table([sweep.Record.from_dict(plain)]) == ""
+    assert network_report.network_table([Record.from_dict(plain)]) == ""
 
 
 def _mcd_config():

@@ -14,6 +14,8 @@ from posteriorjax.metrics import suite
 from posteriorjax.reference import registry as reference_registry
 from posteriorjax.report import stage
 from posteriorjax.samplers import AbstractSampler
+from posteriorjax.training.data import TaskSource
+from posteriorjax.training.run import NOISE_OPTIONS
 
 PLUGIN = "examples.plugin_sampler"
 
@@ -126,10 +128,12 @@ def test_a_plugin_adds_a_metric_a_network_kind_and_a_reference_method(extras):
     spec = sweep.networks.parse_spec("networks.model", "prior_wide", "tiny", "poisson_fixed")
     assert spec.kind == "prior_wide"
     entry, x_norm, key = training.kinds.get("prior_wide"), nn.field_normalizer(task), jax.random.key(1)
-    model = training.build_model("prior_wide", *entry.models["tiny"], task, x_norm, None, key)
-    batch = training.TaskSource(task, x_norm, None, "prior_wide", 2)(key)
+    model = training.build_model(
+        "prior_wide", *entry.models["tiny"], task, x_norm=x_norm, u_norm=None, key=key
+    )
+    batch = TaskSource(task, x_norm, None, "prior_wide", 2)(key)
     d = config.diffusion
-    noise = diffusion.noise.get(d.noise, **training.NOISE_OPTIONS[d.noise](d))
+    noise = diffusion.noise.get(d.noise, **NOISE_OPTIONS[d.noise](d))
     assert np.isfinite(float(entry.loss(task, noise, d)(model, key, batch)))
     # the reference method: a section, references of the right shape and weights, its rule
     section = reference_registry.section({"method": "prior_draws", "num_samples": 4}, "references")

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from posteriorjax import sweep
 from posteriorjax.metrics import calibration, mira
 from posteriorjax.report import records, tables
+from posteriorjax.sweep.store import Record, ResultsFile, hparams_key, row_key
 
 LEVELS = calibration.DEFAULT_LEVELS
 
@@ -136,7 +136,7 @@ def test_load_records_skips_blank_lines_drops_a_torn_last_line_and_names_a_corru
     path = tmp_path / "results.jsonl"
     path.write_text(json.dumps(recs[0]) + "\n\n" + "".join(json.dumps(r) + "\n" for r in recs[1:]))
     assert records.load_records(path) == recs
-    assert all(isinstance(r, sweep.Record) for r in records.load_records(path))
+    assert all(isinstance(r, Record) for r in records.load_records(path))
     # a crash mid-write tears the last line: dropped, the file left as it is
     path.write_text(json.dumps(recs[0]) + "\n" + json.dumps(recs[1])[:20])
     assert records.load_records(path) == recs[:1]
@@ -147,32 +147,30 @@ def test_load_records_skips_blank_lines_drops_a_torn_last_line_and_names_a_corru
     with pytest.warns(UserWarning, match=r"results.jsonl: line 2: not JSON"):
         assert records.load_records(path) == [recs[0], recs[2]]
     with pytest.warns(UserWarning, match=r"line 2: not JSON.*copied aside as results.jsonl.corrupt-0"):
-        assert sweep.ResultsFile(path, "c").records == [recs[0], recs[2]]
+        assert ResultsFile(path, "c").records == [recs[0], recs[2]]
     assert (tmp_path / "results.jsonl.corrupt-0").read_text().count("\n") == 3
 
 
 def test_record_round_trip_and_schema_errors():
-    rec = sweep.Record.from_dict(
-        record("t", "s", 1, {"g": 0.5}, {"mean_error": 0.25, "coverage": [0.5, None]})
-    )
-    assert sweep.Record.from_json(rec.to_json()) == rec
+    rec = Record.from_dict(record("t", "s", 1, {"g": 0.5}, {"mean_error": 0.25, "coverage": [0.5, None]}))
+    assert Record.from_json(rec.to_json()) == rec
     assert json.loads(rec.to_json()) == record(
         "t", "s", 1, {"g": 0.5}, {"mean_error": 0.25, "coverage": [0.5, None]}
     )
     assert list(json.loads(rec.to_json())) == list(rec)  # the key order of a results.jsonl line
     assert rec["case"] == rec.case == 1 and rec.get("evaluation") == "identity" and dict(rec)["task"] == "t"
     old = {k: v for k, v in record("t", "s", 0, {}, {}).items() if k != "evaluation"}
-    assert sweep.Record.from_dict(old).evaluation == "identity"  # written before it was recorded
+    assert Record.from_dict(old).evaluation == "identity"  # written before it was recorded
     numpy_id = {**record("t", "s", 0, {}, {}), "config_id": "case=0;seed=0;g=np.float32(2.0)"}
-    assert sweep.Record.from_dict(numpy_id).config_id == numpy_id["config_id"]  # `sweep.migrate`'s job
+    assert Record.from_dict(numpy_id).config_id == numpy_id["config_id"]  # `sweep.migrate`'s job
     with pytest.raises(ValueError, match=r"missing \['index'\]"):
-        sweep.Record.from_dict({k: v for k, v in record("t", "s", 0, {}, {}).items() if k != "index"})
+        Record.from_dict({k: v for k, v in record("t", "s", 0, {}, {}).items() if k != "index"})
     with pytest.raises(ValueError, match=r"unknown \['extra'\]"):
-        sweep.Record.from_dict({**record("t", "s", 0, {}, {}), "extra": 1})
+        Record.from_dict({**record("t", "s", 0, {}, {}), "extra": 1})
     with pytest.raises(ValueError, match=r"record.case: expected int, got '0'"):
-        sweep.Record.from_dict({**record("t", "s", 0, {}, {}), "case": "0"})
+        Record.from_dict({**record("t", "s", 0, {}, {}), "case": "0"})
     with pytest.raises(ValueError, match=r"record.num_samples: expected int, got True"):
-        sweep.Record.from_dict({**record("t", "s", 0, {}, {}), "num_samples": True})
+        Record.from_dict({**record("t", "s", 0, {}, {}), "num_samples": True})
 
 
 def test_one_grouping_key_for_tables_and_figures():
@@ -180,8 +178,8 @@ def test_one_grouping_key_for_tables_and_figures():
     a = record("t", "s", 0, {"g": 0.1}, {"mean_error": 1.0})
     b = record("t", "s", 1, {"g": float(np.float32(0.1))}, {"mean_error": 3.0})
     c = record("t", "s", 1, {"g": 0.2}, {"mean_error": 5.0})
-    assert sweep.row_key(a) == sweep.row_key(b) != sweep.row_key(c)
-    assert sweep.hparams_key({"g": 0.1, "a": 1}) == (("a", 1.0), ("g", float(np.float32(0.1))))
+    assert row_key(a) == row_key(b) != row_key(c)
+    assert hparams_key({"g": 0.1, "a": 1}) == (("a", 1.0), ("g", float(np.float32(0.1))))
     rows = tables.aggregate([a, b, c], ["mean_error"])
     assert sorted(r["mean_error"][0] for r in rows) == [2.0, 5.0] and [r["count"] for r in rows] == [2, 1]
     assert [len(v) for v in records.row_groups([a, b, c]).values()] == [2, 1]

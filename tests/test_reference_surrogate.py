@@ -17,6 +17,7 @@ import pytest
 
 from posteriorjax import sweep
 from posteriorjax.reference import registry, surrogate
+from posteriorjax.sweep.settings import settings
 from posteriorjax.tasks import ccs
 
 NOISE = 0.1  # wide enough that a 256-candidate tiny pool accepts a few dozen per case
@@ -168,14 +169,14 @@ def test_sweep_parses_the_reference_surrogate():
     ref = sweep.reference_config(
         "surrogate_rejection", num_samples=8, pool_size=256, surrogate={"kind": "surrogate", "num_steps": 5}
     )
-    s = sweep.settings(_sweep_config(ref))
+    s = settings(_sweep_config(ref))
     assert s.reference_networks["ccs"].kind == "surrogate" and s.reference_networks["ccs"].num_steps == 5
     bad = sweep.reference_config("surrogate_rejection", surrogate="prior")
     with pytest.raises(ValueError, match=r"config\.reference\.surrogate\.kind: .* expected kind 'surrogate'"):
-        sweep.settings(_sweep_config(bad))
+        settings(_sweep_config(bad))
     bad = sweep.reference_config("surrogate_rejection", surrogate={"kind": "surrogate", "steps": 5})
     with pytest.raises(ValueError, match=r"config\.reference\.surrogate: unknown key"):
-        sweep.settings(_sweep_config(bad))
+        settings(_sweep_config(bad))
 
 
 @pytest.mark.slow
@@ -201,7 +202,7 @@ def test_trained_surrogate_reference(tmp_path):
         config.training.num_steps = 100
         from posteriorjax.sweep.plan import Plan
 
-        plan = Plan.build(sweep.settings(config))
+        plan = Plan.build(settings(config))
         x, w, report = plan.reference("ccs", tmp_path / "sweep", lead=True, progress=False)
         assert x.shape == (1, 8, *task.unknown_shape) and np.isclose(w.sum(), 1.0)
         assert report["method"] == "surrogate_rejection" and "error_budget" in report["cases"][0]

@@ -15,6 +15,8 @@ import pytest
 from posteriorjax import files, random_fields, samplers, sweep, tasks
 from posteriorjax.metrics import calibration, mira
 from posteriorjax.report import tables
+from posteriorjax.sweep.program import expand, sample_program
+from posteriorjax.sweep.statistics import stream_keys
 
 RES = 16
 NUM_CASES = 16
@@ -29,7 +31,7 @@ def sweep_records():
     cases = task.cases(0, NUM_CASES)
     ref = jnp.stack([random_fields.sample_batch(task.prior, jr.key(i), 4) for i in range(NUM_CASES)])
     reference = (ref, jnp.full((NUM_CASES, 4), 0.25))
-    grid = sweep.expand(NUM_CASES, {}, [3], sampler.defaults)
+    grid = expand(NUM_CASES, {}, [3], sampler.defaults)
     records = sweep.run_pair(
         task,
         sampler,
@@ -42,7 +44,7 @@ def sweep_records():
         batch_size=8,
         labels={"sampler": "exact"},
     )
-    one = sweep.sample_program(sampler, NUM_SAMPLES, seed=SEED)
+    one = sample_program(sampler, NUM_SAMPLES, seed=SEED)
     samples = jax.jit(jax.vmap(one, in_axes=(None, 0)))(
         {"y_obs": cases.y_obs}, grid.take(np.arange(grid.size))
     )
@@ -53,7 +55,7 @@ def test_aggregated_calibration_equals_direct_mira_and_tarp(sweep_records):
     task, cases, records, samples = sweep_records
     (row,) = tables.calibration_rows(records)
     assert row["num_conditions"] == NUM_CASES and row["num_samples"] == NUM_SAMPLES
-    keys = sweep.stream_keys(SEED)
+    keys = stream_keys(SEED)
 
     # MIRA: the records' statistics are mira.mira's per-condition values with the sweep's MIRA stream
     direct = mira.mira(keys["mira"], samples, cases.x_true, normalization="with_truth")  # the sweep's default
@@ -104,7 +106,7 @@ def test_exact_posterior_tarp_curve_is_near_the_diagonal(sweep_records):
     ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), 8)
     assert float(calibration.tarp_summary(ecp, alpha)["ks"]) < 0.33, f  # 5% KS bound for 16 draws
     assert abs(f.mean() - 0.5) < 2 * math.sqrt(1 / (12 * NUM_CASES)), f  # 2 standard errors of U(0, 1)
-    key = sweep.stream_keys(SEED)["tarp"]
+    key = stream_keys(SEED)["tarp"]
     x, t = samples.reshape(NUM_CASES, NUM_SAMPLES, -1), cases.x_true.reshape(NUM_CASES, -1)
     for n, limit in ((4, 0.1), (NUM_CASES, 0.35)):
         low, width = t[:n].min(0), t[:n].max(0) - t[:n].min(0) + 1e-10
@@ -186,8 +188,8 @@ def test_observation_dependent_statistics_flag_the_prior(sweep_records):
     centres and references at the reference posterior mean m(y) (MIRA App. E.4), the exact one passes."""
     task, cases, _, _ = sweep_records
     exact = samplers.get("exact", task)
-    grid = sweep.expand(NUM_CASES, {}, [3], exact.defaults)
-    ref = jax.jit(jax.vmap(sweep.sample_program(exact, 32, seed=SEED + 1), in_axes=(None, 0)))(
+    grid = expand(NUM_CASES, {}, [3], exact.defaults)
+    ref = jax.jit(jax.vmap(sample_program(exact, 32, seed=SEED + 1), in_axes=(None, 0)))(
         {"y_obs": cases.y_obs}, grid.take(np.arange(grid.size))
     )
     reference = (ref, jnp.full((NUM_CASES, 32), 1 / 32))

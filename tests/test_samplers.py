@@ -121,7 +121,7 @@ def test_diffusionpde_losses_use_the_published_scaling(problem):
     task, y = problem[:2]
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 8)
     net = dict(modes=3, width=4, layers=1, projection=4, embed_dim=4)
-    joint = training.build_model("joint", "fno", net, task, x_norm, u_norm, jr.key(0))
+    joint = training.build_model("joint", "fno", net, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(0))
     s = samplers.get("diffusionpde", task, model=joint, num_steps=2)
     x = task.cases(7, 1).x_true[0]
     u = task.physics(x)

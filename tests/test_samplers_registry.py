@@ -115,7 +115,7 @@ def test_oracle_and_model_errors():
     darcy = tasks.get("darcy", resolution=8, num_sensors=12)
     wrong = training.build_model(
         "flow_fno", "fno", dict(modes=3, width=4, layers=1, projection=4, embed_dim=4), darcy,
-        nn.Normalizer((0.0, 0.0), (1.0, 1.0)), nn.Normalizer((0.0,), (1.0,)), jr.key(0),
+        x_norm=nn.Normalizer((0.0, 0.0), (1.0, 1.0)), u_norm=nn.Normalizer((0.0,), (1.0,)), key=jr.key(0),
     )  # fmt: skip
     with pytest.raises(ValueError, match="channels"):
         samplers.get("flow_fno", darcy, model=wrong)  # two unknown channels for a one-channel task

@@ -17,6 +17,10 @@ import pytest
 
 from posteriorjax import diffusion, nn, samplers, tasks, training
 from posteriorjax.reference import exact
+from posteriorjax.samplers.flow_fno import FlowMatchingLoss
+from posteriorjax.training.checkpoints import init_state
+from posteriorjax.training.data import TaskSource
+from posteriorjax.training.losses import DiffusionLoss, InverseLoss
 
 NET = dict(modes=6, width=16, layers=3, projection=32)
 
@@ -27,9 +31,9 @@ def _fit(task, kind, model, loss_fn, x_norm, u_norm, steps, seed):
     )
     optimizer = training.make_optimizer(cfg)
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    state = training.init_state(model, optimizer, seed)
+    state = init_state(model, optimizer, seed)
     step = training.make_step(static, loss_fn, optimizer, cfg.ema_decay)
-    source = training.TaskSource(task, x_norm, u_norm, kind, cfg.batch_size)
+    source = TaskSource(task, x_norm, u_norm, kind, cfg.batch_size)
     for _ in range(steps):
         state, loss = step(state, source)
     assert np.isfinite(float(loss))
@@ -48,25 +52,27 @@ def problem():
 
 def _trained(problem, kind, loss_fn, steps, seed, **options):
     task, x_norm, u_norm = problem[:3]
-    model = training.build_model(kind, "fno", {**NET, **options}, task, x_norm, u_norm, jr.key(seed))
+    model = training.build_model(
+        kind, "fno", {**NET, **options}, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(seed)
+    )
     return _fit(task, kind, model, loss_fn, x_norm, u_norm, steps, seed)
 
 
 @pytest.fixture(scope="module")
 def flow_fno_model(problem):
-    loss = training.FlowMatchingLoss(problem[0].observation.mask)
+    loss = FlowMatchingLoss(problem[0].observation.mask)
     return _trained(problem, "flow_fno", loss, 200, 2, embed_dim=32)
 
 
 @pytest.fixture(scope="module")
 def inverse_model(problem):
-    loss = training.InverseLoss(problem[0].observation.mask)
+    loss = InverseLoss(problem[0].observation.mask)
     return _trained(problem, "inverse", loss, 60, 3, dropout=0.1)
 
 
 @pytest.fixture(scope="module")
 def prior_model(problem):
-    return _trained(problem, "prior", training.DiffusionLoss(diffusion.GRFNoise()), 400, 1, embed_dim=32)
+    return _trained(problem, "prior", DiffusionLoss(diffusion.GRFNoise()), 400, 1, embed_dim=32)
 
 
 def _rmse(a, b):

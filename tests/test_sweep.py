@@ -16,10 +16,26 @@ from posteriorjax import parallel, random_fields, sweep, tasks
 from posteriorjax.metrics import suite
 from posteriorjax.reference import registry
 from posteriorjax.reference import store as artifact_store
+from posteriorjax.reference.registry import DEFAULTS as REFERENCE_DEFAULTS
 from posteriorjax.report import stage, tables
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import migrate
 from posteriorjax.sweep import samples as sweep_samples
+from posteriorjax.sweep.networks import NetworkSpec, network_config
+from posteriorjax.sweep.program import case_program, expand
+from posteriorjax.sweep.samples import save_samples
+from posteriorjax.sweep.settings import settings
+from posteriorjax.sweep.statistics import program_data, tarp_normalization
+from posteriorjax.sweep.store import (
+    Record,
+    ResultsFile,
+    assemble,
+    canonical_number,
+    done_everywhere,
+    jsonable,
+    prepare_workdir,
+    read_records,
+)
 
 RES = 8
 
@@ -51,7 +67,7 @@ def setup():
 
 
 def test_expand_is_the_full_product_and_validates():
-    grid = sweep.expand(2, {"shrink": [0.0, 1.0, 3.0]}, [0, 5], {"shrink": 0.0, "other": 2.0})
+    grid = expand(2, {"shrink": [0.0, 1.0, 3.0]}, [0, 5], {"shrink": 0.0, "other": 2.0})
     assert grid.size == 2 * 3 * 2
     assert set(zip(grid.case.tolist(), grid.hparams["shrink"].tolist(), grid.seed.tolist(), strict=True)) == {
         (c, s, d) for c in (0, 1) for s in (0.0, 1.0, 3.0) for d in (0, 5)
@@ -59,9 +75,9 @@ def test_expand_is_the_full_product_and_validates():
     np.testing.assert_array_equal(grid.hparams["other"], 2.0)
     assert len(set(grid.ids())) == grid.size
     with pytest.raises(ValueError, match="no values"):
-        sweep.expand(2, {"shrink": []}, [0], {"shrink": 0.0})
+        expand(2, {"shrink": []}, [0], {"shrink": 0.0})
     with pytest.raises(ValueError, match="unknown hyperparameter"):
-        sweep.expand(2, {"guidance": [1.0]}, [0], {"shrink": 0.0})
+        expand(2, {"guidance": [1.0]}, [0], {"shrink": 0.0})
 
 
 GRID_AXES = {"flip": [0.0, 2.0]}
@@ -71,7 +87,7 @@ COMPARED = ("mean_error", "mmd", "swd", "crps", "mira_statistic", "tarp_credibil
 
 
 def _full_run(task, sampler, cases, reference):
-    grid = sweep.expand(2, GRID_AXES, SEEDS, sampler.defaults)
+    grid = expand(2, GRID_AXES, SEEDS, sampler.defaults)
     return grid, sweep.run_pair(task, sampler, cases, reference, grid, chunk_size=4, **KWARGS)
 
 
@@ -101,11 +117,11 @@ def test_one_program_equals_per_configuration_loop(setup, full):
     grid, records = full
     assert len(records) == grid.size == 8
     assert len({r["compile_time_s"] for r in records}) == 1  # one compilation for the whole axis
-    one = jax.jit(sweep.case_program(task, sampler, 6, seed=0, diagnostics=("pde_residual",)))
-    data = sweep.program_data(task, cases, reference, seed=0)
+    one = jax.jit(case_program(task, sampler, 6, seed=0, diagnostics=("pde_residual",)))
+    data = program_data(task, cases, reference, seed=0)
     for i, rec in enumerate(records):
         config = {"case": grid.case[i], "seed": grid.seed[i], "hparams": {"flip": grid.hparams["flip"][i]}}
-        expected = {k: sweep.jsonable(v) for k, v in one(data, config).items()}
+        expected = {k: jsonable(v) for k, v in one(data, config).items()}
         _assert_same(rec["metrics"], expected, rtol=2e-5)
 
 
@@ -135,10 +151,10 @@ def test_resume_with_another_chunk_size_completes_without_duplicates(setup, full
     task, sampler, cases, reference = setup
     grid, records = full
     path = tmp_path / "results.jsonl"
-    sweep.ResultsFile(path, "c").append(records[:4])  # the first chunk finished before the kill ...
+    ResultsFile(path, "c").append(records[:4])  # the first chunk finished before the kill ...
     with open(path, "a") as f:
         f.write(records[4].to_json()[:40])  # ... and the second was torn mid-write
-    resumed = sweep.ResultsFile(path, "c")
+    resumed = ResultsFile(path, "c")
     assert len(resumed.records) == 4
     nets = {"model": {"kind": "prior", "network": "prior-0123456789ab", "scores": {"mmd": 0.5}}}
     new = sweep.run_pair(
@@ -162,14 +178,14 @@ def _old_id(grid, i, numpy2):
 
 
 def test_config_ids_are_canonical_numbers():
-    grid = sweep.expand(1, {"guidance": [0.1, 2.0, 1e-5]}, [3], {"guidance": 1.0, "inflation": 1.0})
+    grid = expand(1, {"guidance": [0.1, 2.0, 1e-5]}, [3], {"guidance": 1.0, "inflation": 1.0})
     assert grid.ids() == [
         f"case=0;seed=3;guidance={g};inflation=1.0" for g in ("0.1", "2.0", "1e-05")
     ]  # no numpy repr (`np.float32(0.1)`), no float32 noise (0.10000000149011612)
     for numpy2 in (True, False):
         assert [migrate.migrate_config_id(_old_id(grid, i, numpy2)) for i in range(3)] == grid.ids()
     with pytest.raises(ValueError, match="value: expected a scalar"):
-        sweep.canonical_number(np.zeros(2))
+        canonical_number(np.zeros(2))
 
 
 def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
@@ -189,7 +205,7 @@ def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
     n_old = sum(o["config_id"] != r["config_id"] for o, r in zip(old, records, strict=True))
     assert n_old >= len(old) // 2  # numpy 2's repr at least; numpy 1's str is mostly canonical already
     assert migrate.earlier_formats(tmp_path) == [f"{path}: {n_old} record(s) with config ids in numpy's repr"]
-    assert [r.config_id for r in sweep.read_records(path)] == [o["config_id"] for o in old]  # as written
+    assert [r.config_id for r in read_records(path)] == [o["config_id"] for o in old]  # as written
     with pytest.raises(ValueError, match=r"(?s)earlier version.*python -m experiments\.migrate --workdir="):
         sweep.run(_tiny_config(), tmp_path, progress=False)  # refused before anything is built
     assert not (tmp_path / "config.json").exists()
@@ -197,7 +213,7 @@ def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
     assert done["rewritten"] == len(old) and done["set_aside"] == 0
     assert (tmp_path / migrate.ASIDE).read_text() == "".join(json.dumps(r) + "\n" for r in old)
     assert migrate.earlier_formats(tmp_path) == []
-    resumed = sweep.ResultsFile(path, "c")
+    resumed = ResultsFile(path, "c")
     assert resumed.done((task.name, sampler.name)) == set(grid.ids())
     assert [r.config_id for r in resumed.records] == [r["config_id"] for r in records]
     new = sweep.run_pair(task, sampler, cases, reference, grid, results=resumed, chunk_size=4, **KWARGS)
@@ -213,7 +229,7 @@ def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
     monkeypatch.setattr(
         sweep_samples, "sample_program", lambda *a, **k: pytest.fail("recomputed stored samples")
     )
-    sweep.save_samples(samples, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
+    save_samples(samples, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
     with np.load(samples) as z:
         assert z["config_id"].tolist() == [grid.ids()[i] for i in wanted]
         np.testing.assert_array_equal(z["samples"], stored)
@@ -293,11 +309,11 @@ def test_bad_configs_fail_before_compute(tmp_path):
     for overrides, match in cases:
         with pytest.raises(ValueError, match=match):
             sweep.validate(_tiny_config(**overrides))
-    s = sweep.settings(
+    s = settings(
         _tiny_config(samplers={"dps": {"options": {"prior": "learned"}, "networks": {"model": "joint"}}})
     )
     (entry,) = s.samplers
-    assert entry.networks == {"model": sweep.NetworkSpec("joint", {}, None)}
+    assert entry.networks == {"model": NetworkSpec("joint", {}, None)}
     assert entry.tasks == ("poisson_fixed",)
     assert (s.training_scale, s.training_steps, s.diagnostics, s.save_samples, s.figures) == (
         "tiny",
@@ -315,11 +331,11 @@ def test_bad_configs_fail_before_compute(tmp_path):
             sweep.run(_tiny_config(samplers=samplers), tmp_path / "never", progress=False)
     assert not (tmp_path / "never").exists()
     config = _tiny_config()
-    sweep.prepare_workdir(tmp_path, config)
+    prepare_workdir(tmp_path, config)
     other = _tiny_config(num_samples=5)
     with pytest.raises(ValueError, match="different config"):
-        sweep.prepare_workdir(tmp_path, other)
-    sweep.prepare_workdir(tmp_path, config)  # the same config resumes
+        prepare_workdir(tmp_path, other)
+    prepare_workdir(tmp_path, config)  # the same config resumes
 
 
 def test_study_progress_eta_counts_every_stage(console_log):
@@ -475,9 +491,9 @@ def test_run_builds_each_sampler_on_its_tasks_and_model(tmp_path, monkeypatch):
         "poisson_fixed_lowres": ("exact", 8, 3e-4, "poisson_fixed_lowres.heldout"),
         "darcy": ("rejection", 16, 1e-3, "darcy.heldout"),
     }
-    s = sweep.settings(config)
+    s = settings(config)
     assert s.references["darcy"] == {
-        **sweep.REFERENCE_DEFAULTS,
+        **REFERENCE_DEFAULTS,
         "method": "rejection",
         "num_samples": 16,
         "eps": 1e-3,
@@ -490,9 +506,7 @@ def test_stored_samples_are_the_scored_ones(setup, full, tmp_path):
     task, sampler, cases, reference = setup
     grid, records = full
     path = tmp_path / "s.npz"
-    assert (
-        sweep.save_samples(path, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2) == 4
-    )
+    assert save_samples(path, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2) == 4
     stored = np.load(path)
     assert stored["samples"].shape == (4, 6, 1, RES, RES)
     assert stored["case"].tolist() == [0, 0, 0, 0]
@@ -505,7 +519,7 @@ def test_stored_samples_are_the_scored_ones(setup, full, tmp_path):
         )
         np.testing.assert_allclose(by_id[str(cid)]["metrics"]["mmd"], expected["mmd"], rtol=1e-4)
     # a second call keeps the file as it is (nothing recomputed, nothing duplicated)
-    sweep.save_samples(path, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
+    save_samples(path, sampler, cases, grid, num_samples=6, seed=0, max_case=1, batch_size=2)
     again = np.load(path)
     assert again["config_id"].tolist() == stored["config_id"].tolist()
 
@@ -514,20 +528,20 @@ def test_assemble_merges_process_files_once(tmp_path):
     """Multi-host: process files are merged into results.jsonl in grid order, each record once."""
 
     def rec(i, sampler="a"):
-        return sweep.Record("t", sampler, f"case={i}", i, i, 0, {}, 4, {}, 0.1, 1.0)
+        return Record("t", sampler, f"case={i}", i, i, 0, {}, 4, {}, 0.1, 1.0)
 
-    sweep.ResultsFile(tmp_path / "results.p0.jsonl", "c").append([rec(0), rec(2), rec(4)])
-    sweep.ResultsFile(tmp_path / "results.p1.jsonl", "c").append([rec(1), rec(3), rec(0, "b")])
+    ResultsFile(tmp_path / "results.p0.jsonl", "c").append([rec(0), rec(2), rec(4)])
+    ResultsFile(tmp_path / "results.p1.jsonl", "c").append([rec(1), rec(3), rec(0, "b")])
     with open(tmp_path / "results.p1.jsonl", "a") as f:
         f.write(rec(5).to_json()[:20])  # a torn line of a killed process
-    store = sweep.ResultsFile(tmp_path / "results.jsonl", "c")
+    store = ResultsFile(tmp_path / "results.jsonl", "c")
     store.append([rec(1)])  # assembled before the kill
-    new = sweep.assemble(tmp_path, store, ("t", "a"))
+    new = assemble(tmp_path, store, ("t", "a"))
     assert [r["index"] for r in new] == [0, 2, 3, 4]
-    stored = sweep.read_records(tmp_path / "results.jsonl")
+    stored = read_records(tmp_path / "results.jsonl")
     assert sorted(r["index"] for r in stored) == [0, 1, 2, 3, 4]
-    assert sweep.assemble(tmp_path, store, ("t", "a")) == []
-    assert sweep.done_everywhere(tmp_path, ("t", "a")) == {f"case={i}" for i in range(5)}
+    assert assemble(tmp_path, store, ("t", "a")) == []
+    assert done_everywhere(tmp_path, ("t", "a")) == {f"case={i}" for i in range(5)}
 
 
 def test_same_numbers_on_four_devices(full):
@@ -556,28 +570,28 @@ def test_same_numbers_on_four_devices(full):
 
 def test_network_config_follows_the_spec():
     """Training config of a network spec: the sampler task's options, overrides, steps, a stable hash."""
-    spec = sweep.NetworkSpec("inverse", {}, None)
-    cfg, h0 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny")
+    spec = NetworkSpec("inverse", {}, None)
+    cfg, h0 = network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny")
     assert cfg.kind == "inverse" and cfg.model.options.width == 16  # the tiny network
     assert cfg.task_options.to_dict() == {"resolution": 16, "num_sensors": 6}
     assert cfg.train.num_steps == 300
-    assert sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny")[1] == h0
-    cfg, h1 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny", 20)
+    assert network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny")[1] == h0
+    cfg, h1 = network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, spec, "tiny", 20)
     assert cfg.train.num_steps == 20 and h1 != h0
-    other = sweep.NetworkSpec("inverse", {"resolution": 32, "alpha": 2.5}, 40)
-    cfg, h2 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, other, "full", 20)
+    other = NetworkSpec("inverse", {"resolution": 32, "alpha": 2.5}, 40)
+    cfg, h2 = network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, other, "full", 20)
     assert cfg.task_options.to_dict() == {"resolution": 32, "num_sensors": 6, "alpha": 2.5}
     assert cfg.train.num_steps == 40 and cfg.model.options.width == 128 and h2 not in (h0, h1)
     # fine-tuning: the pretraining chain is part of the hash, its kind inherited
     spec = {"kind": "inverse", "pretrain": {"task_options": {"resolution": 8}}}
     config = _tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": spec}}})
-    entry = sweep.settings(config).samplers[0]
+    entry = settings(config).samplers[0]
     tuned = entry.networks["model"]
-    assert tuned.pretrain == sweep.NetworkSpec("inverse", {"resolution": 8})
-    _, h3 = sweep.network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, tuned, "tiny")
+    assert tuned.pretrain == NetworkSpec("inverse", {"resolution": 8})
+    _, h3 = network_config("poisson_fixed", {"resolution": 16, "num_sensors": 6}, tuned, "tiny")
     assert h3 not in (h0, h1, h2)
     deeper = dataclasses.replace(tuned, pretrain=dataclasses.replace(tuned.pretrain, num_steps=7))
-    assert sweep.network_config("poisson_fixed", {"resolution": 16}, deeper, "tiny")[1] != h3
+    assert network_config("poisson_fixed", {"resolution": 16}, deeper, "tiny")[1] != h3
     # training overrides reach the config and the hash, and the pretraining run inherits them
     spec = {
         "kind": "inverse",
@@ -585,13 +599,13 @@ def test_network_config_follows_the_spec():
         "pretrain": {"num_steps": 5},
     }
     config = _tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": spec}}})
-    white = sweep.settings(config).samplers[0].networks["model"]
-    assert white.pretrain == sweep.NetworkSpec("inverse", {}, 5, None, {"model.options.width": 24})
-    cfg, h4 = sweep.network_config("poisson_fixed", {"resolution": 16}, white.pretrain, "tiny")
+    white = settings(config).samplers[0].networks["model"]
+    assert white.pretrain == NetworkSpec("inverse", {}, 5, None, {"model.options.width": 24})
+    cfg, h4 = network_config("poisson_fixed", {"resolution": 16}, white.pretrain, "tiny")
     assert cfg.model.options.width == 24 and cfg.train.num_steps == 5
     assert (
         h4
-        != sweep.network_config(
+        != network_config(
             "poisson_fixed", {"resolution": 16}, dataclasses.replace(white.pretrain, training={}), "tiny"
         )[1]
     )
@@ -607,26 +621,26 @@ def test_network_spec_task_training_applies_per_task():
         "task_training": {"darcy": {"model": {"options": {"width": 24}}}},
         "pretrain": {"num_steps": 5},
     }
-    parsed = sweep.settings(
+    parsed = settings(
         _tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": spec}}})
     ).samplers[0]
     model = parsed.networks["model"]
     assert model.task_training == {"darcy": {"model.options.width": 24}}
     assert model.pretrain.task_training == model.task_training
-    darcy, h_darcy = sweep.network_config("darcy", {"resolution": 16}, model, "tiny")
-    poisson, _ = sweep.network_config("poisson", {"resolution": 16}, model, "tiny")
+    darcy, h_darcy = network_config("darcy", {"resolution": 16}, model, "tiny")
+    poisson, _ = network_config("poisson", {"resolution": 16}, model, "tiny")
     assert darcy.model.options.width == 24 and poisson.model.options.width == 16
     assert darcy.train.warmup_steps == 40 and darcy.train.num_steps == 50  # not capped at 50 // 5
     plain = dataclasses.replace(model, task_training={})
-    assert sweep.network_config("darcy", {"resolution": 16}, plain, "tiny")[1] != h_darcy
+    assert network_config("darcy", {"resolution": 16}, plain, "tiny")[1] != h_darcy
     # a step count from the sweep (not the spec) caps the warm-up as before
-    pretrain, _ = sweep.network_config("darcy", {"resolution": 16}, model.pretrain, "tiny", 10)
+    pretrain, _ = network_config("darcy", {"resolution": 16}, model.pretrain, "tiny", 10)
     assert pretrain.train.num_steps == 5
     capped = dataclasses.replace(model, num_steps=None)
-    assert sweep.network_config("darcy", {"resolution": 16}, capped, "tiny", 10)[0].train.warmup_steps == 2
+    assert network_config("darcy", {"resolution": 16}, capped, "tiny", 10)[0].train.warmup_steps == 2
     bad = {**spec, "task_training": {"darcy": {"model": {"options": {"wdth": 3}}, "nope": 1}}}
     with pytest.raises(ValueError, match=r"task_training\.darcy"):
-        sweep.settings(_tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": bad}}}))
+        settings(_tiny_config(samplers={"mcd": {"sampler": "mc_dropout", "networks": {"model": bad}}}))
 
 
 @pytest.mark.slow
@@ -751,9 +765,9 @@ def test_two_processes_write_their_shards_and_resume(tmp_path):
     workdir = tmp_path / "multi"
     outs = _launch_two_processes(workdir)
     assert [o["devices"] for o in outs] == [2, 2] and [o["records"] for o in outs] == [4, 0]
-    p0, p1 = (sweep.read_records(workdir / f"results.p{k}.jsonl") for k in (0, 1))
+    p0, p1 = (read_records(workdir / f"results.p{k}.jsonl") for k in (0, 1))
     assert len(p0) == len(p1) == 2  # each process wrote only what its device computed
-    stored = sweep.read_records(workdir / "results.jsonl")
+    stored = read_records(workdir / "results.jsonl")
     assert [r["config_id"] for r in stored] == [r["config_id"] for r in single]
     for a, b in zip(stored, single, strict=True):
         np.testing.assert_allclose(a["metrics"]["mmd"], b["metrics"]["mmd"], rtol=1e-5)
@@ -762,7 +776,7 @@ def test_two_processes_write_their_shards_and_resume(tmp_path):
     (workdir / "results.p1.jsonl").write_text(lines[0] + "\n" + lines[1][:30])
     (workdir / "results.jsonl").write_text(stored[0].to_json() + "\n")
     _launch_two_processes(workdir)
-    resumed = sweep.read_records(workdir / "results.jsonl")
+    resumed = read_records(workdir / "results.jsonl")
     assert [r["config_id"] for r in resumed] == [r["config_id"] for r in single]
     for a, b in zip(resumed, single, strict=True):
         np.testing.assert_allclose(a["metrics"]["mmd"], b["metrics"]["mmd"], rtol=1e-5)
@@ -773,10 +787,10 @@ def test_tarp_normalization_is_fixed_per_channel():
     import dataclasses
 
     task = tasks.get("poisson_fixed", resolution=RES, num_sensors=6)
-    shift, scale = sweep.tarp_normalization(task)
+    shift, scale = tarp_normalization(task)
     np.testing.assert_allclose(shift, [task.field_stats[0]])
     np.testing.assert_allclose(scale, [task.field_stats[1]], rtol=1e-6)
-    shift, scale = sweep.tarp_normalization(dataclasses.replace(task, field_stats=None))
+    shift, scale = tarp_normalization(dataclasses.replace(task, field_stats=None))
     assert abs(shift[0]) < 0.2 * task.field_stats[1] and 0.8 < scale[0] / task.field_stats[1] < 1.2
     with pytest.raises(ValueError, match="field_stats"):
-        sweep.tarp_normalization(dataclasses.replace(task, field_stats=((0.0, 1.0), 1.0)))
+        tarp_normalization(dataclasses.replace(task, field_stats=((0.0, 1.0), 1.0)))

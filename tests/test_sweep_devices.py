@@ -5,7 +5,7 @@ block their calling pool thread until the pool has run the batch, so with as man
 device programs as pool threads the process deadlocks (`posteriorjax.parallel`).
 The subprocess below pins the pool the client would build to 2 threads (`NPROC=2`,
 as on a 2-core machine) whatever the host, forces 2 devices, and runs
-`sweep.chunk_program` over a per-configuration FFT -> Cholesky solve; without
+`sweep.program.chunk_program` over a per-configuration FFT -> Cholesky solve; without
 `parallel.reserve_cpu_threads` it hangs on its first call.
 """
 
@@ -30,7 +30,7 @@ _SCRIPT = textwrap.dedent(
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from posteriorjax import sweep
+    from posteriorjax.sweep import program as sweep_program
 
     M = 256  # large enough for jaxlib to split a batch of two factorizations over the pool
 
@@ -44,7 +44,7 @@ _SCRIPT = textwrap.dedent(
 
 
     mesh = parallel.data_mesh()
-    program = jax.jit(sweep.chunk_program(one, mesh, batch_size=4))
+    program = jax.jit(sweep_program.chunk_program(one, mesh, batch_size=4))
     data = {"key": jax.random.key(0), "b": jnp.linspace(-1.0, 1.0, M)}
     configs = {"index": jnp.arange(4)}  # two configurations per device: one batch of two each
     for _ in range(3):

@@ -11,8 +11,10 @@ import pytest
 from configs import sweep_tiny
 from posteriorjax import files, sweep, tasks
 from posteriorjax.reference import exact, registry, store
+from posteriorjax.reference.registry import published_eps
 from posteriorjax.report import tables
 from posteriorjax.sweep import migrate
+from posteriorjax.sweep.statistics import stream_keys
 
 RES = 8
 
@@ -28,7 +30,7 @@ def _rc(method, **options):
     return dict(sweep.reference_config(method, **options).to_dict())
 
 
-KEY = sweep.stream_keys(0)["reference"]
+KEY = stream_keys(0)["reference"]
 
 
 def _build(task, cases, rc, workdir, *, overwrite=False):
@@ -92,7 +94,7 @@ def test_published_rule_and_k1000_variant_by_name(problem, tmp_path):
     """`published_eps`: eps = 3 x noise std, K = num_samples; `eps_k1000`: K = 1000, eps widened to fill K."""
     task, cases = problem
     eps = 3 * 3e-3
-    assert sweep.published_eps(task) == pytest.approx(eps)
+    assert published_eps(task) == pytest.approx(eps)
     pool = dict(pool_size=4000, pool_chunk=2000)
     samples, weights, report = _build(task, cases, _rc("published_eps", num_samples=20, **pool), tmp_path)
     assert samples.shape == (2, 20, 1, RES, RES) and report["method"] == "published_eps"

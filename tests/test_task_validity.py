@@ -6,10 +6,11 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from posteriorjax import sweep, tasks
+from posteriorjax import tasks
 from posteriorjax.metrics import diagnostics, posterior, suite
 from posteriorjax.physics import co2
 from posteriorjax.random_fields import sample_batch
+from posteriorjax.sweep.statistics import observation_values
 from posteriorjax.tasks import ccs, interface, ltmi
 
 CCS_SMALL = dict(nz=8, nr=24, years=0.5, pressure_steps=2, wells=(0, 10))
@@ -127,6 +128,6 @@ def test_observation_values_under_jit_and_vmap_match_the_sweep(darcy_case):
     out = jax.jit(jax.vmap(values))(cases)
     assert out["num_invalid"].tolist() == [0, 1, 8]
     assert np.isfinite(out["obs_misfit"][0]) and np.isnan(out["obs_misfit"][1:]).all()
-    swept = jax.jit(jax.vmap(lambda s: sweep.observation_values(task, s, truth, y_obs)))(cases)
+    swept = jax.jit(jax.vmap(lambda s: observation_values(task, s, truth, y_obs)))(cases)
     np.testing.assert_array_equal(swept["num_invalid"], out["num_invalid"])
     np.testing.assert_allclose(swept["obs_misfit"], out["obs_misfit"], rtol=1e-6)

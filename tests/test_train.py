@@ -12,6 +12,11 @@ import pytest
 
 from configs.train import network
 from posteriorjax import diffusion, nn, random_fields, samplers, tasks, training
+from posteriorjax.training.checkpoints import Checkpoints, fingerprint, init_state
+from posteriorjax.training.data import TaskSource
+from posteriorjax.training.losses import surrogate_loss
+from posteriorjax.training.run import NOISE_OPTIONS, build
+from posteriorjax.training.settings import train_config
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +24,7 @@ def setup():
     task = tasks.get("poisson_fixed", resolution=16)
     x_norm = nn.field_normalizer(task)
     u_norm = nn.state_statistics(task, num_draws=16, seed=0)
-    source = training.TaskSource(task, x_norm, u_norm, "surrogate", 4)
+    source = TaskSource(task, x_norm, u_norm, "surrogate", 4)
     return task, x_norm, u_norm, source
 
 
@@ -42,7 +47,7 @@ def _equal(a, b):
 def test_resume_after_interruption_is_bit_identical(setup, tmp_path, console_log):
     model, source = _model(setup), setup[3]
     shown_cfg = dataclasses.replace(CFG, progress=True)  # the console under CI: a line per stage
-    loss = training.surrogate_loss
+    loss = surrogate_loss
     full, full_ema, full_state = training.fit(model, loss, source, shown_cfg, tmp_path / "a")
     text = console_log.stream.getvalue()
     lines = [(line.split(" ", 1)[0], line.split("] ", 1)[1]) for line in text.splitlines()]  # level, message
@@ -66,14 +71,14 @@ def test_resume_after_interruption_is_bit_identical(setup, tmp_path, console_log
 
     # a directory holding another model is refused
     with pytest.raises(ValueError, match="holds another model"):
-        training.fit(_model(setup, width=12), training.surrogate_loss, source, CFG, tmp_path / "b")
+        training.fit(_model(setup, width=12), surrogate_loss, source, CFG, tmp_path / "b")
 
     # a corrupt latest checkpoint falls back to the previous one with a warning
     for f in (tmp_path / "a" / "checkpoints" / "6" / "state").rglob("*"):
         if f.is_file():
             f.write_bytes(b"garbage")
-    template = training.init_state(model, training.make_optimizer(CFG), CFG.seed)
-    ckpt = training.Checkpoints(tmp_path / "a" / "checkpoints", training.fingerprint(model, {}))
+    template = init_state(model, training.make_optimizer(CFG), CFG.seed)
+    ckpt = Checkpoints(tmp_path / "a" / "checkpoints", fingerprint(model, {}))
     with pytest.warns(UserWarning, match="checkpoint 6"):
         state = ckpt.restore_latest(template)
     ckpt.close()
@@ -116,22 +121,22 @@ def test_bad_configs(tmp_path):
     config = training.config("poisson_fixed", "surrogate", "tiny")
     config.model.name = "transformer"
     with pytest.raises(ValueError, match="unknown network"):
-        training.build(config)
+        build(config)
     config = training.config("poisson_fixed", "prior", "tiny")
     config.task = "heat"
     with pytest.raises(ValueError, match="unknown task"):
-        training.build(config)
+        build(config)
     config = training.config("poisson_fixed", "prior", "tiny")
     config.kind = "gan"
     with pytest.raises(ValueError, match="config.kind"):
-        training.build(config)
+        build(config)
     config = training.config("poisson_fixed", "prior", "tiny")
     config.model.options.modes = 12  # more modes than a 16 x 16 grid resolves
-    setup = training.build(config)
+    setup = build(config)
     with pytest.raises(ValueError, match="resolves fewer Fourier modes"):
         setup.model(jax.numpy.zeros((1, 16, 16)), 1.0)
     with pytest.raises(ValueError, match="config.train: unknown key"):
-        training.train_config({"num_steps": 3, "epochs": 2})
+        train_config({"num_steps": 3, "epochs": 2})
     with pytest.raises(ValueError, match="batch_size"):
         training.TrainConfig(batch_size=0)
     with pytest.raises(ValueError, match="scale: expected one of"):
@@ -253,13 +258,20 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
     options = {**options, **{k: v for k, v in small.items() if k in options}}
     inputs = {  # the trained networks a kind's examples need (the FunDiff DiT's encoders), untrained here
         role: training.build_model(
-            k, *training.kinds.get(k).models["tiny"], task, x_norm, u_norm, jax.random.key(2)
+            k,
+            *training.kinds.get(k).models["tiny"],
+            task,
+            x_norm=x_norm,
+            u_norm=u_norm,
+            key=jax.random.key(2),
         )
         for role, k in entry.inputs.items()
     }
-    model = training.build_model(kind, name, options, task, x_norm, u_norm, jax.random.key(0), inputs=inputs)
+    model = training.build_model(
+        kind, name, options, task, x_norm=x_norm, u_norm=u_norm, key=jax.random.key(0), inputs=inputs
+    )
     d = config.diffusion
-    loss_fn = entry.loss(task, diffusion.noise.get(d.noise, **training.NOISE_OPTIONS[d.noise](d)), d)
+    loss_fn = entry.loss(task, diffusion.noise.get(d.noise, **NOISE_OPTIONS[d.noise](d)), d)
 
     @eqx.filter_jit
     def check(model, source, key):
@@ -268,7 +280,7 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
         return batch, loss, grads, entry.evaluate(loss_fn, batch, x_norm, u_norm, task, key)(model)
 
     batch, loss, grads, metrics = check(
-        model, training.TaskSource(task, x_norm, u_norm, kind, 2, inputs), jax.random.key(1)
+        model, TaskSource(task, x_norm, u_norm, kind, 2, inputs), jax.random.key(1)
     )
     for leaf in jax.tree.leaves(batch):  # (batch, channels, H, W), or latent tokens (batch, L, D); finite
         shape = inputs["target"].net.latent_shape if inputs else task.unknown_shape[1:]
@@ -342,7 +354,7 @@ def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tm
     so a resumed run loses nothing and ends where an uninterrupted one ends."""
     model, source = _model(setup), setup[3]
     cfg = dataclasses.replace(CFG, checkpoint_every=100)  # no checkpoint before the end
-    full, full_ema, _ = training.fit(model, training.surrogate_loss, source, cfg, tmp_path / "a")
+    full, full_ema, _ = training.fit(model, surrogate_loss, source, cfg, tmp_path / "a")
     step_fn = training.loop.make_step
 
     def interrupted_after(n):
@@ -362,9 +374,9 @@ def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tm
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(training.loop, "make_step", interrupted_after(4))
         with pytest.raises(KeyboardInterrupt):
-            training.fit(model, training.surrogate_loss, source, cfg, tmp_path / "b")
+            training.fit(model, surrogate_loss, source, cfg, tmp_path / "b")
     saved = sorted(int(p.name) for p in (tmp_path / "b" / "checkpoints").iterdir() if p.name.isdigit())
     assert saved == [4]
-    resumed, resumed_ema, state = training.fit(model, training.surrogate_loss, source, cfg, tmp_path / "b")
+    resumed, resumed_ema, state = training.fit(model, surrogate_loss, source, cfg, tmp_path / "b")
     assert int(state.step) == 6 and _equal(full_ema, resumed_ema)
     assert _equal(eqx.filter(full, eqx.is_array), eqx.filter(resumed, eqx.is_array))

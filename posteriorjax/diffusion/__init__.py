@@ -3,7 +3,6 @@ the denoising score-matching loss and unconditional sampling (see each module's 
 
 from __future__ import annotations
 
-from posteriorjax.diffusion import noise
 from posteriorjax.diffusion.loss import dsm_loss
 from posteriorjax.diffusion.noise import GRFNoise, MaternNoise, RBFNoise, WhiteNoise
 from posteriorjax.diffusion.precond import EDMDenoiser, Normalizer, preconditioning, regression_target, score
@@ -11,7 +10,7 @@ from posteriorjax.diffusion.sampling import euler_step, heun_step, sample, sampl
 from posteriorjax.diffusion.schedules import karras_sigmas, log_normal_sigma
 
 __all__ = [
-    "noise", "dsm_loss", "GRFNoise", "MaternNoise", "RBFNoise", "WhiteNoise", "EDMDenoiser", "Normalizer",
+    "dsm_loss", "GRFNoise", "MaternNoise", "RBFNoise", "WhiteNoise", "EDMDenoiser", "Normalizer",
     "preconditioning", "regression_target", "score", "euler_step", "heun_step", "sample", "sample_ode",
     "karras_sigmas", "log_normal_sigma",
 ]  # fmt: skip

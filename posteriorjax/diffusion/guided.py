@@ -27,7 +27,7 @@ import jax.numpy as jnp
 POINTS = ("denoised", "corrector")
 
 
-def guided_sample(key, denoise, noise, shape, sigmas: jax.Array, loss_fn, precondition) -> jax.Array:
+def guided_sample(key, denoise, noise, shape, *, sigmas: jax.Array, loss_fn, precondition) -> jax.Array:
     """One guided sample.
 
     Args:

@@ -96,10 +96,10 @@ def _embedding_spectrum(h: int, w: int, scale: float) -> np.ndarray:
 
     Grid points sit at (i / h, j / w), i < h, j < w (the published `get_fixed_coords`).
     """
-    return _exponential_spectrum(h, w, 2.0 * scale**2, 1.0 / h, 1.0 / w, "scale", scale)
+    return _exponential_spectrum(h, w, 2.0 * scale**2, 1.0 / h, 1.0 / w, name="scale", value=scale)
 
 
-def _exponential_spectrum(h, w, length, step_y, step_x, name, value) -> np.ndarray:
+def _exponential_spectrum(h, w, length, step_y, step_x, *, name, value) -> np.ndarray:
     """Eigenvalues `(2h, 2w)` of the circulant embedding of k(d) = exp(-d / length).
 
     The grid has spacings (step_y, step_x); the (h w)^2 covariance matrix is the top-left block
@@ -194,7 +194,9 @@ class MaternNoise(eqx.Module):
 
     def _spectrum(self, h: int, w: int) -> np.ndarray:
         steps = (1.0 / max(h - 1, 1), 1.0 / max(w - 1, 1))
-        return _exponential_spectrum(h, w, self.lengthscale, *steps, "lengthscale", self.lengthscale)
+        return _exponential_spectrum(
+            h, w, self.lengthscale, *steps, name="lengthscale", value=self.lengthscale
+        )
 
     def sample(self, key, shape) -> jax.Array:
         shape = tuple(int(s) for s in shape)

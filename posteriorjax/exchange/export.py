@@ -41,7 +41,7 @@ from posteriorjax.tasks.base import Task
 FORMAT = "posteriorjax.exchange.v1"
 
 
-def operator_description(task: Task) -> dict:
+def _operator_description(task: Task) -> dict:
     """The observation operator of `task` as plain JSON (type, count, and its defining data)."""
     obs = task.observation
     out = {"type": type(obs).__name__, "values_per_field": int(obs.count),
@@ -132,7 +132,7 @@ def readme(task: Task, ids, ref_shape) -> dict:
             "the DiffusionPDE/PosteriorBench data solve lap(phi) = f (their phi = -ours)",
         },  # fmt: skip
         "grid": _grid(task),
-        "observation": operator_description(task),
+        "observation": _operator_description(task),
         "noise": {
             "type": "Gaussian, independent",
             "std": np.asarray(task.noise_std).tolist(),

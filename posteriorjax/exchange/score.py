@@ -44,7 +44,7 @@ from posteriorjax.sweep.settings import settings
 SEED = 0  # the sampler seed recorded for samples from a file
 
 
-def cases_label(path) -> str:
+def _cases_label(path) -> str:
     """The `Record.cases` label of a cases file or folder: "<name> sha256:<16 hex digits>", the
     `files.file_digest` over its bytes (a folder: its files' relative paths and bytes, in sorted order)."""
     path = Path(path)
@@ -71,7 +71,7 @@ def _score_all(task, options: tuple, data, case, samples, weights=None):
     return deferred.functionalize(run)(data, case, samples, weights)
 
 
-def _scores(t, s, cases, reference, grid, x, weights, where: str) -> dict:
+def _scores(t, s, cases, reference, *, grid, x, weights, where: str) -> dict:
     """Host metrics `{name: (K,)}` of the samples against one reference set."""
     data = statistics.program_data(t, cases, reference, seed=s.seed)
     options = (s.seed, tuple(s.diagnostics), s.calibration, s.batch_size)
@@ -108,7 +108,7 @@ def evaluate(
         raise ValueError(f"task: the study in {workdir} has tasks {sorted(config.tasks)}, got {task!r}")
     cases_source, scored = "study", {}
     if cases_file is not None:
-        cases_source = cases_label(cases_file)
+        cases_source = _cases_label(cases_file)
         with config.unlocked():
             config.cases_files = {**dict(config.get("cases_files", {})), task: str(cases_file)}
     s = settings(config)
@@ -141,15 +141,22 @@ def evaluate(
         f"scoring {len(ids)} case(s) x {x.shape[1]} samples (compiling the scoring program, then running it)"
     )
     grid = program.expand(len(ids), {}, (SEED,), {})
-    metrics = _scores(t, s, cases, (ref_samples, ref_weights), grid, x, weights, f"{task}/{name}")
+    metrics = _scores(
+        t, s, cases, (ref_samples, ref_weights), grid=grid, x=x, weights=weights, where=f"{task}/{name}"
+    )
     metrics["ess"] = ensemble.ess()[grid.case]
     if report["set"] == heldout.HELDOUT:
         public = scorer.reference(task, workdir, lead=True, progress=False, which=heldout.PUBLIC)
-        pub = _scores(t, s, cases, public[:2], grid, x, weights, f"{task}/{name} (public set)")
+        pub = _scores(
+            t, s, cases, public[:2], grid=grid, x=x, weights=weights, where=f"{task}/{name} (public set)"
+        )
         metrics.update({f"public_{m}": pub[m] for m in heldout.PUBLIC_METRICS if m in pub})
         if ref_samples.shape[1] >= 4:  # the held-out set's own two-half spread (`heldout.threshold`)
             halves = heldout.halves(ref_samples, ref_weights)
-            a, b = (_scores(t, s, cases, h, grid, x, weights, f"{task}/{name} (half)") for h in halves)
+            a, b = (
+                _scores(t, s, cases, h, grid=grid, x=x, weights=weights, where=f"{task}/{name} (half)")
+                for h in halves
+            )
             metrics.update({f"split_{m}": v for m, v in heldout.split_ratios(a, b).items()})
     steps("writing the records, the stored samples and the tables")
     config_ids = grid.ids()
@@ -173,7 +180,7 @@ def evaluate(
         for i in range(grid.size)
     ]
     if results.done((task, name)):
-        replace_records(workdir, results, (task, name), records)
+        _replace_records(workdir, results, (task, name), records)
     else:
         results.append(records)
     _warn_gap(records, f"{task}/{name}")
@@ -217,7 +224,7 @@ def _own_export(workdir: Path, task: str, given: Plan) -> Plan:
 REPLACED = "results.jsonl.replaced"
 
 
-def replace_records(workdir, results: record_store.ResultsFile, pair: tuple[str, str], records) -> Path:
+def _replace_records(workdir, results: record_store.ResultsFile, pair: tuple[str, str], records) -> Path:
     """Replace the records of `pair` in `results` by `records` in one atomic rewrite; the old file
     is copied aside first (`results.jsonl.replaced`, `-<n>` when taken). Returns the copy's path."""
     aside = heldout.set_aside(results.path, REPLACED)

@@ -43,7 +43,7 @@ class LC2STResult(NamedTuple):
     p_value: jax.Array
 
 
-def _fit_predict(key, inputs, labels, queries, width, depth, steps, learning_rate):
+def _fit_predict(key, inputs, labels, queries, *, width, depth, steps, learning_rate):
     """Train one classifier on `inputs (2M, D)` / `labels (2M,)`; P(class 1) at `queries (..., D)`."""
     model = eqx.nn.MLP(inputs.shape[-1], "scalar", width, depth, activation=jax.nn.relu, key=key)
     params, static = eqx.partition(model, eqx.is_array)
@@ -66,9 +66,14 @@ def _fit_predict(key, inputs, labels, queries, width, depth, steps, learning_rat
 
 
 @eqx.filter_jit
-def _fit_all(keys, inputs, all_labels, queries, width, depth, steps, learning_rate):
+def _fit_all(keys, inputs, all_labels, queries, *, width, depth, steps, learning_rate):
     """`_fit_predict` for every (key, labels) row at once -> (trials, K, n); one compilation per shape."""
-    fit = lambda k, y: _fit_predict(k, inputs, y, queries, width, depth, steps, learning_rate)  # noqa: E731
+
+    def fit(k, y):
+        return _fit_predict(
+            k, inputs, y, queries, width=width, depth=depth, steps=steps, learning_rate=learning_rate
+        )
+
     return jax.vmap(fit)(keys, all_labels)
 
 
@@ -130,7 +135,9 @@ def lc2st(
     all_labels = jnp.concatenate([labels[None], perms])  # trial 0: the observed labels
     keys = jr.split(k_init, num_null + 1)
 
-    probs = _fit_all(keys, inputs, all_labels, queries, width, depth, steps, learning_rate)
+    probs = _fit_all(
+        keys, inputs, all_labels, queries, width=width, depth=depth, steps=steps, learning_rate=learning_rate
+    )
     stats = jnp.mean((probs - 0.5) ** 2, axis=-1)  # (1 + num_null, K)
     t, null = stats[0], stats[1:].T
     p = jnp.mean(null >= t[:, None], axis=-1)

@@ -170,7 +170,7 @@ def _draw_centres(key, num_regions, d, dtype, opts: Options):
     return jr.beta(key, a, b, (num_regions, d), dtype)
 
 
-def _region_statistics(key, samples, truth, anchor, half_width, opts: Options, num_regions):
+def _region_statistics(key, samples, truth, anchor, half_width, *, opts: Options, num_regions):
     """Per-region `(s (R,), k (R,))` of one validated condition; see the module docstring."""
     n, d = samples.shape
     low, high = samples.min(axis=0), samples.max(axis=0)
@@ -241,7 +241,7 @@ def region_statistics(
     """
     x, t, a, h = _check_condition(samples, truth, center_anchor, anchor_half_width)
     o = options(anchored=center_anchor is not None, **opts)
-    return _region_statistics(key, x, t, a, h, o, int(num_regions))
+    return _region_statistics(key, x, t, a, h, opts=o, num_regions=int(num_regions))
 
 
 def condition_statistic(
@@ -264,7 +264,7 @@ def condition_statistic(
     """
     x, t, a, h = _check_condition(samples, truth, center_anchor, anchor_half_width)
     o = options(anchored=center_anchor is not None, **opts)
-    s, _ = _region_statistics(key, x, t, a, h, o, int(num_regions))
+    s, _ = _region_statistics(key, x, t, a, h, opts=o, num_regions=int(num_regions))
     finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(t)) & jnp.all(jnp.isfinite(a))
     return jnp.where(finite, jnp.mean(s), jnp.nan)
 
@@ -344,7 +344,7 @@ def _mira(key, x, t, a, h, opts, num_regions, variant, num_bootstrap, batch_size
     padded = jax.tree.map(lambda v: jnp.concatenate([v, v[:pad]]) if pad else v, (keys, x, t, a))
 
     def one(args):
-        s, k = _region_statistics(*args, h, opts, num_regions)
+        s, k = _region_statistics(*args, h, opts=opts, num_regions=num_regions)
         if variant == "sufficient":
             return jnp.sum(jnp.where(k, s, 0.0)), jnp.sum(k).astype(s.dtype)
         return jnp.sum(s), jnp.asarray(num_regions, s.dtype)

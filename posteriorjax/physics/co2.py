@@ -485,7 +485,7 @@ def _cfl_limit(v_r, v_z, v_out, grav, pore_volume, bounds):
     return jnp.min(pore_volume / jnp.maximum(rate, 1e-300 if pore_volume.dtype == jnp.float64 else 1e-30))
 
 
-def _substep(s, dt, v_r, v_z, v_out, q, grav, pore_volume, cfg: CO2Config):
+def _substep(s, dt, *, v_r, v_z, v_out, q, grav, pore_volume, cfg: CO2Config):
     """Explicit upwind update of the CO2 saturation over `dt` with frozen total fluxes."""
     f = cfg.fractional_flow
     lw, lg = cfg.mobilities(s)
@@ -719,7 +719,7 @@ def _implicit_root_jvp(cfg, primals, tangents):
     return s_star, ds
 
 
-def _implicit_step(s, dt, v_r, v_z, v_out, q, grav, pore_volume, cfg: CO2Config):
+def _implicit_step(s, dt, *, v_r, v_z, v_out, q, grav, pore_volume, cfg: CO2Config):
     """One backward-Euler transport step: (s_new, converged, Newton iterations).
 
     Starts Newton from `s`; the new saturation is then written in flux form,

@@ -77,7 +77,7 @@ def gram_matrix(task, at, offset, mode_std, basis):
 
 
 @eqx.filter_jit
-def _pathwise(task, key, idx, v, s_inv, y, std, mode_std, basis, batch_size):
+def _pathwise(task, key, idx, *, v, s_inv, y, std, mode_std, basis, batch_size):
     def one(i):
         k_x, k_eta = jr.split(jr.fold_in(key, i))
         x0 = _spectral(rng.normal(k_x, v.shape[1:], v.dtype), mode_std.astype(v.dtype), basis)
@@ -148,9 +148,9 @@ class GaussianPosterior:
         """
         dtype = self.v.dtype
         return _pathwise(
-            task, key, jnp.arange(num), self.v, jnp.asarray(self.s_inv, dtype),
-            jnp.asarray(self.y_obs, dtype), jnp.asarray(self.noise_std, dtype), self.mode_std, self.basis,
-            batch_size,
+            task, key, jnp.arange(num), v=self.v, s_inv=jnp.asarray(self.s_inv, dtype),
+            y=jnp.asarray(self.y_obs, dtype), std=jnp.asarray(self.noise_std, dtype),
+            mode_std=self.mode_std, basis=self.basis, batch_size=batch_size,
         )  # fmt: skip
 
 

@@ -200,7 +200,7 @@ class ChainResult(eqx.Module):
 
 
 def chains(
-    key, task, y_obs, num_chains: int, num_draws: int, burn_in: int, thin: int, step, target, method: str
+    key, task, y_obs, *, num_chains: int, num_draws: int, burn_in: int, thin: int, step, target, method: str
 ):
     """`num_chains` adaptive chains, as one pure function (no jit of its own).
 
@@ -298,7 +298,18 @@ def run(
     if not 0 < target < 1:
         raise ValueError(f"target_accept: expected a value in (0, 1), got {target}")
     y = jnp.asarray(y_obs)
-    return _run(key, task, y, num_chains, num_draws, burn_in, thin, step, target, method)
+    return _run(
+        key,
+        task,
+        y,
+        num_chains=num_chains,
+        num_draws=num_draws,
+        burn_in=burn_in,
+        thin=thin,
+        step=step,
+        target=target,
+        method=method,
+    )
 
 
 def _chains_by_dim(draws, name: str = "draws") -> np.ndarray:

@@ -161,7 +161,7 @@ def _case_seed(key, case: int) -> int:
     return int(jr.randint(jr.fold_in(key, case), (), 0, 2**31 - 1))
 
 
-def _pool_references(task, cases, rc, key, workdir, pool_key, progress, one: Callable):
+def _pool_references(task, cases, rc, key, *, workdir, pool_key, progress, one: Callable):
     """`one(pool, y, seed)` per case on the task's pool; (pool, cases) = split(key) unless `pool_key`."""
     k_pool, k_case = jr.split(key)
     p = _pool(task, rc, k_pool if pool_key is None else pool_key, workdir, progress)
@@ -181,7 +181,9 @@ def _eps(eps_of: Callable, num_of: Callable, fill: bool) -> Callable:
         def one(p, y, seed):
             return rejection.eps_rule(p, y, seed=seed, eps=eps, num=num, sigma=sigma, fill=fill)
 
-        return _pool_references(task, cases, rc, key, workdir, pool_key, progress, one)
+        return _pool_references(
+            task, cases, rc, key, workdir=workdir, pool_key=pool_key, progress=progress, one=one
+        )
 
     return builder
 
@@ -196,7 +198,9 @@ def _importance(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, p
             p, y, std, seed=seed, num=int(rc["num_samples"]), per_point=bool(rc["per_point"])
         )
 
-    return _pool_references(task, cases, rc, key, workdir, pool_key, progress, one)
+    return _pool_references(
+        task, cases, rc, key, workdir=workdir, pool_key=pool_key, progress=progress, one=one
+    )
 
 
 def _surrogate_rejection(task, cases, rc, key, workdir, pool_key, progress, *, surrogate=None):

@@ -50,7 +50,7 @@ def mean_absolute_error(y_pool, y_obs) -> np.ndarray:
     return np.mean(np.abs(np.asarray(y_pool, np.float64) - y_obs), axis=-1)
 
 
-def fill_eps(mae, eps: float, num: int) -> float:
+def _fill_eps(mae, eps: float, num: int) -> float:
     """`eps`, widened to the `num`-th smallest MAE where fewer than `num` candidates pass it."""
     mae = np.asarray(mae, np.float64)
     if mae.size < num:
@@ -97,7 +97,7 @@ def eps_rule(
     mae = pool_statistic(pool, lambda yc: mean_absolute_error(yc, y))
     requested = eps
     if fill:
-        eps = fill_eps(mae, eps, num)
+        eps = _fill_eps(mae, eps, num)
     idx, w, rate = eps_select(np.random.default_rng(seed), mae, eps=eps, num=num, sigma=sigma)
     info = {
         "eps_requested": requested,

@@ -134,7 +134,7 @@ def simulate(task: Task, x, batch_size: int = 16) -> np.ndarray:
     )
 
 
-def validated_log_weights(log_l_sim, log_l_sur) -> np.ndarray:
+def _validated_log_weights(log_l_sim, log_l_sur) -> np.ndarray:
     """log w_j = log L_sim(m_j) - log L_sur(m_j): re-weights draws ∝ prior x L_sur to prior x L_sim."""
     return np.asarray(log_l_sim, np.float64) - np.asarray(log_l_sur, np.float64)
 
@@ -153,8 +153,8 @@ def error_budget(task: Task, x, y_sur, y_sim, y_obs, *, rate: float | None = Non
     std = noise_std(task)
     y_sur, y_sim = np.asarray(y_sur, np.float64), np.asarray(y_sim, np.float64)
     log_sur, log_sim = log_likelihood(y_sur, y_obs, std), log_likelihood(y_sim, y_obs, std)
-    ratio = np.exp(validated_log_weights(log_sim, log_sur))
-    w, ess = rejection.normalize_log_weights(validated_log_weights(log_sim, log_sur))
+    ratio = np.exp(_validated_log_weights(log_sim, log_sur))
+    w, ess = rejection.normalize_log_weights(_validated_log_weights(log_sim, log_sur))
     diff = y_sur - y_sim
     info = {
         "obs_rmse": float(np.sqrt(np.mean(diff**2))),

@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 
 from posteriorjax.samplers.base import REGISTRY, AbstractSampler, register
-from posteriorjax.tasks.base import Task
+from posteriorjax.tasks.base import Task as _Task
 
 
 def unregister(name: str) -> None:
@@ -38,7 +38,7 @@ def networks(name: str) -> dict[str, str]:
 def get(name: str, task, **config) -> AbstractSampler:
     """Build sampler `name` for `task` with its structural `config`."""
     entry = REGISTRY.get(name)
-    if not isinstance(task, Task):
+    if not isinstance(task, _Task):
         raise TypeError(
             f"task: expected a Task (e.g. tasks.get('poisson_fixed')), got {type(task).__name__} {task!r:.80}"
         )

@@ -122,6 +122,7 @@ class Builder:
 
 
 REGISTRY: Registry[Builder] = Registry("sampler", Builder)
+"""The sampler registry: name -> `Builder` (the build function, its options and network kinds)."""
 
 
 def register(name: str, build: Callable[..., AbstractSampler], networks: Mapping[str, str] | None = None):

@@ -128,7 +128,7 @@ class DDISSampler(AbstractSampler):
             return lr * (1 + (i / n) * (LR_MIN_RATIO - 1))
         return lr * (1 - (1 - LR_MIN_RATIO) * i / max(n - 1, 1))
 
-    def langevin_step(self, z, x0_hat, sigma, lr, xi, y_obs, hparams):
+    def langevin_step(self, z, x0_hat, sigma, *, lr, xi, y_obs, hparams):
         """One Langevin step from z with the noise draw `xi` (the diffusion noise's, unit scale)."""
         w, tau = hparams["weight"], hparams["tau"]
 
@@ -158,7 +158,9 @@ class DDISSampler(AbstractSampler):
 
                 def langevin(z, kk):
                     xi = noise.sample(kk, shape).astype(z.dtype)
-                    return self.langevin_step(z, x0_hat, sigma, lr, xi, y_obs, hparams).astype(x.dtype), None
+                    return self.langevin_step(
+                        z, x0_hat, sigma, lr=lr, xi=xi, y_obs=y_obs, hparams=hparams
+                    ).astype(x.dtype), None
 
                 k_lan, k_noise = jr.split(kl)
                 z, _ = jax.lax.scan(langevin, x0_hat, jr.split(k_lan, self.langevin_steps))
@@ -173,7 +175,7 @@ class DDISSampler(AbstractSampler):
 
 
 def build(
-    task, prior: str = "learned", model=None, surrogate=None, forward: str = "surrogate",
+    task, *, prior: str = "learned", model=None, surrogate=None, forward: str = "surrogate",
     profile: str = "ours", num_steps: int | None = None, ode_steps: int | None = None,
     langevin_steps: int | None = None, sigma_min: float | None = None, sigma_max: float | None = None,
     step_size: float | None = None, tau: float | None = None, weight: float | None = None,

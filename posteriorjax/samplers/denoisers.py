@@ -85,7 +85,7 @@ class GaussianOracleDenoiser(eqx.Module):
         return (self.mean.astype(x.dtype) + out.reshape(x.shape)).astype(x.dtype)
 
 
-def dense_prior_covariance(prior: random_fields.GaussianRandomField, scale: float) -> np.ndarray:
+def _dense_prior_covariance(prior: random_fields.GaussianRandomField, scale: float) -> np.ndarray:
     """The prior's covariance `(n^2, n^2)` in normalized units (physical / `scale`), row-major."""
     d = prior.n * prior.n
     eye = jnp.eye(d, dtype=jnp.result_type(float)).reshape(d, 1, prior.n, prior.n)
@@ -218,7 +218,7 @@ def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> Diffusio
                 f"values, task {task.name!r} has {size} (use noise='grf' or a learned prior)"
             )
         den = GaussianOracleDenoiser.build(
-            np.zeros(task.unknown_shape), dense_prior_covariance(task.prior, scale),
+            np.zeros(task.unknown_shape), _dense_prior_covariance(task.prior, scale),
             dense_noise_covariance(gen, task.unknown_shape),
         )  # fmt: skip
         return DiffusionPrior(den, x_norm, gen, cx, False)
@@ -256,7 +256,7 @@ def posterior_prior(task, y_obs) -> DiffusionPrior:
     scale = float(x_norm.std[0])
     a = jax.jacfwd(lambda v: task.forward(v.reshape(task.unknown_shape)))(jnp.zeros(size))
     a = np.asarray(a, np.float64)
-    c = dense_prior_covariance(task.prior, 1.0)
+    c = _dense_prior_covariance(task.prior, 1.0)
     gain = c @ a.T @ np.linalg.inv(a @ c @ a.T + float(task.noise_std) ** 2 * np.eye(a.shape[0]))
     mean = (gain @ np.asarray(y_obs, np.float64)).reshape(task.unknown_shape)
     den = GaussianOracleDenoiser.build(mean / scale, (c - gain @ a @ c) / scale**2, np.eye(size))

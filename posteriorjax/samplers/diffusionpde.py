@@ -52,7 +52,7 @@ OBS_LATE_FACTOR = 0.1
 
 
 def build(
-    task, prior: str = "learned", model=None, profile: str = "ours", num_steps: int = 2000,
+    task, *, prior: str = "learned", model=None, profile: str = "ours", num_steps: int = 2000,
     sigma_min: float = 0.002, sigma_max: float = 80.0, noise: str = "white",
     guidance_weight: float | None = None, pde_weight: float = 0.0, batch_size: int | None = None,
 ) -> guided.GuidedDiffusion:  # fmt: skip

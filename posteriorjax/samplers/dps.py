@@ -22,7 +22,7 @@ from posteriorjax.samplers.denoisers import build_prior
 
 
 def build(
-    task, prior: str = "learned", model=None, num_steps: int = 500, sigma_min: float = 0.002,
+    task, *, prior: str = "learned", model=None, num_steps: int = 500, sigma_min: float = 0.002,
     sigma_max: float = 80.0, guidance_weight: float | None = None, noise: str = "white",
 ) -> guided.GuidedDiffusion:  # fmt: skip
     """`noise` must be the noise the prior was trained with (``"white"``, ``"grf"`` or ``"rbf"``)."""

@@ -211,7 +211,7 @@ class ECISampler(AbstractSampler):
 
 
 def build(
-    task, prior: str = "learned", model=None, num_steps: int = PUBLISHED_STEPS, mixing: int | None = None,
+    task, *, prior: str = "learned", model=None, num_steps: int = PUBLISHED_STEPS, mixing: int | None = None,
     t_min: float | None = None, noise: str | None = None, profile: str = "ours",
     resample_step: int | None = None,
 ) -> ECISampler:  # fmt: skip
@@ -244,7 +244,16 @@ def build(
             "prior: ECI needs a learned joint (unknown, state) model; 'oracle' diffuses the unknown only"
         )
     if profile == "published":
-        return _build_published(task, prior, model, num_steps, mixing, t_min, noise, resample_step)
+        return _build_published(
+            task,
+            prior=prior,
+            model=model,
+            num_steps=num_steps,
+            mixing=mixing,
+            t_min=t_min,
+            noise=noise,
+            resample_step=resample_step,
+        )
     t_min = 1e-3 if t_min is None else t_min
     if not 0 < t_min < 1:
         raise ValueError(f"t_min: expected a value in (0, 1), got {t_min!r}")
@@ -252,7 +261,7 @@ def build(
     return ECISampler(task, {}, p, num_steps, mixing, float(t_min))
 
 
-def _build_published(task, prior, model, num_steps, mixing, t_min, noise, resample_step) -> ECISampler:
+def _build_published(task, *, prior, model, num_steps, mixing, t_min, noise, resample_step) -> ECISampler:
     if t_min is not None:
         raise ValueError(f"t_min: the published ECI t grid starts at 0 (leave t_min unset), got {t_min!r}")
     if noise is not None:

@@ -30,7 +30,7 @@ from posteriorjax.samplers.denoisers import build_prior
 
 
 def build(
-    task, prior: str = "learned", model=None, surrogate=None, forward: str = "surrogate",
+    task, *, prior: str = "learned", model=None, surrogate=None, forward: str = "surrogate",
     profile: str = "ours", num_steps: int = 500, sigma_min: float = 0.002, sigma_max: float = 80.0,
     guidance_weight: float | None = None, noise: str | None = None,
 ) -> guided.GuidedDiffusion:  # fmt: skip

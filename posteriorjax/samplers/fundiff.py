@@ -117,20 +117,20 @@ def training_condition(task, u_n, key):
     return jnp.concatenate([m * values, m[None]])
 
 
-def target_example(task, x_norm, u_norm, key):
+def _target_example(task, x_norm, u_norm, key):
     """(encoder input, decoder target): the normalized unknown twice (downsampled in the loss)."""
     x_n = scaled(x_norm).normalize(task.prior.sample(jr.split(key)[0]))
     return x_n, x_n
 
 
-def condition_example(task, x_norm, u_norm, key):
+def _condition_example(task, x_norm, u_norm, key):
     """(masked condition grid, full normalized state)."""
     k_prior, k_mask = jr.split(key)
     u_n = scaled(u_norm).normalize(task.physics(task.prior.sample(k_prior)))
     return training_condition(task, u_n, k_mask), u_n
 
 
-def dit_example(task, x_norm, u_norm, key, *, target, condition):
+def _dit_example(task, x_norm, u_norm, key, *, target, condition):
     """(z_1, z_c): latents of the frozen encoders for one prior draw (normalizers theirs)."""
     k_prior, k_mask = jr.split(key)
     x = task.prior.sample(k_prior)
@@ -311,7 +311,7 @@ kinds.register(
     _fae_kind(
         "fundiff_fae_target",
         channels=lambda task: (kinds.x_channels(task), kinds.x_channels(task)),
-        example=target_example,
+        example=_target_example,
         wrap=lambda net, x_norm, u_norm, cfg: TargetAutoencoder(net, scaled(x_norm)),
         downsampling=TARGET_DOWNSAMPLING,
         uses_state=False,
@@ -321,7 +321,7 @@ kinds.register(
     _fae_kind(
         "fundiff_fae_condition",
         channels=lambda task: (kinds.u_channels(task) + 1, kinds.u_channels(task)),
-        example=condition_example,
+        example=_condition_example,
         wrap=lambda net, x_norm, u_norm, cfg: ConditionAutoencoder(net, scaled(u_norm)),
         downsampling=CONDITION_DOWNSAMPLING,
         uses_state=True,
@@ -331,7 +331,7 @@ kinds.register(
     kinds.Kind(
         "fundiff_dit",
         channels=_dit_channels,
-        example=dit_example,
+        example=_dit_example,
         wrap=lambda net, x_norm, u_norm, cfg: LatentFlow(
             net, files.parameter_digest(cfg.inputs["target"]), files.parameter_digest(cfg.inputs["condition"])
         ),

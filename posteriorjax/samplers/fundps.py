@@ -37,7 +37,7 @@ from posteriorjax.samplers.denoisers import build_prior
 
 
 def build(
-    task, prior: str = "learned", model=None, profile: str = "ours", num_steps: int = 500,
+    task, *, prior: str = "learned", model=None, profile: str = "ours", num_steps: int = 500,
     sigma_min: float | None = None, sigma_max: float | None = None, guidance_weight: float | None = None,
     noise: str | None = None,
 ) -> guided.GuidedDiffusion:  # fmt: skip

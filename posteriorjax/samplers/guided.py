@@ -36,7 +36,7 @@ from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior
 
 
-def safe_norm(v: jax.Array) -> jax.Array:
+def _safe_norm(v: jax.Array) -> jax.Array:
     """||v||_2 with gradient 0 (not NaN) at v = 0 (an exactly satisfied residual)."""
     sq = jnp.sum(v**2)
     positive = sq > 0
@@ -71,7 +71,7 @@ class L2Norm(eqx.Module):
     """||y_hat - y||_2 in physical units (DiffusionPDE's `loss_type: l2`, not squared)."""
 
     def __call__(self, y_hat, y_obs):
-        return safe_norm(y_hat - y_obs)
+        return _safe_norm(y_hat - y_obs)
 
 
 class ObservationObjective(eqx.Module):
@@ -96,7 +96,7 @@ class ResidualNorm(eqx.Module):
     def __call__(self, d, y_obs):
         del y_obs
         r = self.readout.task.physics.residual(self.readout.prior.unknown(d), self.readout.state(d))
-        return safe_norm(r) / (r.shape[-2] * r.shape[-1])
+        return _safe_norm(r) / (r.shape[-2] * r.shape[-1])
 
 
 # Weight schedules: a multiplier of step i (0-based) of N at level sigma_i (trajectory units).
@@ -224,7 +224,15 @@ class GuidedDiffusion(AbstractSampler):
             terms = [c(model_points, y_obs, hparams, sigma, i, self.num_steps) for c in self.corrections]
             return sum(terms, jnp.zeros((), points["denoised"].dtype)) / divisor
 
-        return guided_sample(key, denoise, self.prior.noise, shape, sigmas, loss_fn, self.preconditioner)
+        return guided_sample(
+            key,
+            denoise,
+            self.prior.noise,
+            shape,
+            sigmas=sigmas,
+            loss_fn=loss_fn,
+            precondition=self.preconditioner,
+        )
 
     def _sample(self, key, y_obs, num_samples, hparams):
         def one(k, divisor):

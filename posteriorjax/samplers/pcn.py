@@ -53,7 +53,16 @@ class PCNSampler(AbstractSampler):
         dtype = jnp.result_type(float)
         step, target = (jnp.asarray(hparams[k], dtype) for k in ("step", "target"))
         result = mcmc.chains(
-            key, self.task, y_obs, num_samples, 1, self.burn_in, self.num_steps, step, target, self.method
+            key,
+            self.task,
+            y_obs,
+            num_chains=num_samples,
+            num_draws=1,
+            burn_in=self.burn_in,
+            thin=self.num_steps,
+            step=step,
+            target=target,
+            method=self.method,
         )
         return result.samples[:, 0]
 

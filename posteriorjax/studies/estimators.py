@@ -369,7 +369,7 @@ def fit_member(key, y, c, *, name: str, layout: Layout, options: dict | None = N
 
 
 @eqx.filter_jit
-def _fit(keys, y, c, name, layout, options, config):
+def _fit(keys, y, c, *, name, layout, options, config):
     k_init, k_train = jnp.moveaxis(jax.vmap(jr.split)(keys), 1, 0)
     models = eqx.filter_vmap(lambda k: build(name, k, layout, c.shape[-1], **dict(options)))(k_init)
     xs = jax.vmap(lambda k: jr.split(k, config.num_steps))(k_train)
@@ -390,7 +390,9 @@ def fit(keys, y, c, *, name: str, layout: Layout, options: dict | None = None, c
         raise ValueError(f"c: expected shape ({y.shape[0]}, m), got {c.shape}")
     if name not in _BUILDERS:
         raise ValueError(f"name: unknown estimator {name!r}; available: {list(ESTIMATORS)}")
-    return _fit(keys, y, c, name, layout, tuple(sorted((options or {}).items())), config)
+    return _fit(
+        keys, y, c, name=name, layout=layout, options=tuple(sorted((options or {}).items())), config=config
+    )
 
 
 @eqx.filter_jit

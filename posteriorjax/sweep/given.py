@@ -72,7 +72,7 @@ class GivenCases:
         )  # fmt: skip
 
 
-def sensor_order(coords, shape: tuple[int, int], where: str = "sensor_coords") -> np.ndarray:
+def _sensor_order(coords, shape: tuple[int, int], where: str = "sensor_coords") -> np.ndarray:
     """The permutation putting sensors `coords (P, 2)` (integer `[row, col]` = `[y, x]`) in the
     row-major order `MaskObservation` observes them in (ValueError on out-of-range or repeated ones)."""
     c = np.asarray(coords)
@@ -100,7 +100,7 @@ def with_sensors(task: Task, coords, where: str = "sensor_coords") -> Task:
     """
     shape = tuple(task.state_shape[-2:])
     c = np.asarray(coords)
-    sensor_order(c, shape, where)
+    _sensor_order(c, shape, where)
     mask = np.zeros(shape, bool)
     mask[c[:, 0], c[:, 1]] = True
     obs = MaskObservation(mask, name="given", realized=(("num_sensors", int(mask.sum())),))
@@ -110,12 +110,12 @@ def with_sensors(task: Task, coords, where: str = "sensor_coords") -> Task:
 def reorder_observations(y, coords, shape: tuple[int, int], channels: int = 1) -> np.ndarray:
     """`y (..., channels * P)` in `coords`' order -> the row-major order of `with_sensors`' operator."""
     y = np.asarray(y)
-    perm = sensor_order(coords, shape)
+    perm = _sensor_order(coords, shape)
     lead = y.shape[:-1]
     return y.reshape(*lead, channels, len(perm))[..., perm].reshape(*lead, -1)
 
 
-def is_posteriorbench(path) -> bool:
+def _is_posteriorbench(path) -> bool:
     """Whether `path` is a `datasets` DatasetDict directory (`dataset_dict.json`)."""
     return (Path(path) / "dataset_dict.json").is_file()
 
@@ -126,7 +126,7 @@ def load(path, task: Task, **options) -> GivenCases:
     `options` go to `load_posteriorbench` (PosteriorBench rows only; an error for an export file).
     """
     path = Path(path)
-    if is_posteriorbench(path):
+    if _is_posteriorbench(path):
         return load_posteriorbench(path, task, **options)
     if options:
         raise ValueError(

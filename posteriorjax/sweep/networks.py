@@ -45,7 +45,7 @@ class NetworkSpec:
 
 
 def parse_spec(
-    where: str, spec, scale: str, task: str, kind=None, training: Mapping | None = None,
+    where: str, spec, scale: str, task: str, *, kind=None, training: Mapping | None = None,
     task_training: Mapping | None = None,
 ) -> NetworkSpec:  # fmt: skip
     """Parse a network spec trained at `scale` for `task` (its training overrides are checked against
@@ -88,7 +88,13 @@ def parse_spec(
     pretrain = spec.get("pretrain")
     if pretrain is not None:
         pretrain = parse_spec(
-            f"{where}.pretrain", as_dict(pretrain), scale, task, spec["kind"], training, per_task
+            f"{where}.pretrain",
+            as_dict(pretrain),
+            scale=scale,
+            task=task,
+            kind=spec["kind"],
+            training=training,
+            task_training=per_task,
         )
     return NetworkSpec(spec["kind"], as_dict(spec.get("task_options")), steps, pretrain, training, per_task)
 

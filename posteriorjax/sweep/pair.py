@@ -84,7 +84,15 @@ def run_pair(
         fields["networks"] = dict(networks or {})
         fields["scored"] = dict(scored or {})
         records = [
-            _record(grid, ids, int(index[pos]), {k: v[j] for k, v in values.items()}, labels, task, fields)
+            _record(
+                grid,
+                ids,
+                int(index[pos]),
+                metrics={k: v[j] for k, v in values.items()},
+                labels=labels,
+                task=task,
+                fields=fields,
+            )
             for j, pos in enumerate(rows)
             if pos < len(index)  # not padding
         ]
@@ -96,7 +104,7 @@ def run_pair(
     return out
 
 
-def _record(grid, ids, i: int, metrics: dict, labels, task: Task, fields: dict) -> record_store.Record:
+def _record(grid, ids, i: int, *, metrics: dict, labels, task: Task, fields: dict) -> record_store.Record:
     return record_store.Record(
         task=labels["task"], sampler=labels["sampler"], config_id=ids[i], index=i, case=int(grid.case[i]),
         seed=int(grid.seed[i]), hparams={k: float(v[i]) for k, v in grid.hparams.items()},

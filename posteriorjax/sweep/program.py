@@ -180,13 +180,13 @@ def score_program(
                 task,
                 samples,
                 truth,
-                data["tarp_shift"],
-                data["tarp_scale"],
-                data["tarp_points"][case],
-                statistics.mira_case_key(keys["mira"], case),
-                anchor,
-                calib,
-                jr.fold_in(jr.split(keys["tarp"])[1], case),
+                shift=data["tarp_shift"],
+                scale=data["tarp_scale"],
+                tarp_point=data["tarp_points"][case],
+                mira_key=statistics.mira_case_key(keys["mira"], case),
+                anchor=anchor,
+                options=calib,
+                tarp_key=jr.fold_in(jr.split(keys["tarp"])[1], case),
             )  # fmt: skip
         )
         if diagnostics:

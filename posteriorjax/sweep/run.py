@@ -36,6 +36,7 @@ from posteriorjax.sweep.samples import save_samples
 from posteriorjax.sweep.settings import SamplerEntry, settings
 
 STAGES = ("all", "networks")
+"""The values of `run`'s `stage`: the whole sweep, or only the networks it trains."""
 
 
 def run(

@@ -120,7 +120,7 @@ def abstract_network(task_name: str, task_options: Mapping, spec, scale: str, nu
 
     def build(key):
         return training_run.build_model(
-            spec.kind, cfg.model.name, dict(cfg.model.options), task, x_norm, u_norm, key,
+            spec.kind, cfg.model.name, dict(cfg.model.options), task, x_norm=x_norm, u_norm=u_norm, key=key,
             sigma_data=d.sigma_data, noise=noise, inputs=inputs or None,
         )  # fmt: skip
 
@@ -260,7 +260,7 @@ def abstract_data(task: Task, num_cases: int, reference_size: int, seed: int) ->
     }
 
 
-def abstract_sampler(plan, task_name: str, entry: SamplerEntry, nets: Mapping):
+def _abstract_sampler(plan, task_name: str, entry: SamplerEntry, nets: Mapping):
     """(sampler, grid) of a pair; a sampler with networks is built under `eqx.filter_eval_shape`
     from their abstract pytrees (its arrays `ShapeDtypeStruct`s), the others concretely (`plan.pair`)."""
     if not entry.networks:
@@ -292,7 +292,7 @@ def program_cost(plan, task_name: str, entry: SamplerEntry, nets: Mapping, *, co
     """
     s, mesh = plan.settings, parallel.data_mesh() if mesh is None else mesh
     task = plan.tasks[task_name]
-    sampler, grid = abstract_sampler(plan, task_name, entry, nets)
+    sampler, grid = _abstract_sampler(plan, task_name, entry, nets)
     size = int(s.references[task_name]["num_samples"])
     data = abstract_data(task, s.num_cases, size, s.seed)
     chunk = parallel.padded_size(max(1, min(s.chunk_size, grid.size)), mesh)

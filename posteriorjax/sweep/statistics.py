@@ -127,7 +127,17 @@ def observation_anchor(task: Task, ref_samples, ref_weights) -> jax.Array:
 
 
 def calibration_statistics(
-    task: Task, samples, truth, shift, scale, tarp_point, mira_key, anchor=None, options=None, tarp_key=None
+    task: Task,
+    samples,
+    truth,
+    *,
+    shift,
+    scale,
+    tarp_point,
+    mira_key,
+    anchor=None,
+    options=None,
+    tarp_key=None,
 ) -> dict:
     """Per-case statistics of the over-case calibration metrics (NaN if any sample is non-finite).
 

@@ -12,10 +12,11 @@ import inspect
 import pkgutil
 from collections.abc import Callable
 
-from posteriorjax.registry import Registry
+from posteriorjax import registry as _registry
 from posteriorjax.tasks.base import AbstractPhysics, Cases, Channel, Task
 
-REGISTRY: Registry[Callable[..., Task]] = Registry("task", callable)
+REGISTRY: _registry.Registry[Callable[..., Task]] = _registry.Registry("task", callable)
+"""The task registry: name -> builder (keyword options -> `Task`)."""
 
 
 def register(name: str, builder: Callable[..., Task]) -> Callable[..., Task]:

@@ -81,6 +81,7 @@ def lognormal_stats(mean_range, std_range) -> tuple[float, float]:
 
 def build(
     name: str = "ccs",
+    *,
     nz: int = 64,
     nr: int = 200,
     years: float = 30.0,

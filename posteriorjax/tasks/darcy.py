@@ -43,6 +43,7 @@ class DarcyPhysics(AbstractPhysics):
 
 def build(
     name: str = "darcy",
+    *,
     resolution: int = 128,
     num_sensors: int = 128,
     sensor_seed: int = 0,

@@ -83,7 +83,7 @@ FINAL_TIME = {
 }
 
 
-def darcy_forcing(grid: Grid) -> np.ndarray:
+def _darcy_forcing(grid: Grid) -> np.ndarray:
     """f = sin 2 pi x sin 2 pi y + 0.2 sin(4 pi x + 0.3) sin 2 pi y, mean removed, `(n, n)`."""
     y, x = grid.mesh()
     f = np.sin(2 * np.pi * x) * np.sin(2 * np.pi * y)
@@ -91,7 +91,7 @@ def darcy_forcing(grid: Grid) -> np.ndarray:
     return f - f.mean()
 
 
-def range_normalize(b: jax.Array) -> jax.Array:
+def _range_normalize(b: jax.Array) -> jax.Array:
     """Affine map of b onto [-1, 1] (min -> -1, max -> 1)."""
     lo, hi = jnp.min(b), jnp.max(b)
     return 2.0 * (b - lo) / (hi - lo) - 1.0
@@ -110,8 +110,8 @@ class RecoveryPhysics(AbstractPhysics):
 
     def _source(self, b):
         if self.family == "darcy_field":
-            a = jnp.exp(0.5 * jnp.log(self.parameter) * range_normalize(b))
-            return a, jnp.asarray(darcy_forcing(self.grid), b.dtype)
+            a = jnp.exp(0.5 * jnp.log(self.parameter) * _range_normalize(b))
+            return a, jnp.asarray(_darcy_forcing(self.grid), b.dtype)
         if self.family == "poisson_field":
             return None, self.parameter * b
         return None, b
@@ -229,6 +229,7 @@ def _regime_index(regime: str) -> int:
 
 def build(
     name: str,
+    *,
     resolution: int = 128,
     regime: str = "medium",
     pattern: str = "R50",

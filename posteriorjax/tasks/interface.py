@@ -25,7 +25,7 @@ units of L = 1). Three regimes:
   snapshots plus the final one; sensors on the ring of nodes n/8 in from the edge.
 * ``interface_transport`` (Flooding, high Peclet, |b| L / kappa = 1044): the
   concentration chi transported by b = (1, 0.3) with kappa = 1e-3 up to t = 0.1;
-  `frames` earlier snapshots plus the final one. Sensors (`arc_sensors`): the
+  `frames` earlier snapshots plus the final one. Sensors (`_arc_sensors`): the
   nodes nearest to `num_sensors` points evenly spaced on the downstream arc
   (span 0.63 x 360 deg, centred on the +x direction) of the prior-mean front at
   t = 0.1, i.e. the circle of radius 0.25 about (0.5, 0.5) + b t.
@@ -311,7 +311,7 @@ class InterfaceObservation(AbstractObservation):
         return (self.count,) * len(self.sensor_channels) + (1,) * len(self.total_channels)
 
 
-def ring_sensors(grid: Grid, num: int, *, inset: int = 0) -> MaskObservation:
+def _ring_sensors(grid: Grid, num: int, *, inset: int = 0) -> MaskObservation:
     """`num` sensors evenly spaced (by perimeter) on the ring of nodes `inset` in from the edge."""
     n = grid.n - 2 * inset
     ring = (
@@ -329,7 +329,7 @@ def ring_sensors(grid: Grid, num: int, *, inset: int = 0) -> MaskObservation:
     return MaskObservation(mask, name="ring", params=(("num", num), ("inset", inset)))
 
 
-def arc_sensors(grid: Grid, num: int, centre, radius: float, span: float, *, direction: float = 0.0):
+def _arc_sensors(grid: Grid, num: int, centre, radius: float, span: float, *, direction: float = 0.0):
     """Nodes nearest to `num` points evenly spaced on an arc of the circle (`centre`, `radius`).
 
     The arc spans `span` x 360 degrees centred on the angle `direction` (radians);
@@ -367,6 +367,7 @@ def _noise_std(physics, observation: InterfaceObservation, x0, strength: float, 
 
 def build(
     name: str = "interface_potential",
+    *,
     regime: str = "potential",
     resolution: int = 64,
     frames: int = 0,
@@ -414,7 +415,7 @@ def build(
                 f"got auxiliary={auxiliary}, frames={frames}"
             )
         # num_sensors = 0: the sensor object stays (its mask for rasters) but no frame is read
-        sensors = ring_sensors(grid, num_sensors or defaults[regime])
+        sensors = _ring_sensors(grid, num_sensors or defaults[regime])
         observation = InterfaceObservation(
             sensors=sensors,
             shape=grid.shape,
@@ -426,9 +427,9 @@ def build(
         if regime == "transport":
             (bx, by), t = TRANSPORT_VELOCITY, TRANSPORT_TIME
             centre = (0.5 + bx * t, 0.5 + by * t)
-            sensors = arc_sensors(grid, num_sensors, centre, float(prior.mean[0]), ARC_SPAN)
+            sensors = _arc_sensors(grid, num_sensors, centre, float(prior.mean[0]), ARC_SPAN)
         else:
-            sensors = ring_sensors(grid, num_sensors, inset=max(1, resolution // 8))
+            sensors = _ring_sensors(grid, num_sensors, inset=max(1, resolution // 8))
         observation = InterfaceObservation(
             sensors=sensors, shape=grid.shape, sensor_channels=tuple(range(frames + 1))
         )

@@ -177,6 +177,7 @@ def field_statistics(prior: LayeredMorphology, evaluation: str, num: int = 64) -
 
 def build(
     name: str = "ltmi",
+    *,
     resolution: int = 64,
     observe: str = "transmittance",
     observation: str = "pooled",

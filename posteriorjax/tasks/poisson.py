@@ -56,6 +56,7 @@ def _range(name: str, value) -> tuple[float, float]:
 
 def build(
     name: str = "poisson",
+    *,
     resolution: int = 128,
     num_sensors: int = 128,
     sensor_seed: int = 0,
@@ -91,6 +92,7 @@ def build(
 
 def build_fixed(
     name: str = "poisson_fixed",
+    *,
     resolution: int = 128,
     num_sensors: int = 128,
     sensor_seed: int = 0,
@@ -103,7 +105,14 @@ def build_fixed(
     checks.positive("alpha", alpha)
     checks.positive("tau", tau)
     return build(
-        name, resolution, num_sensors, sensor_seed, noise_std, observation, (alpha, alpha), (tau, tau)
+        name,
+        resolution=resolution,
+        num_sensors=num_sensors,
+        sensor_seed=sensor_seed,
+        noise_std=noise_std,
+        observation=observation,
+        alpha_range=(alpha, alpha),
+        tau_range=(tau, tau),
     )
 
 

@@ -16,54 +16,22 @@ scores       a trained network's own scores (`scores.json`, logged while it trai
              per-channel error, the conditional kinds' held-out error.
 """
 
-from posteriorjax.samplers.flow_fno import FlowMatchingLoss
-from posteriorjax.training import kinds, scores
-from posteriorjax.training.checkpoints import (
-    Checkpoints,
-    TrainState,
-    fingerprint,
-    init_state,
-    initialized,
-)
-from posteriorjax.training.data import PoolSource, TaskSource, build_pool
+from posteriorjax.training import kinds
 from posteriorjax.training.loop import fit, make_step, scan, scan_ensemble, update
-from posteriorjax.training.losses import (
-    DiffusionLoss,
-    InverseLoss,
-    surrogate_loss,
-)
-from posteriorjax.training.run import NOISE_OPTIONS, Setup, build, build_model, run, trained
-from posteriorjax.training.settings import TrainConfig, config, make_optimizer, schedule, train_config
+from posteriorjax.training.run import build_model, run, trained
+from posteriorjax.training.settings import TrainConfig, config, make_optimizer
 
 __all__ = [
-    "NOISE_OPTIONS",
-    "Checkpoints",
-    "DiffusionLoss",
-    "FlowMatchingLoss",
-    "InverseLoss",
-    "PoolSource",
-    "Setup",
-    "TaskSource",
     "TrainConfig",
-    "TrainState",
-    "build",
     "build_model",
-    "build_pool",
     "config",
-    "fingerprint",
     "fit",
-    "init_state",
-    "initialized",
     "kinds",
     "make_optimizer",
     "make_step",
     "run",
     "scan",
     "scan_ensemble",
-    "schedule",
-    "scores",
-    "surrogate_loss",
-    "train_config",
     "trained",
     "update",
 ]

@@ -61,7 +61,7 @@ def _plain(section) -> dict:
 
 
 def build_model(
-    kind: str, name: str, options: dict, task, x_norm, u_norm, key, *, sigma_data: float = 1.0, noise=None,
+    kind: str, name: str, options: dict, task, *, x_norm, u_norm, key, sigma_data: float = 1.0, noise=None,
     inputs=None,
 ):  # fmt: skip
     """The model of `kind` with backbone `name` for `task` (channels from its unknown and state shapes).
@@ -145,7 +145,7 @@ def build(config, workdir: Path | None = None, inputs=None) -> Setup:
     d = config.diffusion
     noise = diffusion.noise.get(d.noise, **NOISE_OPTIONS[d.noise](d))
     model = build_model(
-        kind, config.model.name, options, task, x_norm, u_norm, jr.key(config.model.seed),
+        kind, config.model.name, options, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(config.model.seed),
         sigma_data=d.sigma_data, noise=noise, inputs=inputs,
     )  # fmt: skip
     task_source = TaskSource(task, x_norm, u_norm, kind, config.train.batch_size, inputs)

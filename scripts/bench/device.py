@@ -29,7 +29,7 @@ def bench_fundps_full(args):
     task = tasks.get("poisson_fixed", resolution=n, num_sensors=128, noise_std=1e-4)
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
     name, options = training.kinds.get("joint").models["full"]
-    model = training.build_model("joint", name, options, task, x_norm, u_norm, jr.key(0))
+    model = training.build_model("joint", name, options, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(0))
     s = samplers.get("fundps", task, model=model, num_steps=num_steps)
     published = samplers.get("fundps", task, model=model)  # the default (published) step count
     h = s.hparams()

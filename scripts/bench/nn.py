@@ -21,6 +21,8 @@ import numpy as np
 from bench.common import best_time, best_times_interleaved, record
 from posteriorjax import diffusion, nn, training
 from posteriorjax.nn import neuralop_fno
+from posteriorjax.training.checkpoints import init_state
+from posteriorjax.training.losses import DiffusionLoss
 
 
 def _sizes(args):
@@ -109,8 +111,8 @@ def bench_train(args):
         den = diffusion.EDMDenoiser(net, nn.Normalizer([0.0], [1.0]))
         cfg = training.TrainConfig(num_steps=100, batch_size=b, progress=False)
         opt = training.make_optimizer(cfg)
-        state = training.init_state(den, opt, 0)
-        step = training.make_step(eqx.filter(den, eqx.is_inexact_array, inverse=True), training.DiffusionLoss(
+        state = init_state(den, opt, 0)
+        step = training.make_step(eqx.filter(den, eqx.is_inexact_array, inverse=True), DiffusionLoss(
             diffusion.GRFNoise()), opt, cfg.ema_decay)  # fmt: skip
         source = _Source((b, 1, n, n))
 

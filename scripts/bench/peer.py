@@ -66,7 +66,7 @@ def _ours(n: int):
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
     options = dict(style="neuralop", **FNO, time_channels=TIME_CHANNELS)
     den = training.build_model(
-        "joint", "fno", options, task, x_norm, u_norm, jr.key(0), sigma_data=SIGMA_DATA
+        "joint", "fno", options, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(0), sigma_data=SIGMA_DATA
     )
     count = sum(a.size for a in jax.tree.leaves(den.net) if isinstance(a, jax.Array))
     if count != PARAMETERS:

@@ -23,7 +23,9 @@ def _setup(n: int):
     x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
 
     def build(kind, **extra):
-        return training.build_model(kind, "fno", {**TINY, **extra}, task, x_norm, u_norm, jr.key(0))
+        return training.build_model(
+            kind, "fno", {**TINY, **extra}, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(0)
+        )
 
     m = {
         "joint": build("joint", embed_dim=32),

@@ -41,6 +41,8 @@ from bench.common import record
 from posteriorjax import nn, samplers, sweep, tasks, training
 from posteriorjax.metrics import suite
 from posteriorjax.reference import exact
+from posteriorjax.sweep.program import config_key, expand
+from posteriorjax.sweep.statistics import stream_keys
 
 NUM_CASES, NUM_WEIGHTS, NUM_SAMPLES, NUM_REFERENCE = 8, 16, 32, 64
 TINY_JOINT = dict(modes=6, width=16, layers=3, projection=32, embed_dim=32)
@@ -55,7 +57,9 @@ def _setup(n: int, name: str):
     task = tasks.get("poisson_fixed", resolution=n, num_sensors=32, noise_std=1e-3)
     if name == "fundps":
         x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
-        joint = training.build_model("joint", "fno", TINY_JOINT, task, x_norm, u_norm, jr.key(0))
+        joint = training.build_model(
+            "joint", "fno", TINY_JOINT, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(0)
+        )
         sampler = samplers.get("fundps", task, model=joint, num_steps=4)
     else:
         sampler = samplers.get("dps", task, prior="oracle", num_steps=4)
@@ -64,16 +68,14 @@ def _setup(n: int, name: str):
         [exact.sample(jr.fold_in(jr.key(1), i), task, y, NUM_REFERENCE) for i, y in enumerate(cases.y_obs)]
     )
     weights = jnp.full((NUM_CASES, NUM_REFERENCE), 1.0 / NUM_REFERENCE, ref.dtype)
-    grid = sweep.expand(
-        NUM_CASES, {"guidance": np.geomspace(10.0, 3000.0, NUM_WEIGHTS)}, [0], sampler.defaults
-    )
+    grid = expand(NUM_CASES, {"guidance": np.geomspace(10.0, 3000.0, NUM_WEIGHTS)}, [0], sampler.defaults)
     return task, sampler, cases, (ref, weights), grid
 
 
 def _loop(task, sampler, cases, reference, grid, seed: int):
     """The per-configuration program (jitted once) and a function running the whole loop."""
     ref, weights = reference
-    stream = sweep.stream_keys(seed)["sampler"]
+    stream = stream_keys(seed)["sampler"]
 
     @jax.jit
     def one(key, y, ref_c, w_c, truth, hparams):
@@ -85,7 +87,7 @@ def _loop(task, sampler, cases, reference, grid, seed: int):
 
     def args(i):
         c = int(grid.case[i])
-        key = sweep.config_key(stream, c, int(grid.seed[i]))
+        key = config_key(stream, c, int(grid.seed[i]))
         hp = {k: jnp.asarray(v[i]) for k, v in grid.hparams.items()}
         return key, cases.y_obs[c], ref[c], weights[c], cases.x_true[c], hp
 

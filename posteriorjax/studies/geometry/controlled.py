@@ -45,7 +45,9 @@ def loading(m: int, k: int, rng) -> np.ndarray:
     return a / np.linalg.norm(a, axis=1, keepdims=True)
 
 
-def draw(rng, num: int, load: np.ndarray, prior_std, residual: float, shift: float = 0.0, scale: float = 1.0):
+def draw(
+    rng, num: int, load: np.ndarray, prior_std, residual: float, *, shift: float = 0.0, scale: float = 1.0
+):
     """`num` coefficient offsets `(num, m)` c - c0 = s * (mu 1 + L z + rho r) (see module doc)."""
     m, k = load.shape
     z = scale * rng.standard_normal((num, k))
@@ -80,7 +82,7 @@ def controlled(
     load = loading(m, latent_dim, np.random.default_rng(1000 + prior_seed))
     n_tr, n_va, n_te = sizes
     c = draw(rng, n_tr + n_va + n_te, load, prior_std, residual)
-    c_ood = draw(rng, n_te, load, prior_std, residual, ood_shift, ood_scale)
+    c_ood = draw(rng, n_te, load, prior_std, residual, shift=ood_shift, scale=ood_scale)
 
     def observe(cc):
         return cc @ jw.T + rng.standard_normal((len(cc), jw.shape[0]))

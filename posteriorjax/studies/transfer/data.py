@@ -182,6 +182,7 @@ def _generate_split(family: str, resolution: int, num: int, seed: int, split: in
 def config_hash(
     family: str,
     resolution: int,
+    *,
     num_train: int,
     num_test: int,
     seed: int,
@@ -233,10 +234,26 @@ def make_dataset(
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
     if mask_scheme not in MASK_SCHEMES:
         raise ValueError(f"mask_scheme: expected one of {MASK_SCHEMES}, got {mask_scheme!r}")
-    digest = config_hash(family, resolution, num_train, num_test, int(seed), int(mask_seed), mask_scheme)
+    digest = config_hash(
+        family,
+        resolution,
+        num_train=num_train,
+        num_test=num_test,
+        seed=int(seed),
+        mask_seed=int(mask_seed),
+        mask_scheme=mask_scheme,
+    )
     path = None if cache_dir is None else Path(cache_dir) / f"{family}_{digest}.npz"
     if path is not None and path.exists():
-        return _load(path, family, resolution, mask_seed, digest, mask_scheme, int(seed))
+        return _load(
+            path,
+            family,
+            resolution,
+            mask_seed=mask_seed,
+            digest=digest,
+            mask_scheme=mask_scheme,
+            seed=int(seed),
+        )
     parts = [
         _generate_split(family, resolution, n, int(seed), split)
         for split, n in ((TRAIN, num_train), (TEST, num_test))
@@ -269,7 +286,7 @@ def make_dataset(
 
 
 def _load(
-    path: Path, family: str, resolution: int, mask_seed: int, digest: str, mask_scheme: str, seed: int
+    path: Path, family: str, resolution: int, *, mask_seed: int, digest: str, mask_scheme: str, seed: int
 ) -> Dataset:
     with np.load(path) as data:
         stored = str(data["config_hash"])

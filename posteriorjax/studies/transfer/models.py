@@ -433,7 +433,7 @@ def _init_networks(k_init, views, network: str, options: tuple, c_out: int):
 
 
 @eqx.filter_jit
-def _train_chunk(optimizer, residual, weight, rollout, nets, opt_state, inputs, targets, aux, order):
+def _train_chunk(optimizer, residual, weight, rollout, *, nets, opt_state, inputs, targets, aux, order):
     """`len(order)` steps of every model at once (`training.scan_ensemble`, one mini-batch order
     shared by the views); returns (nets, opt_state, losses (steps, V))."""
     condition, regime, in_scale, out_scale = aux
@@ -525,8 +525,8 @@ def fit_views(
     losses = []
     for start in range(0, cfg.steps, cfg.chunk):
         nets, opt_state, chunk_losses = _train_chunk(
-            optimizer, residual, cfg.pino_weight, rollout, nets, opt_state, inputs, targets, aux,
-            order[start : start + cfg.chunk],
+            optimizer, residual, cfg.pino_weight, rollout, nets=nets, opt_state=opt_state,
+            inputs=inputs, targets=targets, aux=aux, order=order[start : start + cfg.chunk],
         )  # fmt: skip
         losses.append(chunk_losses)
     models = TransferModel(
