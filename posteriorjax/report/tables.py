@@ -7,7 +7,7 @@ one row per (task, sampler, hyperparameter setting) and, per metric, the mean
 lower-is-better column are marked in bold and italics, the published layout.
 Rows with any non-finite sample show their metrics as NaN, never averaged;
 the last columns count non-finite members and members outside the physics'
-domain (`num_invalid`: their data misfit is NaN, see `sweep.observation_values`).
+domain (`num_invalid`: their data misfit is NaN, see `sweep.statistics.observation_values`).
 
 The calibration table aggregates the per-case statistics every record carries
 (`mira_statistic`, `tarp_credibility`) over the cases and seeds of a row into
