@@ -138,10 +138,10 @@ def expected_records(config: dict) -> int:
     chosen value)."""
     import ml_collections
 
-    from posteriorjax import sweep
+    from posteriorjax.sweep.settings import settings
 
     config = ml_collections.ConfigDict({**config, "overwrite": False})  # config.json leaves it out
-    s = sweep.settings(config)
+    s = settings(config)
     total = 0
     for _, entry in s.pairs():
         size = 1

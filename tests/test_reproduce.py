@@ -10,7 +10,7 @@ import pytest
 
 from configs import guidance_calibration
 from experiments import reproduce
-from posteriorjax import sweep
+from posteriorjax.sweep.store import prepare_workdir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def _sweep_workdir(path: Path, eps: float, num_records: int, finished: bool) -> 
     """A guidance-calibration workdir as a sweep leaves it: its config, `num_records` records."""
     config = guidance_calibration.get_config("tiny")
     config.noise_threshold = eps
-    sweep.prepare_workdir(path, config)  # config.json as the sweep writes it
+    prepare_workdir(path, config)  # config.json as the sweep writes it
     _records(path, num_records)
     if finished:
         (path / "summary.md").write_text("# done\n")

@@ -15,9 +15,9 @@ import pytest
 from configs import base, guidance_calibration, main_table, noise_levels, ood_prior_range, resolution
 from configs import pointwise_vs_distributional as vshape
 from configs import pointwise_vs_distributional_guidance as vshape_guidance
-from posteriorjax import sweep
 from posteriorjax.metrics import registry
 from posteriorjax.report import studies
+from posteriorjax.sweep.settings import settings
 
 POSTERIOR = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
 
@@ -28,7 +28,7 @@ def _plain(x):
 
 
 def _specs(config) -> dict:
-    return {e.label: e for e in sweep.settings(config).samplers}
+    return {e.label: e for e in settings(config).samplers}
 
 
 # ----------------------------------------------------------------------------
