@@ -300,6 +300,7 @@ def test_medium_networks_train_for_their_backbones_budget():
         for spec in entry.networks.values():
             cfg, _ = networks.network_config("poisson", parsed.tasks["poisson"], spec, "medium")
             seen[str(cfg.model.name)] = int(cfg.train.num_steps)
+            assert cfg.train.warmup_steps <= cfg.train.num_steps // 5  # 250 steps: not all warm-up
     assert seen["ddpmpp_uno"] == 1500 and seen["ddpmpp"] == 250 and seen["fno_pad"] == 1500
     assert seen["fno"] == training.kinds.MEDIUM_STEPS
     assert training.config("poisson", "prior", "medium").train.num_steps == 1500  # the kind's U-NO

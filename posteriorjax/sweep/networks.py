@@ -158,7 +158,7 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
     `task_options` are those of the sampler's task, updated by `spec.task_options`; the training
     overrides `spec.overrides(task_name)`; the step count is `spec.num_steps`, else `num_steps`,
     else the config's, at the medium scale that of the backbone (`training.kinds.medium_steps`)
-    (a given step count caps the warm-up at a fifth of it, unless both the step
+    (each of these step counts caps the warm-up at a fifth of it, unless both the step
     count and ``train.warmup_steps`` come from the spec). The hash
     covers the pretraining chain, so a fine-tuned network never shares a directory with one
     trained from scratch.
@@ -170,8 +170,7 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
     steps = spec.num_steps if spec.num_steps is not None else num_steps
     if steps is None and scale == "medium":  # the spec's backbone may be another than the kind's
         steps = training.kinds.medium_steps(str(cfg.model.name))
-        cfg.train.num_steps = steps
-    elif steps is not None:
+    if steps is not None:
         cfg.train.num_steps = int(steps)
         if spec.num_steps is None or "train.warmup_steps" not in overrides:
             cfg.train.warmup_steps = min(cfg.train.warmup_steps, max(int(steps) // 5, 1))
