@@ -142,3 +142,38 @@ def test_main_table_calibrates_guided_samplers_below_the_published_scale_only():
         assert entries["fundps"].grid == factors and entries["fundps"].relative
     full = settings(main_table.get_config("")).samplers
     assert all(e.calibrate is None for e in full)  # the published values, as published
+
+
+def test_an_interrupted_calibration_resumes_at_its_first_unfinished_chunk(tmp_path, monkeypatch):
+    """The validation records accumulate chunk by chunk in `<label>.<digest>.jsonl`; a rerun
+    after an interruption computes only the missing configurations and reaches the same curve."""
+    section = {"hparam": "noise_inflation", "grid": (1.0, 30.0), "num_cases": 2, "rule": "mean_error"}
+    config = _config(section, chunk_size=2, figures=False)
+    sweep.run(config, tmp_path, progress=False)
+    directory = tmp_path / "calibration" / "poisson_fixed"
+    first = json.loads((directory / "esmda.json").read_text())
+    (partial,) = directory.glob("esmda.*.jsonl")
+    lines = partial.read_text().splitlines()
+    assert len(lines) == 4  # 2 validation cases x 2 grid values
+    # the run stopped after its first chunk of 2 configurations, before the choice was written
+    partial.write_text("\n".join(lines[:2]) + "\n")
+    (directory / "esmda.json").unlink()
+    computed = []
+    real = calibrate.run_pair
+
+    def counting(task, sampler, cases, reference, grid, **kw):
+        computed.append(len(set(grid.ids()) - kw["skip"]))
+        return real(task, sampler, cases, reference, grid, **kw)
+
+    monkeypatch.setattr(calibrate, "run_pair", counting)
+    sweep.run(config, tmp_path, progress=False)
+    assert computed == [2]
+    again = json.loads((directory / "esmda.json").read_text())
+    assert again["curve"] == first["curve"] and again["chosen"] == first["chosen"]
+    assert len(partial.read_text().splitlines()) == 4
+    # another identity (here the grid) accumulates in another file, never reusing these records
+    other = _config({**section, "grid": (1.0, 10.0)}, chunk_size=2, figures=False)
+    sweep.run(other, tmp_path / "other", progress=False)
+    assert {p.name for p in (tmp_path / "other" / "calibration" / "poisson_fixed").glob("*.jsonl")} != {
+        partial.name
+    }

@@ -23,7 +23,9 @@ single metric is privileged by default.
 
 Output: `workdir/calibration/<task>/<label>.json` (grid, rule, curves, score, chosen value, the
 validation and test case ids), reused on a rerun with the same identity; the report stage draws
-its curves beside it (`<label>.png`, `report.figures.calibration_choice_figure`).
+its curves beside it (`<label>.png`, `report.figures.calibration_choice_figure`). The validation
+records themselves go to `<label>.<digest>.jsonl` (`records_path`) as each chunk finishes, so an
+interrupted calibration resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from absl import logging as absl_logging
 from posteriorjax import files
 from posteriorjax.metrics import registry as metric_registry
 from posteriorjax.sweep import program
+from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.pair import run_pair
 from posteriorjax.sweep.settings import CalibrateSettings, SamplerEntry
 from posteriorjax.tasks.base import Cases, Task
@@ -63,6 +66,13 @@ def validation_indices(num: int) -> list[int]:
 def validation_ids(task_name: str, num: int) -> tuple[str, ...]:
     """`<task>_val_<i>`, the ids of the validation cases (test cases: `<task>_<i>`)."""
     return tuple(f"{task_name}_val_{i}" for i in range(num))
+
+
+def records_path(directory: Path, label: str, identity: Mapping) -> Path:
+    """Where a calibration's validation records accumulate: `<label>.<digest>.jsonl` beside its
+    `<label>.json`, the digest that of the calibration's identity (entry, seeds, sample count,
+    task, validation reference)."""
+    return Path(directory) / f"{label}.{files.json_digest(identity, 16)}.jsonl"
 
 
 def check_disjoint(num_cases: int) -> None:
@@ -175,12 +185,22 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
     if result is None:
         axes = {**entry.axes, cal.hparam: grid_values}
         grid = program.expand(cal.num_cases, axes, s.seeds, sampler.defaults)
-        records = run_pair(
+        # Validation records are appended chunk by chunk to a file named by the identity, so an
+        # interrupted calibration resumes at its first unfinished chunk instead of starting over
+        # (at medium scale one calibration is hours), and a changed identity never reuses them.
+        partial = None
+        if study.store is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            partial = record_store.ResultsFile(records_path(directory, entry.label, identity), "calibration")
+        pair = (task_name, entry.label)
+        fresh = run_pair(
             task, sampler, validation_cases(task, s.seed, cal.num_cases), (samples, weights), grid,
             num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
-            results=None, skip=set(), labels={"task": task_name, "sampler": entry.label}, mesh=study.mesh,
+            results=partial, skip=partial.done(pair) if partial else set(),
+            labels={"task": task_name, "sampler": entry.label}, mesh=study.mesh,
             calibration_options=s.calibration, memory_limit_bytes=study.memory_limit_bytes,
         )  # fmt: skip
+        records = [r for r in partial.records if (r.task, r.sampler) == pair] if partial else fresh
         curve = curves(records, cal.hparam, grid_values, metric_registry.TABLE)
         score, best = select(curve, cal.rule)
         result = {
