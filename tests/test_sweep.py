@@ -19,7 +19,7 @@ from posteriorjax.reference import store as artifact_store
 from posteriorjax.reference.registry import DEFAULTS as REFERENCE_DEFAULTS
 from posteriorjax.report import stage, tables
 from posteriorjax.samplers.base import AbstractSampler
-from posteriorjax.sweep import migrate
+from posteriorjax.sweep import migrate, pair
 from posteriorjax.sweep import samples as sweep_samples
 from posteriorjax.sweep.networks import NetworkSpec, network_config
 from posteriorjax.sweep.program import case_program, expand
@@ -794,3 +794,22 @@ def test_tarp_normalization_is_fixed_per_channel():
     assert abs(shift[0]) < 0.2 * task.field_stats[1] and 0.8 < scale[0] / task.field_stats[1] < 1.2
     with pytest.raises(ValueError, match="field_stats"):
         tarp_normalization(dataclasses.replace(task, field_stats=((0.0, 1.0), 1.0)))
+
+
+@pytest.mark.parametrize(
+    "todo, chunk_size, devices, batch_size, chunk",
+    [
+        (10, 8, 1, 2, 6),  # 2 calls of 6 (2 repeats), not 2 of 8 (6 repeats)
+        (20, 8, 1, 2, 8),  # 3 calls of 7 rounded to whole batches
+        (10, 8, 1, 1, 5),
+        (9, 4, 2, 1, 4),  # 3 calls of 3, a multiple of the 2 devices
+        (9, 4, 2, 2, 4),  # a share of 2 per device: one whole batch each
+        (3, 8, 1, 4, 3),  # a share below one batch: padded to the devices only
+        (1, 8, 4, 2, 4),
+        (0, 8, 1, 2, 1),
+    ],
+)
+def test_balanced_chunk_evens_out_calls_in_whole_batches(todo, chunk_size, devices, batch_size, chunk):
+    assert pair.balanced_chunk(todo, chunk_size, devices, batch_size) == chunk
+    calls = -(-max(todo, 1) // chunk)
+    assert calls == -(-max(todo, 1) // max(1, min(chunk_size, todo)))  # no more calls than chunk_size needs

@@ -7,6 +7,7 @@ benchmarks call; it knows nothing of workdirs, references or networks beyond wha
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -34,7 +35,7 @@ def run_pair(
 
     `task` is the true task (`sampler.task` may be a misspecified copy with the same shapes);
     `reference`: `(ref_samples (K, M, C, H, W), ref_weights (K, M))`. Chunks of `chunk_size`
-    configurations (rounded up to a multiple of the device count) are compiled once and their
+    configurations (`balanced_chunk`: evened out, a multiple of the device count) are compiled once and their
     records appended to `results` (this process's file) as they finish; `skip`: ids not to
     compute (default: those in `results`); `labels`: the recorded `{"task", "sampler"}` names;
     `progress(done, todo, compile_s, run_s)` after each chunk. The compiled chunk program's
@@ -49,11 +50,11 @@ def run_pair(
     """
     mesh = parallel.data_mesh() if mesh is None else mesh
     labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
-    chunk = parallel.padded_size(max(1, min(chunk_size, grid.size)), mesh)
     ids = grid.ids()
     if skip is None:
         skip = results.done((labels["task"], labels["sampler"])) if results else set()
     todo = [i for i, cid in enumerate(ids) if cid not in skip]
+    chunk = balanced_chunk(len(todo), chunk_size, mesh.devices.size, batch_size)
     where = f"{labels['task']} / {labels['sampler']}"
     program.check_inputs(sampler, grid, reference, where)
     data = statistics.program_data(task, cases, reference, seed=seed)
@@ -102,6 +103,19 @@ def run_pair(
         if progress is not None:
             progress(min(start + chunk, len(todo)), len(todo), t1 - t0 if start == 0 else 0.0, run_s)
     return out
+
+
+def balanced_chunk(todo: int, chunk_size: int, devices: int, batch_size: int = 1) -> int:
+    """The configurations per compiled call of `todo` configurations: as few calls as chunks of at
+    most `chunk_size` need, their sizes evened out so the last call is not mostly padding (10
+    configurations in chunks of 8 and batches of 2 run as 2 x 6, not 2 x 8 with 6 repeated).
+    The result is a multiple of `devices` and, where each device's share reaches `batch_size`, of
+    `devices * batch_size`: `lax.map` then runs whole batches and compiles one body (a remainder
+    batch compiles the whole program a second time). Every call has this one shape."""
+    per_call = max(1, min(chunk_size, todo))
+    even = math.ceil(max(todo, 1) / math.ceil(max(todo, 1) / per_call))
+    unit = devices * batch_size if even >= devices * batch_size else devices
+    return int(math.ceil(even / unit) * unit)
 
 
 def _record(grid, ids, i: int, *, metrics: dict, labels, task: Task, fields: dict) -> record_store.Record:

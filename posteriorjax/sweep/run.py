@@ -30,7 +30,7 @@ from posteriorjax import plugins as plugin_modules
 from posteriorjax.reference import heldout
 from posteriorjax.sweep import calibrate, migrate, program, statistics
 from posteriorjax.sweep import store as record_store
-from posteriorjax.sweep.pair import run_pair
+from posteriorjax.sweep.pair import balanced_chunk, run_pair
 from posteriorjax.sweep.plan import Plan, sync
 from posteriorjax.sweep.samples import save_samples
 from posteriorjax.sweep.settings import SamplerEntry, settings
@@ -189,7 +189,7 @@ def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
         )
         data["ref_samples"] = jax.ShapeDtypeStruct((k, int(size), *shape), np.float32)
         data["ref_weights"] = jax.ShapeDtypeStruct((k, int(size)), np.float32)
-        chunk = parallel.padded_size(max(1, min(s.chunk_size, grid.size)), mesh)
+        chunk = balanced_chunk(grid.size, s.chunk_size, mesh.devices.size, s.batch_size)
         configs = jax.tree.map(
             lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), grid.take(np.zeros(chunk, int))
         )

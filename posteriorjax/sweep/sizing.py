@@ -35,6 +35,7 @@ from posteriorjax import diffusion, nn, parallel, samplers, tasks, training
 from posteriorjax.nn.pdeobs import parameter_count
 from posteriorjax.reference import pool, registry, rejection
 from posteriorjax.sweep import networks, program, statistics
+from posteriorjax.sweep.pair import balanced_chunk
 from posteriorjax.sweep.settings import SamplerEntry, Settings
 from posteriorjax.tasks.base import Task
 
@@ -295,7 +296,7 @@ def program_cost(plan, task_name: str, entry: SamplerEntry, nets: Mapping, *, co
     sampler, grid = _abstract_sampler(plan, task_name, entry, nets)
     size = int(s.references[task_name]["num_samples"])
     data = abstract_data(task, s.num_cases, size, s.seed)
-    chunk = parallel.padded_size(max(1, min(s.chunk_size, grid.size)), mesh)
+    chunk = balanced_chunk(grid.size, s.chunk_size, mesh.devices.size, s.batch_size)
     configs = _abstract(grid.take(np.zeros(chunk, int)))
     dynamic, static = eqx.partition(sampler, lambda a: _is_abstract(a) or eqx.is_array(a))
     dynamic = _abstract_arrays(dynamic)
