@@ -178,7 +178,10 @@ def calibration_error(cov, levels=DEFAULT_LEVELS):
 
 
 def interval_scores(samples, truth, level, weights=None):
-    """Width-normalized nonconformity scores `(...)` of `truth` for the central `level` interval.
+    """Width-normalized nonconformity scores `(...)` of `truth (...)` for the central `level` interval.
+
+    `samples (N, ...)` one case's ensemble (optional `weights (N,)`); the interval is the
+    (1 - level) / 2 to (1 + level) / 2 quantile range of `weighted_quantiles`.
 
     With median m and interval [lo, hi], s = (m - y) / (m - lo) below the
     median and (y - m) / (hi - m) above, so y lies in the interval scaled by q,
@@ -232,7 +235,11 @@ def conformal_scale(samples, truth, level, *, per_element=False):
 
 
 def conformal_intervals(samples, level, scale, weights=None):
-    """Recalibrated central interval `(lo, hi)`, each `(...)`: [m - q (m - lo), m + q (hi - m)]."""
+    """Recalibrated central interval `(lo, hi)`, each `(...)`: [m - q (m - lo), m + q (hi - m)].
+
+    `samples (N, ...)` one case's ensemble, `scale` q the threshold of `conformal_scale` (a
+    scalar, or `(...)` per element); split conformal prediction (Lei et al. 2018).
+    """
     q = weighted_quantiles(samples, jnp.asarray([(1 - level) / 2, 0.5, (1 + level) / 2]), weights)
     lo, m, hi = q[0], q[1], q[2]
     return m - scale * (m - lo), m + scale * (hi - m)
@@ -298,6 +305,8 @@ def histogram_ratio(samples, truth, *, bins=20, value_range=None):
 def histogram_ratio_error(samples, truth, *, bins=20):
     """Scalar summary of `histogram_ratio`: sum_b p_b |r_b - 1| (lower is better, 0 to 2).
 
+    `samples (L, N, ...)` over L cases, `truth (L, ...)`.
+
     On `bins` equal-width bins over the pooled truth's range [min t, max t]
     (`histogram_ratio`'s default edges), p_b is the fraction of true values in
     bin b, q_b the fraction of predicted values (of all L N x elements, so mass
@@ -317,6 +326,8 @@ def histogram_ratio_error(samples, truth, *, bins=20):
 
 def variance_decomposition(samples, truth):
     """Law-of-total-variance decomposition of the pooled predicted marginal (scalars).
+
+    `samples (L, N, ...)` over L cases (N = 1 for a point estimate), `truth (L, ...)`.
 
     Returns a dict: `truth` Var[z]; `predicted` the pooled predictive variance
     = `within` E_x[Var(z | x)] (mean per-case ensemble variance) + `between`

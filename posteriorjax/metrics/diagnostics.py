@@ -36,7 +36,7 @@ def observation_misfit(forward, samples, y_obs, noise_std):
 
 
 def finite_member(x: jax.Array) -> jax.Array:
-    """The default validity of one member: every value finite (boolean scalar)."""
+    """The default validity of one member `x (C, H, W)`: every value finite (a boolean scalar)."""
     return jnp.all(jnp.isfinite(x))
 
 
