@@ -67,7 +67,12 @@ class Pointwise(eqx.Module):
 
 
 class Dropout(eqx.Module):
-    """Inverted dropout with rate `rate`; active only when a `key` is passed (MC dropout: pass one)."""
+    """Inverted dropout with rate `rate`; active only when a `key` is passed (MC dropout: pass one).
+
+    Any shape in, the same shape out, e.g. `(C, H, W) -> (C, H, W)`: each value is zeroed with
+    probability `rate` and the kept ones scaled by 1 / (1 - rate), so the mean is unchanged
+    (Srivastava et al. 2014; Gal & Ghahramani 2016 for MC dropout).
+    """
 
     rate: float = eqx.field(static=True)
 
