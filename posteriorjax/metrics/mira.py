@@ -11,7 +11,7 @@ conditions with true sample y* and N candidate samples y_1..y_N (flat vectors
    takes them over the N candidates only, so y* may fall outside [0, 1];
    ``"with_truth"`` over the candidates *and* the truth (a symmetric function
    of all N + 1 points, which keeps them exactly exchangeable under the null;
-   measured to be less sensitive to heavy tails, see the README). A zero-width
+   less sensitive to heavy tails in our runs: docs/metrics.md, "Which normalization"). A zero-width
    dimension gets width 1.
 2. Draw R regions: a centre c from p(c) in the normalized space
    (``centres="uniform"`` U(a, b)^d with (a, b) = (0, 1) by default, the paper;
