@@ -40,6 +40,8 @@ def heun_step(denoise_fn, x: jax.Array, sigma, sigma_next) -> jax.Array:
     """
     d = _drift(denoise_fn, x, sigma)
     x_euler = x + (sigma_next - sigma) * d
+    # the Heun branch is computed on the last step too (jnp.where evaluates both): a stand-in
+    # level keeps D(x, 0) and its 1/sigma from putting inf or NaN into values and gradients
     safe_next = jnp.where(sigma_next > 0, sigma_next, 1.0)
     d_next = _drift(denoise_fn, x_euler, safe_next)
     x_heun = x + (sigma_next - sigma) * 0.5 * (d + d_next)
