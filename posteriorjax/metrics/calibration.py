@@ -395,7 +395,7 @@ def _box(x, t, normalize):
         high = jnp.maximum(t.max(axis=0), x.max(axis=(0, 1)))
     else:
         raise ValueError(f"normalize: expected 'truth', 'all' or None, got {normalize!r}")
-    return low, high - low + 1e-10
+    return low, high - low + 1e-10  # a constant coordinate maps to 0, not 0 / 0
 
 
 def _distance(a, b, metric):
@@ -597,6 +597,8 @@ def kolmogorov_sf(lam):
     """Survival function of the Kolmogorov distribution, 2 sum_j (-1)^(j-1) exp(-2 j^2 lam^2)."""
     j = jnp.arange(1, 101, dtype=jnp.result_type(lam, float))
     terms = (-1.0) ** (j - 1) * jnp.exp(-2.0 * j**2 * jnp.asarray(lam)[..., None] ** 2)
+    # below lam = 0.2 the CDF is under 1e-12, and the 100-term alternating series stops
+    # converging as lam -> 0 (3e-4 off at 0.02): the survival function is 1 there
     return jnp.where(lam < 0.2, 1.0, jnp.clip(2.0 * jnp.sum(terms, axis=-1), 0.0, 1.0))
 
 

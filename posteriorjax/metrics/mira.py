@@ -177,7 +177,7 @@ def _region_statistics(key, samples, truth, anchor, half_width, *, opts: Options
     if opts.normalization == "with_truth":
         low, high = jnp.minimum(low, truth), jnp.maximum(high, truth)
     width = high - low
-    width = jnp.where(width > 0, width, 1.0)
+    width = jnp.where(width > 0, width, 1.0)  # a zero-width dimension: width 1, not 0 / 0
     x = (samples - low) / width
     t = (truth - low) / width
     k_centre, k_ref = jr.split(key)

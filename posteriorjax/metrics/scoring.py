@@ -173,6 +173,8 @@ def _energy_score(x, y, w, beta, estimator):
     accuracy = w @ (jnp.linalg.norm(x2 - y.ravel(), axis=1) ** beta)
     d2 = squared_distances(x2, x2)
     d2 = d2 * (1.0 - jnp.eye(x2.shape[0], dtype=d2.dtype))
+    # sqrt has an infinite derivative at 0 (the diagonal, equal members): the inner where keeps
+    # it off the differentiated path, or the gradient of the whole score would be NaN
     pair = jnp.where(d2 > 0, jnp.sqrt(jnp.where(d2 > 0, d2, 1.0)) ** beta, 0.0)
     spread = 0.5 * (w @ pair @ w)
     if estimator == "fair":
