@@ -165,6 +165,8 @@ def pcg(
         x, r, z, p, rz, _, k = state
         ap = matvec(p)
         pap = _vdot(p, ap)
+        # under vmap the loop runs on for members already converged, where r = p = 0 makes these
+        # ratios 0 / 0: the guards keep such a member where it is
         alpha = jnp.where(pap > 0, rz / jnp.where(pap > 0, pap, 1), 0)
         x = x + alpha * p
         r = r - alpha * ap
