@@ -153,7 +153,7 @@ batching.primitive_batchers[check_p] = _batch
 
 
 def _callback_form(*operands, message, has_value):
-    """Not functionalized: `eqx.error_if`, as every check was before."""
+    """The lowering outside `functionalize`: `eqx.error_if` (a host callback)."""
     bad, _, xs = _split(operands, has_value)
     return eqx.error_if(xs, jnp.any(bad), message)
 

@@ -41,8 +41,9 @@ from posteriorjax import checks, grids, rng
 BASES = ("cosine", "sine", "fourier")
 TRANSFORM_METHODS = ("auto", "matmul", "fft")
 # Largest n at which "auto" uses the dense matmul transform (`grids.separable_transform`):
-# on the 2-core CPU the DCT-II matmuls beat jax.scipy's FFT-built dctn at every n measured
-# (16-256); on matrix units the margin is larger.
+# jax.scipy's dctn is built from FFTs plus reorders, and XLA's CPU FFT runs far below its
+# matmul rate, so the dense DCT-II matrices win up to here (timed at n = 16-256 on a CPU:
+# docs/studies/performance.md, "Transforms as matmuls"); on matrix units the margin is larger.
 MATMUL_MAX_N = {"cpu": 256, "gpu": 1024, "tpu": 1024}
 
 

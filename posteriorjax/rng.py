@@ -1,4 +1,4 @@
-"""Standard normal draws equal bit for bit to `jax.random.normal`, about 2x faster on the CPU.
+"""Standard normal draws equal bit for bit to `jax.random.normal`, with the rounds unrolled on a CPU.
 
 `jax.random.normal(key, shape)` with the default Threefry key hashes the flat index of
 every output element with Threefry-2x32 (Salmon et al. 2011, "Parallel random numbers: as
@@ -6,9 +6,9 @@ easy as 1, 2, 3", 20 rounds, key schedule k0, k1, k0 ^ k1 ^ 0x1BD11BDA), XORs th
 output words (64-bit dtypes: concatenates them), keeps the top mantissa bits as a uniform
 u in [-1, 1) and returns sqrt(2) erfinv(u). On the CPU backend JAX emits the 20 rounds as
 a rolled 5-iteration loop whose rotation amounts are loop-carried (it keeps compile times
-down), which materializes the state between iterations and shifts by variable amounts:
-at 32 x 64 x 64 draws that loop took about 4x as long as the same rounds unrolled into one
-fused elementwise kernel, and the whole draw 2.2x (`scripts/benchmark.py --only spectral_grf`).
+down), which materializes the state between iterations and shifts by variable amounts, so it runs
+several times slower than the same rounds unrolled into one fused elementwise kernel (the
+timings: docs/studies/performance.md, "White noise").
 
 `normal` computes the same bits with the rounds unrolled (constant rotations, one
 fusion) wherever the result is provably the same: the CPU backend, a ``threefry2x32``

@@ -110,6 +110,8 @@ def _exponential_spectrum(h, w, length, step_y, step_x, *, name, value) -> np.nd
     dx = np.minimum(np.arange(2 * w), 2 * w - np.arange(2 * w)) * step_x
     row = np.exp(-np.hypot(dy[:, None], dx[None, :]) / length)
     lam = np.fft.fft2(row).real
+    # the FFT of a PSD embedding still leaves eigenvalues of round-off size below 0: only a
+    # clearly negative one means the embedding fails; the round-off ones are clipped to 0
     if lam.min() < -1e-10 * lam.max():
         raise ValueError(
             f"{name}: the circulant embedding of the kernel with {name} {value} on a {h} x {w} grid is "

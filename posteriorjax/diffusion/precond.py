@@ -28,7 +28,11 @@ def preconditioning(sigma, sigma_data: float = 1.0):
 
 
 def regression_target(x0, x_noisy, sigma, sigma_data: float = 1.0):
-    """The network target (x0 - c_skip x) / c_out that makes ||D - x0||^2 = c_out^2 ||F - target||^2."""
+    """The network target (x0 - c_skip x) / c_out that makes ||D - x0||^2 = c_out^2 ||F - target||^2.
+
+    `x0`, `x_noisy` are fields of one shape, `(C, H, W)` or batched `(B, C, H, W)`, with `sigma`
+    broadcasting against them (EDM Eq. 8).
+    """
     c_skip, c_out, _, _ = preconditioning(sigma, sigma_data)
     return (x0 - c_skip * x_noisy) / c_out
 
@@ -65,5 +69,9 @@ class EDMDenoiser(eqx.Module):
 
 
 def score(denoiser, x: jax.Array, sigma, noise) -> jax.Array:
-    """grad_x log p_sigma(x) = C_n^-1 (D(x, sigma) - x) / sigma^2 (Tweedie), C_n the noise covariance."""
+    """grad_x log p_sigma(x) = C_n^-1 (D(x, sigma) - x) / sigma^2 (Tweedie), C_n the noise covariance.
+
+    `x (C, H, W)` in the denoiser's normalized units at scalar level `sigma`; returns `(C, H, W)`.
+    `noise` is the generator of the diffusion noise (`WhiteNoise`: C_n = I, EDM Eq. 3).
+    """
     return noise.precision_apply(denoiser(x, sigma) - x) / jnp.asarray(sigma) ** 2

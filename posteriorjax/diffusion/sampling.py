@@ -24,14 +24,24 @@ def _drift(denoise_fn, x, sigma):
 
 
 def euler_step(denoise_fn, x: jax.Array, sigma, sigma_next) -> jax.Array:
-    """x + (sigma_next - sigma) (x - D(x, sigma)) / sigma."""
+    """One Euler step of dx/dsigma = (x - D(x, sigma)) / sigma from `sigma` to `sigma_next` (EDM Alg. 1).
+
+    x_next = x + (sigma_next - sigma) (x - D(x, sigma)) / sigma, for one field `x (C, H, W)`;
+    `sigma`, `sigma_next` are scalars in the units of the (normalized) field.
+    """
     return x + (sigma_next - sigma) * _drift(denoise_fn, x, sigma)
 
 
 def heun_step(denoise_fn, x: jax.Array, sigma, sigma_next) -> jax.Array:
-    """Heun (trapezoidal) step of the probability-flow ODE; Euler when sigma_next == 0."""
+    """One Heun (trapezoidal) step of the probability-flow ODE (EDM Alg. 1, lines 4-8).
+
+    `x (C, H, W)` at scalar level `sigma` to `sigma_next`; the second-order correction needs
+    D(x_euler, sigma_next), undefined at sigma_next = 0, so the last step is Euler, as in EDM.
+    """
     d = _drift(denoise_fn, x, sigma)
     x_euler = x + (sigma_next - sigma) * d
+    # the Heun branch is computed on the last step too (jnp.where evaluates both): a stand-in
+    # level keeps D(x, 0) and its 1/sigma from putting inf or NaN into values and gradients
     safe_next = jnp.where(sigma_next > 0, sigma_next, 1.0)
     d_next = _drift(denoise_fn, x_euler, safe_next)
     x_heun = x + (sigma_next - sigma) * 0.5 * (d + d_next)
@@ -73,10 +83,12 @@ def sample_ode(
     atol: float = 1e-3,
     max_steps: int = 4096,
 ) -> jax.Array:
-    """One sample by integrating the probability-flow ODE with diffrax from sigma_max to sigma_min.
+    """One sample `shape = (C, H, W)` by integrating the probability-flow ODE with diffrax.
 
-    Adaptive step size (PID controller, `rtol`/`atol`) with `solver` (default `diffrax.Tsit5()`);
-    the result is the denoised estimate D(x(sigma_min), sigma_min).
+    dx/dsigma = (x - D(x, sigma)) / sigma (EDM Eq. 1 with sigma(t) = t, s(t) = 1) from
+    sigma_max down to sigma_min. Adaptive step size (PID controller, `rtol`/`atol`) with
+    `solver` (default `diffrax.Tsit5()`); the result is the denoised estimate
+    D(x(sigma_min), sigma_min).
     """
     if not 0 < sigma_min < sigma_max:
         raise ValueError(

@@ -15,7 +15,7 @@ from posteriorjax import checks
 
 
 def log_normal_sigma(key, shape=(), *, p_mean: float = -1.2, p_std: float = 1.2) -> jax.Array:
-    """sigma = exp(p_mean + p_std * n), n ~ N(0, 1), of shape `shape`."""
+    """sigma = exp(p_mean + p_std * n), n ~ N(0, 1), of shape `shape` (e.g. `(B,)`; EDM Table 1)."""
     return jnp.exp(p_mean + p_std * jr.normal(key, shape))
 
 

@@ -17,7 +17,12 @@ from posteriorjax.tasks.base import Task
 
 
 class Forward:
-    """NumPy-in, NumPy-out forward map, VJP and misfit gradient of `task`."""
+    """NumPy-in, NumPy-out forward map, VJP and misfit gradient of `task`.
+
+    Each method takes one field `x (C, H, W)` (the task's `unknown_shape`) or a batch
+    `(B, C, H, W)`, float32, and answers in kind: `y (M,)` or `(B, M)`, M the number of
+    observations, in the units of the task's channels and observations.
+    """
 
     def __init__(self, task: Task):
         self.task = task
@@ -47,7 +52,7 @@ class Forward:
         return tuple(a[0] for a in arrays) if single else arrays
 
     def __call__(self, x) -> np.ndarray:
-        """`y = observation(physics(x))`, noise free."""
+        """`y = observation(physics(x))`, noise free: `(C, H, W) -> (M,)`, `(B, C, H, W) -> (B, M)`."""
         xb, single = self._batch(x)
         return self._out((self._f(xb),), single)[0]
 

@@ -87,6 +87,9 @@ def evaluate(
 ) -> list[record_store.Record]:  # fmt: skip
     """Score the samples at `samples` (a path, `readers`) for `task` of the study in `workdir`.
 
+    The file holds the N samples of each case, `(N, C, H, W)` per case or stacked
+    `(K, N, C, H, W)`, in the physical units of the task's channels (`readers.read_ensemble`).
+
     `name`: the sampler label of the records (refused when `results.jsonl` already holds
     records of (task, name), unless `replace`: then they are replaced in one atomic rewrite,
     the old file copied aside first, `results.jsonl.replaced`, `-<n>` when taken);

@@ -178,7 +178,10 @@ def calibration_error(cov, levels=DEFAULT_LEVELS):
 
 
 def interval_scores(samples, truth, level, weights=None):
-    """Width-normalized nonconformity scores `(...)` of `truth` for the central `level` interval.
+    """Width-normalized nonconformity scores `(...)` of `truth (...)` for the central `level` interval.
+
+    `samples (N, ...)` one case's ensemble (optional `weights (N,)`); the interval is the
+    (1 - level) / 2 to (1 + level) / 2 quantile range of `weighted_quantiles`.
 
     With median m and interval [lo, hi], s = (m - y) / (m - lo) below the
     median and (y - m) / (hi - m) above, so y lies in the interval scaled by q,
@@ -232,7 +235,11 @@ def conformal_scale(samples, truth, level, *, per_element=False):
 
 
 def conformal_intervals(samples, level, scale, weights=None):
-    """Recalibrated central interval `(lo, hi)`, each `(...)`: [m - q (m - lo), m + q (hi - m)]."""
+    """Recalibrated central interval `(lo, hi)`, each `(...)`: [m - q (m - lo), m + q (hi - m)].
+
+    `samples (N, ...)` one case's ensemble, `scale` q the threshold of `conformal_scale` (a
+    scalar, or `(...)` per element); split conformal prediction (Lei et al. 2018).
+    """
     q = weighted_quantiles(samples, jnp.asarray([(1 - level) / 2, 0.5, (1 + level) / 2]), weights)
     lo, m, hi = q[0], q[1], q[2]
     return m - scale * (m - lo), m + scale * (hi - m)
@@ -298,6 +305,8 @@ def histogram_ratio(samples, truth, *, bins=20, value_range=None):
 def histogram_ratio_error(samples, truth, *, bins=20):
     """Scalar summary of `histogram_ratio`: sum_b p_b |r_b - 1| (lower is better, 0 to 2).
 
+    `samples (L, N, ...)` over L cases, `truth (L, ...)`.
+
     On `bins` equal-width bins over the pooled truth's range [min t, max t]
     (`histogram_ratio`'s default edges), p_b is the fraction of true values in
     bin b, q_b the fraction of predicted values (of all L N x elements, so mass
@@ -317,6 +326,8 @@ def histogram_ratio_error(samples, truth, *, bins=20):
 
 def variance_decomposition(samples, truth):
     """Law-of-total-variance decomposition of the pooled predicted marginal (scalars).
+
+    `samples (L, N, ...)` over L cases (N = 1 for a point estimate), `truth (L, ...)`.
 
     Returns a dict: `truth` Var[z]; `predicted` the pooled predictive variance
     = `within` E_x[Var(z | x)] (mean per-case ensemble variance) + `between`
@@ -384,7 +395,7 @@ def _box(x, t, normalize):
         high = jnp.maximum(t.max(axis=0), x.max(axis=(0, 1)))
     else:
         raise ValueError(f"normalize: expected 'truth', 'all' or None, got {normalize!r}")
-    return low, high - low + 1e-10
+    return low, high - low + 1e-10  # a constant coordinate maps to 0, not 0 / 0
 
 
 def _distance(a, b, metric):
@@ -586,6 +597,8 @@ def kolmogorov_sf(lam):
     """Survival function of the Kolmogorov distribution, 2 sum_j (-1)^(j-1) exp(-2 j^2 lam^2)."""
     j = jnp.arange(1, 101, dtype=jnp.result_type(lam, float))
     terms = (-1.0) ** (j - 1) * jnp.exp(-2.0 * j**2 * jnp.asarray(lam)[..., None] ** 2)
+    # below lam = 0.2 the CDF is under 1e-12, and the 100-term alternating series stops
+    # converging as lam -> 0 (3e-4 off at 0.02): the survival function is 1 there
     return jnp.where(lam < 0.2, 1.0, jnp.clip(2.0 * jnp.sum(terms, axis=-1), 0.0, 1.0))
 
 

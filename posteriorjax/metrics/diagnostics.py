@@ -36,7 +36,7 @@ def observation_misfit(forward, samples, y_obs, noise_std):
 
 
 def finite_member(x: jax.Array) -> jax.Array:
-    """The default validity of one member: every value finite (boolean scalar)."""
+    """The default validity of one member `x (C, H, W)`: every value finite (a boolean scalar)."""
     return jnp.all(jnp.isfinite(x))
 
 
@@ -150,6 +150,9 @@ def estimate_grf_alpha(field, *, tau=3.0, basis="dct", alphas=None, fit_scale=Tr
     coef = transform(f)
     grid = jnp.linspace(0.5, 6.0, 221, dtype=f.dtype) if alphas is None else jnp.asarray(alphas, f.dtype)
     nll = jax.vmap(lambda a: grf_alpha_nll(coef, eig, mask, a, tau, fit_scale=fit_scale))(grid)
+    # refine the grid minimum by the parabola through it and its two neighbours (an edge
+    # minimum is moved in by one point so both exist); where the three points are not convex
+    # the grid point stands, and the shift is capped at one grid step
     i = jnp.clip(jnp.argmin(nll), 1, grid.shape[0] - 2)
     y0, y1, y2 = nll[i - 1], nll[i], nll[i + 1]
     h = grid[i + 1] - grid[i]

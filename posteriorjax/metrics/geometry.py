@@ -386,7 +386,12 @@ def auroc(scores, positive) -> Score:
 
 @dataclasses.dataclass(frozen=True)
 class Selection:
-    """Claim/abstention curves for budgets j = 0..m and their scores (see `selection`)."""
+    """Claim/abstention curves for budgets j = 0..m and their scores (see `selection`).
+
+    `coverage` j / m and the curves `recovery_yield` Y(j), `abstention` Z(j) and their random
+    references are `(m + 1,)` over the m directions (the abstention curves None when no
+    direction is below threshold); `num_hits` k, `num_retained` R, `num_below` B are counts.
+    """
 
     coverage: np.ndarray
     recovery_yield: np.ndarray

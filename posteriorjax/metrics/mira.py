@@ -11,7 +11,7 @@ conditions with true sample y* and N candidate samples y_1..y_N (flat vectors
    takes them over the N candidates only, so y* may fall outside [0, 1];
    ``"with_truth"`` over the candidates *and* the truth (a symmetric function
    of all N + 1 points, which keeps them exactly exchangeable under the null;
-   measured to be less sensitive to heavy tails, see the README). A zero-width
+   less sensitive to heavy tails in our runs: docs/metrics.md, "Which normalization"). A zero-width
    dimension gets width 1.
 2. Draw R regions: a centre c from p(c) in the normalized space
    (``centres="uniform"`` U(a, b)^d with (a, b) = (0, 1) by default, the paper;
@@ -177,7 +177,7 @@ def _region_statistics(key, samples, truth, anchor, half_width, *, opts: Options
     if opts.normalization == "with_truth":
         low, high = jnp.minimum(low, truth), jnp.maximum(high, truth)
     width = high - low
-    width = jnp.where(width > 0, width, 1.0)
+    width = jnp.where(width > 0, width, 1.0)  # a zero-width dimension: width 1, not 0 / 0
     x = (samples - low) / width
     t = (truth - low) / width
     k_centre, k_ref = jr.split(key)

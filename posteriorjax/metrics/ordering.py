@@ -1,13 +1,11 @@
-"""Sorting floats by integer keys: `jnp.sort`'s order, several times faster on a CPU.
+"""Sorting floats by integer keys: `jnp.sort`'s order, without XLA's comparator calls on a CPU.
 
 XLA's CPU sort runs a one-operand sort whose comparator is a plain integer `<` as a
 native sort, but calls a compiled comparator per comparison for floats (JAX's sort
 compares floats in a total order with -0.0 and NaN canonicalized) and for any sort with
-a payload. Measured on the 2-core CPU: 410k float32 values 26 ms by integer keys against
-110 ms `jnp.sort`; 4,096 columns of 100 members 13 ms against 33 ms (and 52 ms for a
-vmapped `argsort` with gathers). A payload (argsort, or values carried with their
-weights) makes even integer keys as slow as `jnp.sort`, so only payload-free sorts go
-through here.
+a payload. A payload (argsort, or values carried with their weights) makes even integer
+keys as slow as `jnp.sort`, so only payload-free sorts go through here. The timings:
+docs/studies/performance.md ("Sorts").
 
 `sortable_keys` maps a float to a signed integer of the same width whose `<` is JAX's sort
 order: -0.0 and +0.0 equal (canonicalized to +0.0, as JAX does; a CPU that treats
@@ -26,11 +24,8 @@ On a CPU, large sorts go through a bitonic sorting network instead (`method="aut
 (P the length padded to a power of two), each an elementwise integer `minimum`/`maximum` over
 the whole array, which XLA vectorizes and splits over the cores, against `lax.sort`'s one
 scalar comparison at a time on one core. It sorts the same keys, so it returns the same values
-bit for bit. Measured on the 2-core CPU (`scripts/bench/metrics.py`, ``metrics/sort_network_*``,
-``metrics/argsort_network_swd``): the 4,096 columns of 100 members 6-7x faster, 409,600 values
-in one sequence about 2x, the SWD's 128 x 200 `argsort` 5-6x. Its cost is compilation (about
-one fusion per two stages: 0.5-0.8 s for 100-member columns, 1.5-2.5 s for a 2^19-element
-sequence), so it is only chosen above `NETWORK_MIN_COLUMNS`, `NETWORK_MIN_SEQUENCE` or
+bit for bit. Its cost is compilation (about one fusion per two stages), so it is only chosen
+above `NETWORK_MIN_COLUMNS`, `NETWORK_MIN_SEQUENCE` or
 `NETWORK_MIN_PAYLOAD` elements; accelerators keep `lax.sort`, whose GPU and TPU sorts are
 already parallel.
 """

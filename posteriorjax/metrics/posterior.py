@@ -66,8 +66,9 @@ def _rel_norm(a, b):
 def mean_error(samples, ref_samples, ref_weights=None, *, weights=None):
     """Relative error of the ensemble mean, ||mu_gen - mu_ref||_F / (||mu_ref||_F + 1e-12).
 
-    Moments are weighted population moments on raw values (PosteriorBench
-    `mean_rel_l2`); the Frobenius norm runs over the whole member shape.
+    `samples (N, ...)`, `ref_samples (M, ...)`, `ref_weights (M,)`. Moments are weighted
+    population moments on raw values (PosteriorBench `mean_rel_l2`); the Frobenius norm runs
+    over the whole member shape.
     """
     return _mean_error(*_prepare(samples, ref_samples, ref_weights, weights))
 
@@ -81,7 +82,8 @@ def _mean_error(x, y, wx, wy):
 def std_error(samples, ref_samples, ref_weights=None, *, weights=None):
     """Relative error of the pointwise std, ||sigma_gen - sigma_ref||_F / (||sigma_ref||_F + 1e-12).
 
-    sigma is the weighted population std (ddof 0). Needs N >= 2 and M >= 2.
+    `samples (N, ...)`, `ref_samples (M, ...)`, `ref_weights (M,)`; sigma is the weighted
+    population std (ddof 0), defined as PosteriorBench defines `mean_rel_l2`. Needs N >= 2 and M >= 2.
     """
     return _std_error(*_prepare(samples, ref_samples, ref_weights, weights, min_size=2))
 
@@ -460,6 +462,7 @@ def _geometric_mean(err, valid):
 def spectral_error(samples, ref_samples, ref_weights=None, *, weights=None, include_dc=True):
     """Geometric-mean relative error of the radially averaged power spectrum.
 
+    `samples (N, C, H, W)`, `ref_samples (M, C, H, W)`, `ref_weights (M,)`.
     exp(mean_k log(e_k + 1e-10)) over valid bins (see `spectral_errors`) of all
     channels, NaN if none is valid (PosteriorBench `spectral_error`), so the
     floor for identical ensembles is 1e-10. `include_dc=True` keeps bin 0 as the
@@ -525,7 +528,10 @@ def relative_l2(samples, truth, *, eps: float = 1e-12):
 
 
 def mean_relative_l2(samples, truth, *, weights=None):
-    """Relative L2 of the (weighted) ensemble mean against `truth`: a scalar."""
+    """Relative L2 of the (weighted) ensemble mean of `samples (N, ...)` against `truth (...)`: a scalar.
+
+    ||mu - truth||_2 / ||truth||_2 (`relative_l2`), mu the mean under `weights (N,)` (None: equal).
+    """
     x = checks.ensemble(samples, "samples")
     w = checks.weights(weights, x.shape[0], "weights", x.dtype)
     mu = jnp.tensordot(w, x, axes=1)

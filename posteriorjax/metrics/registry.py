@@ -86,7 +86,11 @@ class Inputs:
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """One metric of the suite (see the module docstring for the fields)."""
+    """One metric of the suite (see the module docstring for the fields).
+
+    `fn(inputs)` maps one case (`Inputs`: samples `(N, ...)`, reference `(M, ...)`) to an array:
+    a scalar `()` for a score, a curve such as `(K,)` over the coverage levels.
+    """
 
     name: str
     fn: Callable[[Inputs], jax.Array]

@@ -45,10 +45,11 @@ def _prepare(samples, truth, weights, estimator):
 
 CRPS_METHODS = ("auto", "pairwise", "sort")
 # "auto" with weights uses the pairwise form up to this ensemble size: O(N^2) elementwise work
-# against a sort carrying the weights (`argsort`, comparator-bound on XLA's CPU; at N = 100
-# pairwise is ~6x faster). Equal weights sort the values alone by integer keys
-# (`ordering.sort`), as fast as the pairwise form at N = 100 and the same sort as the suite's
-# quantiles (`calibration.weighted_quantiles`), which XLA then computes once.
+# against a sort carrying the weights (`argsort`), which XLA's CPU runs with a compiled
+# comparator per comparison, slower at the suite's ensemble sizes. Equal weights sort the values
+# alone by integer keys (`ordering.sort`), the same sort as the suite's quantiles
+# (`calibration.weighted_quantiles`), which XLA then computes once. The timings:
+# docs/studies/performance.md ("Sorts", "CRPS").
 PAIRWISE_MAX_MEMBERS = 512
 
 
@@ -85,10 +86,11 @@ def _pairwise_spread(x, w):
     Pair (i, i + k mod N) for k = 1 .. N // 2 covers every unordered pair once, the
     k = N / 2 pairs (even N) twice, so that step is halved: N^2 / 2 absolute differences.
     Elements go in blocks of `PAIRWISE_BLOCK` so that the N / 2 passes over the
-    members hit cache (4x faster at N = 100, 128^2 than one pass over all elements).
+    members hit cache (one pass over all elements misses it at 128^2; the timing:
+    docs/studies/performance.md, "CRPS").
     """
     n = x.shape[0]
-    flat = x.reshape(n, -1)  # XLA's CPU reduction over N is ~20x slower on (N, 1, H, W)
+    flat = x.reshape(n, -1)  # XLA's CPU reduction over N is far slower on (N, 1, H, W)
     size = flat.shape[1]
     if size > PAIRWISE_BLOCK:
         blocks = -(-size // PAIRWISE_BLOCK)
@@ -171,6 +173,8 @@ def _energy_score(x, y, w, beta, estimator):
     accuracy = w @ (jnp.linalg.norm(x2 - y.ravel(), axis=1) ** beta)
     d2 = squared_distances(x2, x2)
     d2 = d2 * (1.0 - jnp.eye(x2.shape[0], dtype=d2.dtype))
+    # sqrt has an infinite derivative at 0 (the diagonal, equal members): the inner where keeps
+    # it off the differentiated path, or the gradient of the whole score would be NaN
     pair = jnp.where(d2 > 0, jnp.sqrt(jnp.where(d2 > 0, d2, 1.0)) ** beta, 0.0)
     spread = 0.5 * (w @ pair @ w)
     if estimator == "fair":

@@ -137,7 +137,9 @@ def too_small(x, y, w, truth, kwargs: dict, present: set) -> dict:
     ensemble sizes (`Metric.min_samples`, `min_reference`) it does not, e.g.
     `std_error` or `coverage` of a point estimate N = 1, is recorded as NaN (a
     curve as NaN of its length) instead of being left out, and ``"undefined"``
-    says why. Empty when every applicable metric was computed.
+    says why. Empty when every applicable metric was computed. `x (N, C, H, W)` the samples,
+    `y (M, C, H, W)` and `w (M,)` the weighted reference, `truth (C, H, W)` or None; `kwargs`
+    the options of `compute`, `present` the metrics it returned.
     """
     t = None if truth is None else jnp.asarray(truth, x.dtype)
     given = {k: kwargs.get(k) for k in ("forward", "y_obs", "noise_std", "valid")}
@@ -169,6 +171,9 @@ def too_small(x, y, w, truth, kwargs: dict, present: set) -> dict:
 
 def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y_obs=None, **options):
     """Run the whole suite on one case (eager) -> dict of Python floats, lists and strings.
+
+    `samples (N, C, H, W)`, `ref_samples (M, C, H, W)`, `ref_weights (M,)` or None (uniform),
+    `truth (C, H, W)` and `y_obs (m,)` when the task has them, in the task's physical units.
 
     Validates shapes, reference values and weights (ValueError naming the
     argument); non-finite generated samples are reported (`num_nonfinite`,

@@ -67,6 +67,7 @@ _MODELS = {
 
 
 def names() -> list[str]:
+    """The registered network names, sorted: what `get` accepts."""
     return sorted(_MODELS)
 
 

@@ -37,6 +37,8 @@ class FourierEmbedding(eqx.Module):
         self.freqs = scale * jr.normal(key, (dim // 2,))
 
     def __call__(self, t: jax.Array) -> jax.Array:
+        # b is a fixed random draw (a buffer in NCSN++ and EDM, never trained); equinox treats
+        # every array leaf as a parameter, so the gradient is cut here
         arg = 2 * jnp.pi * jnp.asarray(t) * jax.lax.stop_gradient(self.freqs)
         return jnp.concatenate([jnp.cos(arg), jnp.sin(arg)])
 

@@ -29,7 +29,11 @@ def _flax(name: str):
 
 
 class FlaxLinen(eqx.Module):
-    """A `flax.linen.Module` with its variables: `apply(variables, x, *args, rngs=...)`."""
+    """A `flax.linen.Module` with its variables: `apply(variables, x, *args, rngs=...)`.
+
+    The shapes are the wrapped module's: a network of the project maps one field
+    `(C_in, H, W) -> (C_out, H, W)` (`posteriorjax.nn`); the adapter passes `x` through as is.
+    """
 
     module: Any = eqx.field(static=True)
     variables: Any
@@ -40,7 +44,11 @@ class FlaxLinen(eqx.Module):
 
 
 class FlaxNNX(eqx.Module):
-    """A `flax.nnx.Module` split into a static graph definition and a state pytree."""
+    """A `flax.nnx.Module` split into a static graph definition and a state pytree.
+
+    The shapes are the wrapped module's: a network of the project maps one field
+    `(C_in, H, W) -> (C_out, H, W)` (`posteriorjax.nn`); the adapter passes `x` through as is.
+    """
 
     graphdef: Any = eqx.field(static=True)
     state: Any

@@ -21,27 +21,16 @@ SPECTRAL_PATHS = ("auto", "fft", "matmul")
 # the operands to bf16/TF32, which an FFT never does (CPU ignores the setting).
 DFT_PRECISION = jax.lax.Precision.HIGHEST
 # Matmul path when its multiply-adds are at most this many times the FFT cost model's
-# N log2 N terms (see `spectral_path`). CPU: forward + VJP on the 2-core x86, both paths timed
-# at 23 shapes (`scripts/benchmark.py --only spectral_conv conv_paths`, 2026-12-04, records in
-# `results/benchmarks/cpu_2026-12-04_conv_paths_r2.json`; XLA's CPU FFT runs at 3-12 % of its
-# matmul rate): the matmul path won at every cost ratio up to 9.6
-# (1.05x at 12^2 with 6 modes, 1.3-1.4x for modes n/2 at 16^2 and 32^2, 1.6x for the tiny
-# config at 16^2, 3.6x at 64^2, 6.4x at 128^2, 1.8-3.1x at the full-size FNO and UNO shapes)
-# and lost at 16 (0.94x, 64^2 with 32 modes). GPU: one H200 run
-# (`results/benchmarks/gpu_h200_2026-12-04.json`, the 14 shapes of `scripts/bench/spectral.py`,
-# with this layer's earlier form: padded k_x columns, two-product mixing everywhere) had the
-# matmul path 1.3-2.3x faster at cost ratios 1.0-4.3 (0.77 and 0.92 at 2.35 and 2.1) and
-# 0.94-0.95x at 8.4 (the full-size FNO layers); 5 keeps the FFT there. TPU: not measured
-# (matrix units favour dense DFTs; a guess).
+# N log2 N terms (see `spectral_path`). XLA's CPU FFT runs at a small fraction of its matmul
+# rate, so the CPU takes dense DFTs up to a high ratio; a GPU's FFT is fast, so it stops sooner;
+# the TPU value is a guess (matrix units favour dense DFTs), not measured. The timings that set
+# the CPU and GPU values: docs/studies/performance.md, "Transforms as matmuls" and "On an H200 GPU".
 MATMUL_COST_RATIO = {"cpu": 10.0, "gpu": 5.0, "tpu": 16.0}
 # `SpectralConv._mix` builds the real block matrix of the complex channel mixing up to this many
 # complex weights (C_out C_in 2 m1 m2): one product per mode instead of two, and fewer layout
-# copies. CPU, forward + VJP (2-core x86, 2026-12-04; a one-off comparison of the two forms, not
-# a shipped benchmark), against the two products: 1.1-1.4x at 18-131 k weights (the tiny config
-# at 16^2-64^2, even at 128^2; 12^2, 16^2 and 32^2 with modes n/2; 64^2 with 16 modes),
-# 0.8-0.97x at 524 k (64^2 and 256^2 with 32 modes) and 0.35-0.7x at the full-size FNO and UNO
-# layers (1-8 M), where building the block, four times the weights, moves more memory than the
-# one product saves.
+# copies. Above it, building the block (four times the weights) moves more memory than the one
+# product saves; the comparison that set it is in docs/studies/performance.md ("Transforms as
+# matmuls").
 BLOCK_MIXING_MAX_WEIGHTS = 2**17
 
 
@@ -67,7 +56,12 @@ class Pointwise(eqx.Module):
 
 
 class Dropout(eqx.Module):
-    """Inverted dropout with rate `rate`; active only when a `key` is passed (MC dropout: pass one)."""
+    """Inverted dropout with rate `rate`; active only when a `key` is passed (MC dropout: pass one).
+
+    Any shape in, the same shape out, e.g. `(C, H, W) -> (C, H, W)`: each value is zeroed with
+    probability `rate` and the kept ones scaled by 1 / (1 - rate), so the mean is unchanged
+    (Srivastava et al. 2014; Gal & Ghahramani 2016 for MC dropout).
+    """
 
     rate: float = eqx.field(static=True)
 
@@ -210,9 +204,10 @@ class SpectralConv(eqx.Module):
         o, i = self.weight_re.shape[1:3]
         m1, m2 = self.modes
         if o * i * 2 * m1 * m2 <= BLOCK_MIXING_MAX_WEIGHTS:
-            # (2, o, i, m1, m2) -> (m2, 2 m1, o, i): the modes leading, k_y >= 0 then k_y < 0
-            # (with the two-product branch's (o, i, m2, 2 m1) layout this product ran 1.2-1.55x
-            # slower on the CPU at the tiny config's shapes)
+            # (2, o, i, m1, m2) -> (m2, 2 m1, o, i): the modes leading, k_y >= 0 then k_y < 0.
+            # Its own layout, not the two-product branch's (o, i, m2, 2 m1): the batched einsum
+            # below wants the batch (mode) axes first, and the other layout was slower on the
+            # CPU (docs/studies/performance.md)
             wr, wi = (
                 jnp.transpose(wt, (4, 0, 3, 1, 2)).reshape(m2, 2 * m1, o, i).astype(fr.dtype)
                 for wt in (self.weight_re, self.weight_im)

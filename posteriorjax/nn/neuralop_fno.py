@@ -20,8 +20,8 @@ the input. `reflect_pad` is DDIS's ``FNO_pad`` (`training_ddis/surrogate.py`): t
 reflect-padded by (H // 2, W // 2) on every side, the FNO applied, the result cropped.
 Everything after the last spectral convolution acts point by point, so it is evaluated on the
 kept window only (the crop, or the unpadded grid): the same values, and under ``reflect_pad`` a
-quarter of the points (1.24-1.35x the full-grid form's training step at DDIS's medium scale, 2-core
-CPU; `scripts/benchmark.py --only nn_fno_pad`). With dropout active (a `key` and a nonzero rate)
+quarter of the points (timed against the full-grid form in docs/studies/performance.md, "The
+neuralop FNO's training step"). With dropout active (a `key` and a nonzero rate)
 the whole grid is kept, so the dropout masks are those of the full-grid form.
 """
 

@@ -33,7 +33,7 @@ CPU studies). The tiny table stays written by hand: the rule at 16 x 16 (x 16/12
 the ``ddpmpp-uno`` prior four levels below an 8 x 8 network grid, the last at 1 x 1 with no
 Fourier mode, and the Fun-DDPS surrogate 2 modes; the tiny networks keep each family (U-NO,
 U-Net, FNO, padded FNO) with fewer levels, blocks and layers so that a CPU compiles and trains
-one in about a minute (the 2-level tiny U-NO alone compiles in about 100 s on a busy 2-core CPU).
+one in about a minute (the compile times: docs/networks.md).
 """
 
 from __future__ import annotations

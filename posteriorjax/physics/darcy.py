@@ -12,9 +12,8 @@ uses the adjacent node's ``a`` with the boundary value 0 a distance h away:
 
 ``A`` is symmetric positive definite. It is solved matrix-free by conjugate
 gradients preconditioned with the fast sine-transform Poisson solve scaled by
-the geometric mean of ``a``: the iteration count is grid-independent (measured
-for binary 12/3 fields, float64, n = 63 and 255: 15-17 iterations to a 1e-6
-relative residual, 23-25 to 1e-10; contrast 100 needs 50-76 to 1e-6). It runs
+the geometric mean of ``a``: the iteration count is grid-independent and grows
+with the contrast max a / min a (the counts: docs/discrete-consistency.md). It runs
 through ``jax.lax.custom_linear_solve`` so derivatives in ``a`` and ``f`` are
 implicit (one extra solve each), not backpropagated through the iterations.
 

@@ -41,6 +41,8 @@ def check_resonance(grid: Grid, k, damping=0.0, *, resonance_tol: float | None =
     Needs concrete `k` and `damping` (call outside jit).
     """
     dtype = jnp.float32 if dtype is None else dtype
+    # the solve amplifies round-off by about 1 / (relative gap): below sqrt(eps) fewer than half
+    # of the digits survive
     tol = float(np.sqrt(jnp.finfo(dtype).eps)) if resonance_tol is None else resonance_tol
     lam = dirichlet_laplacian_eigenvalues(grid.n, grid.length)
     k2 = float(np.asarray(k, np.float64)) ** 2

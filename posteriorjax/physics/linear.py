@@ -8,9 +8,10 @@ Two building blocks:
   (``S = S^T = S^{-1}``), ``-lap_h u + c u = f`` is solved exactly by
   ``u = S [(S f S) / (lambda + c)] S``, ``lambda_pq`` the eigenvalues of
   ``-lap_h`` (`posteriorjax.grids.dirichlet_laplacian_eigenvalues`). The dense
-  matmul form beats the FFT-based DST on CPUs for n <= 128 (measured 64^2,
-  float32, batch 256: ~5e4 solves/s matmul vs ~1.1e4 with FFTs), and its
-  matmuls request ``Precision.HIGHEST`` so accelerators do not drop to TF32.
+  matmul form beats the FFT-based DST on CPUs for n <= 128 (XLA's CPU FFT runs
+  far below its matmul rate; the timing: docs/studies/performance.md, "Transforms
+  as matmuls"), and its matmuls request ``Precision.HIGHEST`` so accelerators do
+  not drop to TF32.
 
 * **Preconditioned conjugate gradients.** `pcg` is a matrix-free PCG in a
   ``lax.while_loop`` that stops at ``||r|| <= rtol ||b||`` or ``maxiter``; under
@@ -164,6 +165,8 @@ def pcg(
         x, r, z, p, rz, _, k = state
         ap = matvec(p)
         pap = _vdot(p, ap)
+        # under vmap the loop runs on for members already converged, where r = p = 0 makes these
+        # ratios 0 / 0: the guards keep such a member where it is
         alpha = jnp.where(pap > 0, rz / jnp.where(pap > 0, pap, 1), 0)
         x = x + alpha * p
         r = r - alpha * ap
@@ -209,8 +212,9 @@ def poisson_preconditioner(grid: Grid, scale: jnp.ndarray) -> Callable:
     """``r -> (-lap_h)^{-1} r / scale``: the constant-coefficient fast solve.
 
     For ``-div(a grad u)`` with ``scale`` the geometric mean of ``a``, PCG needs
-    a grid-independent number of iterations (measured ~16 to 1e-6 for a in
-    {3, 12}). `scale` is held constant under differentiation.
+    a grid-independent number of iterations (docs/discrete-consistency.md gives the
+    counts). `scale` is held constant under differentiation: a preconditioner changes
+    the iterations, not the solution, so no derivative should flow through it.
     """
     scale = jax.lax.stop_gradient(scale)
 

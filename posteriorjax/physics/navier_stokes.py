@@ -67,6 +67,8 @@ def velocity(w, grid: Grid) -> tuple[jax.Array, jax.Array]:
 
 def _psi_hat(w_hat, kx, ky):
     k_sq = kx**2 + ky**2
+    # k = 0: the streamfunction's mean is free on the torus; 0 fixes it (and keeps 0 / 0 out of
+    # the gradient)
     return jnp.where(k_sq > 0, w_hat / jnp.where(k_sq > 0, k_sq, 1.0), 0)
 
 

@@ -179,6 +179,8 @@ def _richardson(matvec, b, diag, tol, maxiter=200):
 
 def _solve_interface(matvec, rhs, diag, tol):
     """(I - R1 R2)^-1 rhs with implicit derivatives; converges at rate <= max r1 r2 (< 1)."""
+    # diag only preconditions the iteration; custom_linear_solve differentiates the solution
+    # implicitly, so no derivative should flow through it
     diag = jax.lax.stop_gradient(diag)
 
     def solve(mv, b):

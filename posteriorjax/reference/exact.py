@@ -273,7 +273,7 @@ def condition_hierarchical(task, y_obs, *, num_nodes: int = 8) -> MixturePosteri
             logw.append(np.log(w[i] * w[j]) + post.log_evidence)
             nodes.append((alpha, tau))
     logw = np.asarray(logw)
-    weights = np.exp(logw - logw.max())
+    weights = np.exp(logw - logw.max())  # shifted by the max: no overflow, the ratios unchanged
     return MixturePosterior(tuple(comps), weights / weights.sum(), np.asarray(nodes))
 
 

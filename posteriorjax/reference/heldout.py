@@ -20,12 +20,12 @@ exactly the two-ensemble ratio r_m of `validate.two_ensemble_ratios`, whose publ
 for a validated reference is r_m < 1.08 for every non-spectral metric (PosteriorBench,
 Table 6): `GAP_THRESHOLD`. A gap above it on any of `GAP_METRICS` (Mean, Std, MMD, SWD; the
 spectral error is recorded against both sets but not checked: no target is published for it,
-and its geometric mean over bins moves by far more between two honest references, e.g. 1.58
-for exact draws against 64-member references at 8 x 8) says the samples fit the public set
+and its geometric mean over bins moves by far more between two honest references; the figures
+are in docs/bring-your-own-sampler.md) says the samples fit the public set
 better than an independent reference of the same construction allows, and is flagged.
 
 That target presumes a reference large enough to pass the check; with a smaller one two honest
-references differ by more (exact draws against 16-member references move the SWD by 12 %).
+references differ by more (docs/bring-your-own-sampler.md, "What is held out, and why").
 So the threshold also follows the Monte Carlo spread measured on the held-out set itself
 (`threshold`): the samples are scored against its two halves (even and odd members), whose
 per-case log ratios d_k = log(m_half1 / m_half2) are, for any sampler (it never saw either

@@ -149,6 +149,8 @@ def _kernel(task, y_obs, method: str, precond: Laplace | None = None, unravel=No
             return psi(z), None
 
         def propose(key, z, psi_z, aux, step):
+            # (also in pCN below) a given step may exceed 1 and an adapted one underflow to 0:
+            # beta > 1 makes sqrt(1 - beta^2) NaN, beta = 0 a chain that never moves
             beta = jnp.clip(step, 1e-6, 1.0)
             v, _ = jax.flatten_util.ravel_pytree(z)
             xi = rng.normal(key, v.shape, v.dtype)

@@ -63,6 +63,9 @@ def draw_candidates(task, chunk_key, indices: jax.Array, *, augment: bool = Fals
 
     x, u = jax.vmap(one)(indices)
     if augment:
+        # one solve gives four candidates (a rotation-invariant prior, and physics that commutes
+        # with quarter turns: `check_equivariance`). Rotation-major order: candidate r B + i is
+        # member i turned r times, the layout `Pool.redraw` reads back by position // B, % B.
         x = jnp.moveaxis(jax.vmap(_rotations)(x), 1, 0).reshape((-1,) + x.shape[1:])
         u = jnp.moveaxis(jax.vmap(_rotations)(u), 1, 0).reshape((-1,) + u.shape[1:])
     return x, u, jax.vmap(task.observation)(u)

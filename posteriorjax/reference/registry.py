@@ -59,7 +59,7 @@ DEFAULTS = {
 }
 
 # K of our validated eps-rule variant (`eps_k1000`): the published K = 100 fails the GT1/GT2
-# check on Darcy, K = 1000 passes it (README, "What the references cost").
+# check on Darcy, K = 1000 passes it (docs/studies/references.md, "What the references cost").
 EPS_K1000 = 1000
 
 

@@ -395,13 +395,13 @@ def calibration_table(rows: Sequence[dict]) -> str:
     return "\n".join(out)
 
 
-# a MIRA score shift the table should resolve: the under-confident shift of the paper's toy
-# (0.691 vs 0.666 calibrated at N = 500, README "Metrics")
+# a MIRA score shift the table should resolve: about the under-confident shift of the MIRA
+# paper's Sec. 5.1 toy (our figures for it: docs/studies/mira-paper.md)
 MIRA_RESOLVED_SHIFT = 0.02
 TARP_MIN_CONDITIONS = 20  # 2 ECP bins (K = L // 10): fewer leave only the curve's end points
 # the fewest conditions for a MIRA dagger: a bootstrap se of L values is itself uncertain by about
 # 1 / sqrt(2 (L - 1)) (16 % at 20, 50 % at 3, where a z of 8 is common for a calibrated sampler);
-# the same minimum as TARP's curve, the one the README gives for calibration over cases
+# the same minimum as TARP's curve (docs/workdir.md states it for the reports)
 MIRA_FLAG_MIN_CONDITIONS = TARP_MIN_CONDITIONS
 
 

@@ -65,11 +65,11 @@ class GaussianOracleDenoiser(eqx.Module):
                 raise ValueError(f"{name}: expected shape {(d, d)} to match mean {mean.shape}, got {m.shape}")
         chol = np.linalg.cholesky(noise_cov)
         inv = np.linalg.solve(chol, np.eye(d))
-        lam, q = np.linalg.eigh(inv @ cov @ inv.T)
+        lam, q = np.linalg.eigh(inv @ cov @ inv.T)  # float64: C may be near singular (smooth GRFs)
         dtype = jnp.result_type(float)
         return cls(
             jnp.asarray(mean, dtype), jnp.asarray(chol @ q, dtype), jnp.asarray(q.T @ inv, dtype),
-            jnp.asarray(np.maximum(lam, 0.0), dtype),
+            jnp.asarray(np.maximum(lam, 0.0), dtype),  # round-off leaves tiny negative l of a PSD C
         )  # fmt: skip
 
     @property

@@ -52,8 +52,8 @@ def default_alphas(num_updates: int) -> tuple[float, ...]:
     return (float(num_updates),) * num_updates
 
 
-MIN_STD = 1e-6
-JITTER = 1e-8
+MIN_STD = 1e-6  # the published floor of sigma_m (module doc)
+JITTER = 1e-8  # the published jitter J, relative to the mean diagonal
 
 
 def observation_std(predictions: jax.Array, scale) -> jax.Array:
@@ -116,6 +116,8 @@ class ESMDASampler(AbstractSampler):
             g = jax.vmap(predict)(z)
             d = y + jnp.sqrt(alpha) * std * rng.normal(k, g.shape, g.dtype)
             za, ga = z - z.mean(0), g - g.mean(0)
+            # diag(alpha std^2) > 0 keeps c_gg positive definite even with fewer members than
+            # observations (rank(ga) < M), so Cholesky needs no jitter here
             c_gg = ga.T @ ga / (size - 1) + jnp.diag(alpha * std**2)
             w = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(c_gg), (d - g).T)  # (M, N)
             return z + (za.T @ (ga @ w) / (size - 1)).T, None

@@ -17,7 +17,8 @@ its draws). On linear-Gaussian tasks it accepts nearly every move at beta = 1; i
 Gaussian noise and a differentiable forward map and prior transform (not thresholded Darcy).
 
 Mixing: at noise std 1e-4 with 128 sensors the posterior is far narrower than the prior and
-the adapted beta is tiny, so chains need very many steps (measured in the reference issue);
+the adapted beta is tiny, so chains need very many steps (docs/studies/references.md, "pCN
+against the exact posterior");
 the finite-chain bias shows up as a too-wide ensemble, which the tables report.
 Cost per sample: burn_in + num_steps forward solves.
 """

@@ -90,7 +90,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 # Our profile on Darcy (both resolutions): the guidance weights and DDIS's 200 annealing levels
 # tuned there; every other value is `DEFAULTS`'. FunDPS's best weight depends on the noise and the
-# sensors: 750 on poisson_fixed 16^2 with 24 sensors at noise 1e-3 (README, oracle sweep).
+# sensors (the oracle sweep on poisson_fixed 16^2 picks another weight: the table in
+# docs/samplers.md, "Guided diffusion").
 _OURS_DARCY = {
     "dps": {"guidance": 4000.0},
     "fundps": {"guidance": 4000.0},

@@ -121,8 +121,8 @@ class CalibrationSettings:
     `mira.options`. The sweep's normalization defaults to ``"with_truth"``, not
     the paper's ``"candidates"``: with fields of d >> N values the truth leaves
     the candidates' box in many dimensions and the paper's map biases the null
-    (`model_comparison:tiny`, d = 256, N = 32: the exact posterior scores 0.618,
-    z = -5.1 against its bootstrap se; see the README).
+    (measured on `model_comparison:tiny`, d = 256, N = 32: docs/metrics.md, "Which
+    normalization").
     """
 
     mira_centres: str = "uniform"

@@ -42,6 +42,8 @@ def init_state(model, optimizer: optax.GradientTransformation, seed: int) -> Tra
 
 
 def _leaves(state: TrainState) -> dict:
+    # orbax stores plain arrays, not typed PRNG keys: the key goes in as its raw key data. The
+    # names are zero-padded so that `_from_leaves` restores the leaf order by sorting them.
     state = eqx.tree_at(lambda s: s.key, state, jr.key_data(state.key))
     return {f"{i:05d}": x for i, x in enumerate(jax.tree.leaves(state))}
 

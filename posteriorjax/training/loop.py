@@ -50,6 +50,8 @@ def make_step(static, loss_fn, optimizer, ema_decay: float, mesh=None):
 
     @eqx.filter_jit
     def step(state: TrainState, source):
+        # the stored key never changes; each step folds in its number, so a run resumed from a
+        # checkpoint draws the same batches as one that never stopped
         k_data, k_loss = jr.split(jr.fold_in(state.key, state.step))
         batch = source(k_data)
         if sharding is not None:
@@ -116,6 +118,8 @@ def _resume(model, optimizer, cfg: TrainConfig, workdir: Path, description: dict
     log_path = workdir / "metrics.jsonl"
     if restored is not None:
         state = restored
+        # the steps logged after this checkpoint run again from it: drop their lines so the
+        # log holds each step once
         _truncate_log(log_path, int(state.step))
     elif log_path.exists():
         log_path.unlink()
@@ -136,6 +140,7 @@ class _Logger:
         if step % cfg.log_every == 0 or step == end:
             loss = float(loss)
             now = time.perf_counter()
+            # optax counts updates from 0: step s (1-based) ran at schedule(s - 1)
             record = {"step": step, "loss": loss, "learning_rate": float(self.schedule(step - 1))}
             record["steps_per_second"] = (step - self.tick_step) / max(now - self.tick, 1e-9)
             self.tick, self.tick_step = now, step
