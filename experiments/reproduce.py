@@ -8,8 +8,10 @@ noise studies), reference builds (`experiments.reference`), the synthetic calibr
 study reports (`experiments.studies`: Fig. 4's V-shape from the main table's records, Fig. 7's
 optima with their standard errors, Tables 3 and 4). A run skips every step already done (`state`)
 and runs the rest in order; a sweep left part-way resumes from its workdir (finished references,
-networks and records are kept). `--status` runs nothing: it prints each step's workdir and state
-("done", "partial: n/N records", "not started", "waiting for <step>") and how many are left.
+networks and records are kept); the sweeps of a noise study share one `networks` folder
+(`share_networks`), so a network trained on noise-free data trains once. `--status` runs
+nothing: it prints each step's workdir and state ("done", "partial: n/N records", "not
+started", "waiting for <step>") and how many are left.
 Extra sweep flags (e.g. ``--config.num_cases=10``) come from the SWEEP_FLAGS environment variable.
 
 Scales: ``tiny`` (the CPU scale of every config, `:tiny`) and ``full`` (the published scale).
@@ -54,13 +56,15 @@ _STATUS = flags.DEFINE_bool("status", False, "Print each step's workdir and stat
 @dataclasses.dataclass(frozen=True)
 class Step:
     """One command of a study: `kind` ("sweep", "reference", "synthetic", "report"), the folder it
-    fills, the `python -m` arguments, and the steps whose output it reads (`needs`)."""
+    fills, the `python -m` arguments, the steps whose output it reads (`needs`) and, for the sweeps
+    of one study at several noise levels, the `networks` folder they share (`share_networks`)."""
 
     study: str
     kind: str
     workdir: Path
     args: tuple[str, ...]
     needs: tuple[Path, ...] = ()
+    networks: Path | None = None
 
     def command(self) -> list[str]:
         extra = shlex.split(os.environ.get("SWEEP_FLAGS", "")) if self.kind == "sweep" else []
@@ -81,9 +85,9 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
     root, tiny = Path(root), scale == "tiny"
     arg = ":tiny" if tiny else ""
 
-    def sweep(study, config, workdir, *flags_):
+    def sweep(study, config, workdir, *flags_, networks=None):
         args = ("experiments.sweep", f"--config=configs/{config}.py{arg}", f"--workdir={workdir}", *flags_)
-        return Step(study, "sweep", workdir, args)
+        return Step(study, "sweep", workdir, args, networks=networks)
 
     def report(study, workdir, out, needs):
         args = ("experiments.studies", f"--study={study}", f"--workdir={workdir}", f"--out={out}")
@@ -92,6 +96,7 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
     out: list[Step] = []
     for study in studies:
         here = root / study
+        nets = here / "networks"  # the noise studies' sweeps: one folder of networks (`share_networks`)
         if study == "quickstart":  # one (CPU) scale
             args = ("experiments.sweep", "--config=configs/quickstart.py", f"--workdir={here}")
             out.append(Step(study, "sweep", here, args))
@@ -103,13 +108,13 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
                 out.append(Step(study, "reference", w, args))
         elif study == "guidance_calibration":
             sweeps = [
-                sweep(study, study, here / f"eps={eps!r}", f"--config.noise_threshold={eps!r}")
+                sweep(study, study, here / f"eps={eps!r}", f"--config.noise_threshold={eps!r}", networks=nets)
                 for eps in _grid(study, "thresholds", tiny)
             ]
             out += [*sweeps, report(study, here, here, [s.workdir for s in sweeps])]
         elif study == "noise_levels":
             sweeps = [
-                sweep(study, study, here / f"noise={s!r}", f"--config.noise_std={s!r}")
+                sweep(study, study, here / f"noise={s!r}", f"--config.noise_std={s!r}", networks=nets)
                 for s in _grid(study, "noise_levels", tiny)
             ]
             out += [*sweeps, report(study, here, here, [s.workdir for s in sweeps])]
@@ -195,6 +200,24 @@ def status(plan: list[Step]) -> str:
     return "\n".join(lines)
 
 
+def share_networks(step: Step) -> None:
+    """Make a sweep's `workdir/networks` a link to its study's shared `step.networks` folder.
+
+    A network's directory is named by the hash of what it is trained on, which leaves out the
+    observation noise for a kind trained on noise-free data (`kinds.training_task_options`): the
+    sweeps of a noise study then find a prior or surrogate that an earlier noise level trained,
+    and train only the noise-dependent networks (MC dropout's inverse network) anew. A workdir that
+    already holds its own `networks` folder (an earlier run) keeps it.
+    """
+    if step.networks is None:
+        return
+    link = step.workdir / "networks"
+    step.workdir.mkdir(parents=True, exist_ok=True)
+    step.networks.mkdir(parents=True, exist_ok=True)
+    if not link.exists() and not link.is_symlink():
+        link.symlink_to(os.path.relpath(step.networks, step.workdir), target_is_directory=True)
+
+
 def run(plan: list[Step], root: Path) -> None:
     """Run every step not done, in order, appending each one's wall time to `root/timings.txt`."""
     root.mkdir(parents=True, exist_ok=True)
@@ -205,6 +228,7 @@ def run(plan: list[Step], root: Path) -> None:
             continue
         print(f"=== {time.strftime('%H:%M:%S', time.gmtime())} {' '.join(step.args)}", flush=True)
         start = time.perf_counter()
+        share_networks(step)
         done = subprocess.run(step.command(), cwd=Path(__file__).resolve().parents[1])
         if done.returncode != 0:
             raise SystemExit(

@@ -19,7 +19,12 @@ looked up with `get` and listed by `names`:
   inputs                              {role: kind} of trained networks the examples need (frozen:
                                       the data source carries them, `example(..., **inputs)`,
                                       `channels(task, **inputs)`; `training.run(inputs=...)` or
-                                      the config's `inputs.<role>` workdirs provide them).
+                                      the config's `inputs.<role>` workdirs provide them);
+  observation_noise                   the examples carry the task's observation noise (default);
+                                      False for a kind trained on noise-free prior draws and
+                                      physics: its training task leaves out `OBSERVATION_NOISE_OPTIONS`
+                                      (`training_task_options`), so one trained network, in one
+                                      directory, serves every noise level.
 
 Which samplers take a kind is said by each sampler (`samplers.register(name, build,
 networks={option: kind})`), not here. This module sits below the samplers, so that a sampler
@@ -49,6 +54,8 @@ TINY_STEPS = 300  # about a minute on one CPU at 16 x 16
 # that decides it.
 MEDIUM_STEPS = 6000
 MEDIUM_STEPS_BY_MODEL = {"ddpmpp_uno": 1500, "ddpmpp": 250, "fno_pad": 1500}
+# the task options that set the observation noise only (`tasks.*`: its std, the interface task's floor)
+OBSERVATION_NOISE_OPTIONS = ("noise_std", "noise_floor")
 
 
 def medium_steps(model_name: str) -> int:
@@ -82,6 +89,7 @@ class Kind:
     edm: bool = False
     uses_state: bool = True
     inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    observation_noise: bool = True
 
     def __post_init__(self):
         if "medium" not in self.models and "full" in self.models:
@@ -103,6 +111,15 @@ REGISTRY: Registry[Kind] = Registry("network kind", Kind)
 def register(kind: Kind) -> Kind:
     """Add `kind` to the registry under `kind.name` (ValueError if the name is taken)."""
     return REGISTRY.register(getattr(kind, "name", None), kind)
+
+
+def training_task_options(kind: str, options: Mapping) -> dict:
+    """The task options the training data of `kind` depend on: `options` without `OBSERVATION_NOISE_OPTIONS`
+    for a kind without `observation_noise` (its examples never draw the noise, so the task's
+    default noise builds the same data), else all of them."""
+    if get(kind).observation_noise:
+        return dict(options)
+    return {name: value for name, value in options.items() if name not in OBSERVATION_NOISE_OPTIONS}
 
 
 def names() -> list[str]:

@@ -9,6 +9,7 @@ what we do instead.
 """
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -305,3 +306,21 @@ def test_medium_networks_train_for_their_backbones_budget():
     assert seen["fno"] == training.kinds.MEDIUM_STEPS
     assert training.config("poisson", "prior", "medium").train.num_steps == 1500  # the kind's U-NO
     assert training.config("poisson", "surrogate", "medium").train.num_steps == training.kinds.MEDIUM_STEPS
+
+
+def test_the_committed_medium_networks_are_the_directories_the_table_asks_for():
+    """Every trained network committed under `results/networks/medium/<task>/` is named as
+    `configs/main_table.py:medium:<task>` computes it today (`network_config`'s hash): a change of
+    what enters a network's identity that would rename a committed network fails here."""
+    root = Path(__file__).resolve().parents[1] / "results" / "networks" / "medium"
+    committed = sorted(p for p in root.glob("*/*") if (p / "config.json").is_file())
+    assert committed  # the FunDPS joint prior on poisson_fixed
+    for task in sorted({p.parent.name for p in committed}):
+        parsed = settings(main_table.get_config(f"medium:{task}"))
+        planned = set()
+        for entry in parsed.samplers:
+            options = {**parsed.tasks[task], **entry.task_options}
+            for spec in entry.networks.values():
+                digest = networks.network_config(task, options, spec, "medium", parsed.training_steps)[1]
+                planned.add(f"{spec.kind}-{digest}")
+        assert {p.name for p in committed if p.parent.name == task} <= planned, task

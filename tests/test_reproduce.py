@@ -57,6 +57,25 @@ def test_steps_cover_every_study_once_in_order(tmp_path):
         reproduce.steps("huge", tmp_path)
 
 
+def test_the_sweeps_of_a_noise_study_share_one_networks_folder(tmp_path):
+    plan = reproduce.steps("tiny", tmp_path, ("noise_levels", "resolution"))
+    sweeps = [s for s in plan if s.study == "noise_levels" and s.kind == "sweep"]
+    assert len(sweeps) >= 3 and {s.networks for s in sweeps} == {tmp_path / "noise_levels" / "networks"}
+    assert all(s.networks is None for s in plan if s.study == "resolution")  # one workdir: its own
+    first, second = sweeps[:2]
+    reproduce.share_networks(first)
+    trained = first.workdir / "networks" / "poisson" / "prior-abc"  # as a sweep would write it
+    trained.mkdir(parents=True)
+    reproduce.share_networks(second)
+    reproduce.share_networks(second)  # a rerun keeps the link
+    assert (second.workdir / "networks" / "poisson" / "prior-abc").is_dir()
+    assert (first.networks / "poisson" / "prior-abc").is_dir()
+    own = sweeps[-1].workdir / "networks"  # an earlier run's own folder is kept
+    (own / "poisson").mkdir(parents=True)
+    reproduce.share_networks(sweeps[-1])
+    assert not own.is_symlink() and not (own / "poisson" / "prior-abc").exists()
+
+
 def test_status_of_an_empty_root(tmp_path):
     plan = reproduce.steps("tiny", tmp_path / "root")
     text = reproduce.status(plan)

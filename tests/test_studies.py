@@ -17,6 +17,7 @@ from configs import pointwise_vs_distributional as vshape
 from configs import pointwise_vs_distributional_guidance as vshape_guidance
 from posteriorjax.metrics import registry
 from posteriorjax.report import studies
+from posteriorjax.sweep import sizing
 from posteriorjax.sweep.settings import settings
 
 POSTERIOR = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
@@ -72,6 +73,28 @@ def test_noise_levels_run_the_papers_guided_samplers_at_their_published_profiles
     assert sigmas == pytest.approx([e / 3 for e in guidance_calibration.thresholds(False)], rel=1e-8)
     config.noise_std = sigmas[3]
     assert config.tasks.poisson.noise_std == sigmas[3] and config.reference.eps == pytest.approx(6e-4)
+
+
+@pytest.mark.parametrize(("module", "field", "grid"), [
+    (noise_levels, "noise_std", noise_levels.noise_levels),
+    (guidance_calibration, "noise_threshold", guidance_calibration.thresholds),
+])  # fmt: skip
+def test_noise_studies_plan_one_noise_free_network_for_every_noise_level(module, field, grid):
+    """The networks each noise level's sweep would train (`sizing.network_sizes`, built abstractly):
+    the priors and surrogates, trained on noise-free data, are the same directories at every level;
+    the MC-dropout inverse network, trained on noisy observations, is one per level."""
+    config = module.get_config("tiny")
+    planned = []
+    for level in grid(True):
+        setattr(config, field, level)
+        planned.append(set(sizing.network_sizes(settings(config))[0]))
+    assert len(planned) >= 2
+    kind = lambda name: name.split("/")[1].rsplit("-", 1)[0]  # noqa: E731  ("task/kind-hash")
+    shared = set.intersection(*planned)
+    assert shared and all(kind(n) in ("prior", "joint", "surrogate") for n in shared)
+    own = [level - shared for level in planned]  # the noise-dependent ones
+    assert all(kind(n) == "inverse" for level in own for n in level)
+    assert [len(level) for level in own] == [module is noise_levels] * len(planned)
 
 
 def test_ood_prior_range_trains_only_the_prior_on_three_alpha_ranges():

@@ -611,6 +611,27 @@ def test_network_config_follows_the_spec():
     )
 
 
+def test_observation_noise_enters_only_a_noisy_kinds_network_identity():
+    """Two tasks differing only in `noise_std` share a prior's, joint's or surrogate's network (trained
+    on noise-free draws: its config keeps no noise option, so its hash is the one without it) and
+    not the inverse network's (trained on noisy observations)."""
+    bare = {"resolution": 16}
+    quiet, loud = {**bare, "noise_std": 1e-4}, {**bare, "noise_std": 1e-2}
+    for kind in ("prior", "joint", "surrogate"):
+        spec = NetworkSpec(kind, {})
+        (cfg_q, h_q), (cfg_l, h_l) = (network_config("poisson_fixed", o, spec, "tiny") for o in (quiet, loud))
+        assert h_q == h_l == network_config("poisson_fixed", bare, spec, "tiny")[1], kind
+        assert cfg_q.task_options.to_dict() == cfg_l.task_options.to_dict() == bare, kind
+        # a noise set in the network spec's own task options is dropped alike
+        noisy_spec = NetworkSpec(kind, {"noise_std": 0.5})
+        assert network_config("poisson_fixed", quiet, noisy_spec, "tiny")[1] == h_q, kind
+    spec = NetworkSpec("inverse", {})
+    (cfg_q, h_q), (cfg_l, h_l) = (network_config("poisson_fixed", o, spec, "tiny") for o in (quiet, loud))
+    assert h_q != h_l and cfg_l.task_options.to_dict() == loud
+    # a noisy kind's identity is what it was: the task options as given
+    assert network_config("poisson_fixed", bare, spec, "tiny")[1] not in (h_q, h_l)
+
+
 def test_network_spec_task_training_applies_per_task():
     """`task_training` overrides reach only their task's config and hash; a pretraining run inherits
     them; an explicit warm-up survives the spec's step count; a bad key names the task."""

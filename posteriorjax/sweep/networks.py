@@ -155,7 +155,9 @@ def _training_overrides(where: str, overrides: Mapping, cfg):
 def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None):
     """The training config of a network spec (`posteriorjax.training.config`) and its short hash.
 
-    `task_options` are those of the sampler's task, updated by `spec.task_options`; the training
+    `task_options` are those of the sampler's task, updated by `spec.task_options`, less the
+    noise options for a kind trained on noise-free data (`kinds.training_task_options`: its
+    network is the same at every noise level, so the hash leaves the noise out); the training
     overrides `spec.overrides(task_name)`; the step count is `spec.num_steps`, else `num_steps`,
     else the config's, at the medium scale that of the backbone (`training.kinds.medium_steps`)
     (each of these step counts caps the warm-up at a fifth of it, unless both the step
@@ -164,7 +166,9 @@ def network_config(task_name: str, task_options: Mapping, spec: NetworkSpec, sca
     trained from scratch.
     """
     cfg = common_config(task_name, spec.kind, scale)
-    cfg.task_options = {**dict(task_options), **spec.task_options}
+    cfg.task_options = network_kinds.training_task_options(
+        spec.kind, {**dict(task_options), **spec.task_options}
+    )
     overrides = spec.overrides(task_name)
     _training_overrides("training", overrides, cfg)
     steps = spec.num_steps if spec.num_steps is not None else num_steps

@@ -28,6 +28,7 @@ from posteriorjax import samplers as _samplers  # noqa: F401  (registers the sam
 from posteriorjax.kinds import (
     MEDIUM_STEPS,
     MEDIUM_STEPS_BY_MODEL,
+    OBSERVATION_NOISE_OPTIONS,
     REGISTRY,
     SCALES,
     TINY_DENOISER,
@@ -42,6 +43,7 @@ from posteriorjax.kinds import (
     names,
     register,
     state_example,
+    training_task_options,
     u_channels,
     x_channels,
 )
@@ -102,6 +104,7 @@ def _edm_kind(name: str, channels, example, wrap, uses_state: bool = True) -> Ki
         generative=True,
         edm=True,
         uses_state=uses_state,
+        observation_noise=False,  # prior draws (and their physics) only
     )
 
 
@@ -137,10 +140,11 @@ register(
             "full": published.get("funddps_surrogate"),
         },
         steps={"tiny": TINY_STEPS, "full": 20_000},
+        observation_noise=False,  # unknown -> noise-free state
     )
 )
 register(
-    Kind(
+    Kind(  # trained on noisy observations (`_inverse_example`): the noise stays in its identity
         "inverse",
         channels=lambda task: (u_channels(task) + 1, x_channels(task)),
         example=_inverse_example,
@@ -157,6 +161,6 @@ register(
 
 
 __all__ = [
-    "MEDIUM_STEPS", "MEDIUM_STEPS_BY_MODEL", "REGISTRY", "SCALES", "TINY_STEPS", "Kind", "Wrap", "get",
-    "medium_steps", "names", "register",
+    "MEDIUM_STEPS", "MEDIUM_STEPS_BY_MODEL", "OBSERVATION_NOISE_OPTIONS", "REGISTRY", "SCALES", "TINY_STEPS",
+    "Kind", "Wrap", "get", "medium_steps", "names", "register", "training_task_options",
 ]  # fmt: skip
