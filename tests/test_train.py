@@ -261,20 +261,7 @@ def _untrained_inputs(entry, task, x_norm, u_norm) -> dict:
     }
 
 
-# noise-free data whose kinds, registered in the sampler modules, do not declare it yet: they keep
-# the noise in their network's identity (retrained per noise level, never wrongly shared)
-UNDECLARED_NOISE_FREE = ("flow", "fundiff_dit", "fundiff_fae_condition", "fundiff_fae_target")
-
-
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="noise-free, declared noisy"))
-        if k in UNDECLARED_NOISE_FREE
-        else k
-        for k in training.kinds.names()
-    ],
-)
+@pytest.mark.parametrize("kind", training.kinds.names())
 def test_a_kind_declares_whether_its_examples_carry_the_observation_noise(kind, darcy8):
     """`Kind.observation_noise` is what the kind's examples do: one key gives the same example on
     two tasks differing only in `noise_std` exactly when the kind declares them noise-free (so its

@@ -312,5 +312,6 @@ kinds.register(
         steps={"tiny": kinds.TINY_STEPS, "full": 58_594},
         generative=True,
         edm=True,  # rescaled to `data_scale` like the EDM kinds (published 0.5)
+        observation_noise=False,  # (unknown, clean state) pairs
     )
 )

@@ -295,6 +295,7 @@ def _fae_kind(name: str, channels, example, wrap, downsampling, uses_state: bool
         models={scale: ("fae", options) for scale, options in FAE.items()},
         steps={"tiny": kinds.TINY_STEPS, "full": 100_000},
         uses_state=uses_state,
+        observation_noise=False,  # clean fields of the prior and the physics
     )
 
 
@@ -341,6 +342,7 @@ kinds.register(
         steps={"tiny": kinds.TINY_STEPS, "full": 117_188},  # published learning rate 1e-3 and no EMA: not
         # `generative` (learning rate 1e-3, EMA 0.999 at full scale)
         uses_state=True,
+        observation_noise=False,  # latents of clean fields
         inputs={"target": "fundiff_fae_target", "condition": "fundiff_fae_condition"},
     )
 )
