@@ -39,7 +39,7 @@ import jax
 import numpy as np
 from absl import logging as absl_logging
 
-from posteriorjax import files
+from posteriorjax import console, files
 from posteriorjax.metrics import registry as metric_registry
 from posteriorjax.sweep import program
 from posteriorjax.sweep import store as record_store
@@ -193,11 +193,21 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
             directory.mkdir(parents=True, exist_ok=True)
             partial = record_store.ResultsFile(records_path(directory, entry.label, identity), "calibration")
         pair = (task_name, entry.label)
+        skip = partial.done(pair) if partial else set()
+
+        def chunk_done(done, todo, compile_s, run_s):  # a line per chunk: one can take an hour
+            if study.progress:
+                absl_logging.info(
+                    "[calibrate] %s / %s: %d/%d validation configurations | compile %s, chunk %s",
+                    task_name, entry.label, grid.size - todo + done, grid.size,
+                    console.duration(compile_s), console.duration(run_s),
+                )  # fmt: skip
+
         fresh = run_pair(
             task, sampler, validation_cases(task, s.seed, cal.num_cases), (samples, weights), grid,
             num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
-            results=partial, skip=partial.done(pair) if partial else set(),
-            labels={"task": task_name, "sampler": entry.label}, mesh=study.mesh,
+            results=partial, skip=skip, labels={"task": task_name, "sampler": entry.label},
+            mesh=study.mesh, progress=chunk_done,
             calibration_options=s.calibration, memory_limit_bytes=study.memory_limit_bytes,
         )  # fmt: skip
         records = [r for r in partial.records if (r.task, r.sampler) == pair] if partial else fresh
