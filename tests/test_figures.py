@@ -467,3 +467,33 @@ def test_report_entry_point(tmp_path, rendered, capsys):
             report.main(["report"])
     finally:
         flags.FLAGS.unparse_flags()
+
+
+def test_calibration_choice_keeps_a_diverged_grid_value_from_flattening_the_rest(tmp_path, monkeypatch):
+    """A calibration curve with a diverged (1e17) and non-finite values: log y where a curve spans
+    decades, one x axis over the whole grid in every panel, an x marker per non-finite value."""
+    nan = float("nan")
+    curve = {
+        "mean_error": [0.31, 0.21, 8e17, nan, nan],
+        "std_error": [0.99, 0.58, nan, nan, nan],
+        "mmd": [0.55, 0.44, nan, nan, nan],
+        "swd": [1.5, 0.66, 2.5e19, nan, nan],
+        "spectral_error": [0.13, 0.098, nan, nan, nan],
+    }
+    result = {
+        "task": "t", "sampler": "s", "hparam": "guidance", "rule": "rank_mean", "chosen": 480.0,
+        "values": [160.0, 480.0, 1600.0, 4800.0, 16000.0], "curve": curve, "score": [2.0, 1.0, 3.6, 4.2, 4.2],
+    }  # fmt: skip
+    drawn, save = {}, figures.style.save
+    monkeypatch.setattr(
+        figures.style, "save", lambda fig, path: drawn.setdefault("fig", fig) and save(fig, path)
+    )
+    path = figures.calibration_choice_figure(tmp_path / "s.png", result)
+    panels = {ax.get_title(): ax for ax in drawn["fig"].axes if ax.axison}
+    assert _inside(drawn["fig"], path)
+    assert panels["Mean"].get_yscale() == panels["SWD"].get_yscale() == "log"
+    assert panels["MMD"].get_yscale() == "linear"
+    for ax in panels.values():
+        assert ax.get_xscale() == "log" and ax.get_xlim()[0] < 160 and ax.get_xlim()[1] > 16000
+    markers = [line for line in panels["Std"].lines if line.get_marker() == "x"]
+    assert len(markers) == 1 and len(markers[0].get_xdata()) == 3

@@ -163,9 +163,12 @@ def calibration_choice_figure(path, result: Mapping):
     """A calibration stage's choice (`sweep.calibrate`): each posterior metric's validation curve
     over the calibrated hyperparameter, then the rule's score, the chosen value dashed.
 
-    `result`: a `calibration/<task>/<label>.json`. x logarithmic when the grid is positive and
-    spans a decade or more. Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel
-    per metric and one for the score, at most MAX_COLUMNS columns.
+    `result`: a `calibration/<task>/<label>.json`. Every panel spans the whole grid on one x axis
+    (logarithmic when the grid is >= 0 with a positive value, as `curves_figure`; a 0 at the left
+    edge); y is logarithmic where a curve's finite values span a decade (a diverged value then
+    leaves the rest readable); an x on the bottom edge marks a grid value whose mean is non-finite.
+    Size: (ncols PANEL[0]) x (nrows PANEL[1] + TITLE) inches, one panel per metric and one for the
+    score, at most MAX_COLUMNS columns.
     """
     grid = np.asarray(result["values"], np.float64)
     names = [m for m in POSTERIOR_METRICS if m in result["curve"]]
@@ -174,15 +177,23 @@ def calibration_choice_figure(path, result: Mapping):
     nrows, ncols = style.grid_shape(len(curves))
     fig = style.new(ncols * PANEL[0], nrows * PANEL[1] + TITLE)
     axes = style.panels(fig, nrows, ncols).ravel()
-    log = grid.min() > 0 and grid.max() / grid.min() >= 10
+    xpos, scale, zero = style.positions(grid)
+    chosen = float(result["chosen"])
     for ax, y, name in zip(axes, curves, titles, strict=False):
-        ax.plot(grid, np.asarray(y, np.float64), "o-", ms=3, lw=1.2)
-        ax.axvline(result["chosen"], color="k", ls="--", lw=0.8)
+        y = np.asarray(y, np.float64)
+        ax.plot(xpos, y, "o-", ms=3, lw=1.2)
+        bad = ~np.isfinite(y)
+        if bad.any():
+            ax.plot(xpos[bad], np.full(bad.sum(), 0.04), "x", color="C3", ms=6, mew=1.5,
+                    transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
+        ax.axvline(zero if chosen == 0 and zero is not None else chosen, color="k", ls="--", lw=0.8)
+        style.set_axis(ax, "x", scale, zero, xpos)
+        if scale == "log":
+            ax.set_xlim(xpos.min() / 1.5, xpos.max() * 1.5)
+        style.log_if_decades(ax, "y", y)
         ax.set_title(name, fontsize=8)
         ax.set_xlabel(result["hparam"], fontsize=8)
         ax.tick_params(labelsize=7)
-        if log:
-            ax.set_xscale("log")
     for ax in axes[len(curves) :]:
         ax.set_axis_off()
     fig.suptitle(
