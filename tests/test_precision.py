@@ -13,7 +13,7 @@ import pytest
 
 from posteriorjax import samplers, sweep, tasks
 from posteriorjax.samplers import precision
-from posteriorjax.sweep.program import expand
+from posteriorjax.sweep.program import expand, sample_program
 
 OPTIONS = {  # tiny published runs with the exact prior and forward map
     "fundps": {"num_steps": 3},
@@ -91,6 +91,10 @@ def test_a_float64_sweep_pair_runs_in_x64_and_writes_float_records(task):
         )  # fmt: skip
         assert not jax.config.jax_enable_x64  # the scope ends with the pair
         metrics[p] = [r.metrics for r in sorted(records, key=lambda r: r.case)]
+        with precision.scope(s):  # the samples the pair scored, by the same program's keys
+            one = jax.vmap(sample_program(s, 4, seed=0), in_axes=(None, 0))
+            xs = jax.jit(one)({"y_obs": cases.y_obs}, grid.take(np.arange(grid.size)))
+        assert xs.dtype == {"float32": jnp.float32, "float64": jnp.float64}[p]
     for m32, m64 in zip(metrics["float32"], metrics["float64"], strict=True):
         for name in ("mean_error", "std_error", "mmd"):
             assert isinstance(m64[name], float) and np.isfinite(m64[name])
