@@ -17,10 +17,13 @@ import pytest
 from posteriorjax import diffusion, nn, samplers, tasks, training
 from posteriorjax.metrics import posterior as pm
 from posteriorjax.reference import exact
-from posteriorjax.samplers import denoisers, guided
+from posteriorjax.samplers import denoisers, guided, precision
 
 N_STEPS = 4
 SIGMA_D = {1.0: 1.0, 0.5: 0.5}  # the model's sigma_data for its data scale
+# relative tolerance of a few-step trajectory against its float64 transcription: float64 integration
+# (with the float64 test network) reproduces it to round-off, float32 to float32 round-off
+RTOL = {"float64": 1e-12, "float32": 1e-5}
 
 
 class LinearNet(eqx.Module):
@@ -70,10 +73,28 @@ def karras(n, smin, smax, rho=7.0):
     return np.concatenate([s, [0.0]])
 
 
-def ours(sampler, y, key, weight):
+class FixedLatent(eqx.Module):
+    """A noise generator that returns one given draw `eps` (float32 values, as the published draws)."""
+
+    eps: jax.Array
+
+    def sample(self, key, shape, dtype=None):
+        del key
+        return self.eps.reshape(shape).astype(self.eps.dtype if dtype is None else dtype)
+
+
+def with_latent(sampler, key):
+    """`sampler` with its initial latent fixed to its RBF draw from the first key of `key`, and that
+    draw (float64 values of float32 numbers): a compiled draw may differ from an eager one by an ulp."""
     with jax.enable_x64(True):
-        k = jr.split(key, 1)[0]
-        eps = np.asarray(sampler.prior.noise.sample(k, (sampler.prior.channels, 8, 8)), np.float64)
+        shape = (sampler.prior.channels, 8, 8)
+        eps = sampler.prior.noise.sample(jr.split(key, 1)[0], shape, precision.NOISE_DTYPE)
+    return eqx.tree_at(lambda s: s.prior.noise, sampler, FixedLatent(eps)), np.asarray(eps, np.float64)
+
+
+def ours(sampler, y, key, weight):
+    sampler, eps = with_latent(sampler, key)
+    with jax.enable_x64(True):
         x = sampler.sample(key, jnp.asarray(y), 1, sampler.hparams(guidance=weight))
     return np.asarray(x, np.float64).reshape(-1), eps.reshape(-1)
 
@@ -84,13 +105,14 @@ def net_pub(w, data_scale):
     return lambda x, s: denoiser_matrix(w, s / r, SIGMA_D[data_scale]) @ x
 
 
-@pytest.mark.parametrize("data_scale", [1.0, 0.5])
-def test_fundps_published_step_equals_the_transcription(setup, data_scale):
+@pytest.mark.parametrize(("data_scale", "precision"), [(1.0, "float64"), (0.5, "float64"), (1.0, "float32")])
+def test_fundps_published_step_equals_the_transcription(setup, data_scale, precision):
     task, y, obs, _, w, _ = setup
     mean, std = (0.1, 0.003), (0.3, 0.02)
     with jax.enable_x64(True):
+        model = edm_model(w, mean, std, data_scale)
         s = samplers.get(
-            "fundps", task, model=edm_model(w, mean, std, data_scale), profile="published", num_steps=N_STEPS
+            "fundps", task, model=model, profile="published", num_steps=N_STEPS, precision=precision
         )
     lam = 30.0
     got, eps = ours(s, y, jr.key(1), lam)
@@ -122,18 +144,18 @@ def test_fundps_published_step_equals_the_transcription(setup, data_scale):
             update = coef * lam * grad
         x_next = x_next - update
     want = x_next[:64] * std[0] / 0.5 + mean[0]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=RTOL[precision], atol=RTOL[precision] * np.abs(want).max())
     assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()  # the guidance acted
 
 
-@pytest.mark.parametrize("data_scale", [1.0])
-def test_funddps_published_step_equals_the_transcription(setup, data_scale):
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_funddps_published_step_equals_the_transcription(setup, precision):
     task, y, obs, phys, _, w = setup
-    mean, std = (0.1,), (0.3,)
+    mean, std, data_scale = (0.1,), (0.3,), 1.0
     with jax.enable_x64(True):
         s = samplers.get(
             "funddps", task, model=edm_model(w, mean, std, data_scale), forward="exact", profile="published",
-            num_steps=N_STEPS,
+            num_steps=N_STEPS, precision=precision,
         )  # fmt: skip
         std_u = float(nn.state_statistics(task).std[0])
     assert s.corrections[0].objective.loss.scale == pytest.approx(1.0 / std_u)
@@ -159,7 +181,7 @@ def test_funddps_published_step_equals_the_transcription(setup, data_scale):
         proposal = proposal - lam * grad
         x_next = proposal
     want = x_next * std[0] / 0.5 + mean[0]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=RTOL[precision], atol=RTOL[precision] * np.abs(want).max())
     assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()
 
 
@@ -174,10 +196,10 @@ def test_diffusionpde_published_step_equals_the_transcription(setup, num_samples
         model = edm_model(w, mean, std, 1.0)
         s = samplers.get("diffusionpde", task, model=model, profile="published", num_steps=n)
         lam, key = 50.0, jr.key(3)
+        s, eps = with_latent(s, key)  # every sample starts from eps
+        eps = eps.reshape(-1)
         draws = [s.sample(key, jnp.asarray(y), num_samples, s.hparams(guidance=v)) for v in (lam, 0.0)]
         got, got0 = (np.asarray(x[index], np.float64).reshape(-1) for x in draws)
-        k = jr.split(key, num_samples)[index]
-        eps = np.asarray(s.prior.noise.sample(k, (s.prior.channels, 8, 8)), np.float64).reshape(-1)
     # --- transcription of DiffusionPDEAdapter.generate / _sample_batch, published units: batches of
     # current_batch = min(10, num_samples - count); obs_loss = mean over the batch of ||diff||_2 ---
     net = net_pub(w, 1.0)
@@ -201,7 +223,8 @@ def test_diffusionpde_published_step_equals_the_transcription(setup, num_samples
         proposal = proposal - weight * grad_norm
         x_next = proposal
     want = x_next[:64] * std[0] / 0.5 + mean[0]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
+    tol = RTOL["float32"]  # the published DiffusionPDE loop is float32 throughout, and so is ours
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
     assert np.abs(got - got0).max() > 1e-3 * np.abs(got0).max()
 
 
@@ -217,7 +240,9 @@ def test_fundps_ours_preconditions_by_the_noise_covariance(setup):
     """Our function-space variant: x_{i+1} = Heun - lambda c_i C_n grad L (one step, dense C_n)."""
     task, y, *_ = setup
     with jax.enable_x64(True):
-        s = samplers.get("fundps", task, prior="oracle", num_steps=1, sigma_min=0.5, sigma_max=2.0)
+        s = samplers.get(
+            "fundps", task, prior="oracle", num_steps=1, sigma_min=0.5, sigma_max=2.0, precision="float64"
+        )
         plain = eqx.tree_at(lambda t: t.preconditioner, s, guided.Identity())
         key = jr.key(4)
         a = np.asarray(s.sample(key, jnp.asarray(y), 1, s.hparams(guidance=50.0))).reshape(-1)
@@ -367,7 +392,7 @@ def test_ddis_published_pieces_equal_the_transcription(setup):
         std_u = float(nn.state_statistics(task).std[0])
         rng = np.random.default_rng(5)
         x, z, x0, xi = (rng.normal(size=64) for _ in range(4))
-        hp = {k: jnp.asarray(float(v), jnp.float64) for k, v in s.hparams().items()}  # not float32 here
+        hp = {k: jnp.asarray(v, jnp.float64) for k, v in s.defaults.items()}  # exact, not float32 here
         got_clean = np.asarray(s.clean(jnp.asarray(x.reshape(1, 8, 8)), 3.0)).reshape(-1)
         got_step = s.langevin_step(*(jnp.asarray(v.reshape(1, 8, 8)) for v in (z, x0)), 2.0, lr=1e-3,
                                    xi=jnp.asarray(xi.reshape(1, 8, 8)), y_obs=jnp.asarray(y),
@@ -387,7 +412,7 @@ def test_ddis_published_pieces_equal_the_transcription(setup):
         if index < len(sig) - 2:
             proposal = xn + (sn - sc) * (0.5 * d_cur + 0.5 * (proposal - net(proposal, sn)) / sn)
         xn = proposal
-    np.testing.assert_allclose(got_clean, xn, rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(got_clean, xn, rtol=1e-12, atol=1e-12)  # float64 pieces: round-off
     # _langevin_dynamics, one step: ||x - x0||^2 / (2 sigma^2) + w mse / (2 tau^2), then + eta sqrt(2 lr) xi
     a = z * std[0] / 0.5 + mean[0]
     resid = 0.5 * (obs @ (phys @ a) - y) / std_u  # normalize_output_channel at observation scale 0.5
@@ -395,7 +420,7 @@ def test_ddis_published_pieces_equal_the_transcription(setup):
     grad = (z - x0) / 2.0**2 + 2.0 * grad_mse / (2 * 1e-3**2)
     want = z - 1e-3 * grad + np.sqrt(2 * 1e-3) * 0.25 * xi
     np.testing.assert_allclose(
-        np.asarray(got_step).reshape(-1), want, rtol=1e-6, atol=1e-8 * np.abs(want).max()
+        np.asarray(got_step).reshape(-1), want, rtol=1e-12, atol=1e-12 * np.abs(want).max()
     )
     # _langevin_lr: lr (1 + ratio (lr_min_ratio - 1)), ratio = step / annealing_steps
     assert got_lr == pytest.approx([7e-5 * (1 + i / 100 * (0.01 - 1)) for i in (0, 37, 99)], rel=1e-6)

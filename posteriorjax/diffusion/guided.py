@@ -27,11 +27,14 @@ import jax.numpy as jnp
 POINTS = ("denoised", "corrector")
 
 
-def guided_sample(key, denoise, noise, shape, *, sigmas: jax.Array, loss_fn, precondition) -> jax.Array:
-    """One guided sample.
+def guided_sample(
+    key, denoise, noise, shape, *, sigmas: jax.Array, loss_fn, precondition, noise_dtype=None
+) -> jax.Array:
+    """One guided sample, integrated in the dtype of `sigmas`.
 
     Args:
-      key: PRNG key of the initial latent x_0 = sigmas[0] * eps, eps ~ `noise`.
+      key: PRNG key of the initial latent x_0 = sigmas[0] * eps, eps ~ `noise` drawn in
+        `noise_dtype` (default JAX's float) and cast to the dtype of `sigmas`.
       denoise: `denoise(x, sigma) -> x0_hat`, same shape as x.
       noise: generator with `sample(key, shape)`.
       shape: `(C, H, W)` of the trajectory.
@@ -40,7 +43,7 @@ def guided_sample(key, denoise, noise, shape, *, sigmas: jax.Array, loss_fn, pre
         `points` maps each name of `POINTS` to its denoised state.
       precondition: `precondition(g) -> P g` on gradients of the trajectory's shape.
     """
-    x = sigmas[0] * noise.sample(key, shape)
+    x = sigmas[0] * noise.sample(key, shape, noise_dtype).astype(sigmas.dtype)
 
     def body(x, inputs):
         sigma, sigma_next, i = inputs

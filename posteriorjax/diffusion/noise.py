@@ -1,7 +1,8 @@
 """Noise generators for diffusion over fields: white noise, function-space (GRF) noise and the
 exponential-kernel ("RBF") noise of the published FunDPS code.
 
-A generator draws `eps (C, H, W)` with (about) unit pointwise variance and exposes the
+A generator draws `eps (C, H, W)` (`sample(key, shape, dtype=None)`, default dtype JAX's float)
+with (about) unit pointwise variance and exposes the
 covariance it draws from: `covariance_apply` (C_n v: the preconditioner of function-space
 guidance) and, where it is cheap, `precision_apply` (C_n^-1 v), which the score needs:
 for x = x0 + sigma eps with eps ~ N(0, C_n), grad log p_sigma(x) = C_n^-1 (D(x, sigma) - x) / sigma^2.
@@ -34,8 +35,8 @@ def _check_shape(shape) -> tuple[int, int, int]:
 class WhiteNoise(eqx.Module):
     """i.i.d. N(0, 1) per grid value (C_n = I)."""
 
-    def sample(self, key, shape) -> jax.Array:
-        return rng.normal(key, tuple(shape))
+    def sample(self, key, shape, dtype=None) -> jax.Array:
+        return rng.normal(key, tuple(shape), dtype)
 
     def covariance_apply(self, v: jax.Array) -> jax.Array:
         return v
@@ -72,9 +73,9 @@ class GRFNoise(eqx.Module):
         s = s / np.sqrt(np.sum(s**2) / n**2)
         return jnp.asarray(s, jnp.result_type(float))
 
-    def sample(self, key, shape) -> jax.Array:
+    def sample(self, key, shape, dtype=None) -> jax.Array:
         c, n, _ = _check_shape(shape)
-        xi = rng.normal(key, (c, n, n))
+        xi = rng.normal(key, (c, n, n), dtype)
         c_hat = random_fields.forward_transform(xi, self.basis) * self.mode_std(n)
         return random_fields.inverse_transform(c_hat, self.basis).astype(xi.dtype)
 
@@ -120,12 +121,15 @@ def _exponential_spectrum(h, w, length, step_y, step_x, *, name, value) -> np.nd
     return np.maximum(lam, 0.0)
 
 
-def _embedding_sample(key, shape, lam: np.ndarray) -> jax.Array:
-    """A draw `(C, H, W)` with the covariance whose circulant-embedding spectrum is `lam (2H, 2W)`."""
+def _embedding_sample(key, shape, lam: np.ndarray, dtype=None) -> jax.Array:
+    """A draw `(C, H, W)` of `dtype` (default float) with the covariance whose circulant-embedding
+    spectrum is `lam (2H, 2W)`."""
     c, h, w = shape
-    root = jnp.sqrt(jnp.asarray(lam, jnp.result_type(float)) / (4 * h * w))
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    root = jnp.sqrt(jnp.asarray(lam, dtype) / (4 * h * w))
     k_re, k_im = jr.split(key)
-    xi = jax.lax.complex(rng.normal(k_re, (c, 2 * h, 2 * w)), rng.normal(k_im, (c, 2 * h, 2 * w)))
+    normal = (rng.normal(k, (c, 2 * h, 2 * w), dtype) for k in (k_re, k_im))
+    xi = jax.lax.complex(*normal)
     return jnp.fft.fft2(root * xi).real[:, :h, :w]
 
 
@@ -151,14 +155,14 @@ class RBFNoise(eqx.Module):
         checks.positive("scale", self.scale)  # the kernel length scale
         checks.positive("nugget_std", self.nugget_std, allow_zero=True)
 
-    def sample(self, key, shape) -> jax.Array:
+    def sample(self, key, shape, dtype=None) -> jax.Array:
         shape = tuple(int(s) for s in shape)
         if len(shape) != 3 or min(shape[1:]) < 1:
             raise ValueError(f"shape: expected a field shape (C, H, W), got {shape}")
         c, h, w = shape
         k_field, k_nug = jr.split(key)
-        field = _embedding_sample(k_field, shape, _embedding_spectrum(h, w, self.scale))
-        return field + self.nugget_std * rng.normal(k_nug, (c, h, w))
+        field = _embedding_sample(k_field, shape, _embedding_spectrum(h, w, self.scale), dtype)
+        return field + self.nugget_std * rng.normal(k_nug, (c, h, w), field.dtype)
 
     def covariance_apply(self, v: jax.Array) -> jax.Array:
         """C_n v for `v (..., H, W)`: the kernel matrix by the embedding's FFT, plus the nugget."""
@@ -200,11 +204,11 @@ class MaternNoise(eqx.Module):
             h, w, self.lengthscale, *steps, name="lengthscale", value=self.lengthscale
         )
 
-    def sample(self, key, shape) -> jax.Array:
+    def sample(self, key, shape, dtype=None) -> jax.Array:
         shape = tuple(int(s) for s in shape)
         if len(shape) != 3 or min(shape[1:]) < 1:
             raise ValueError(f"shape: expected a field shape (C, H, W), got {shape}")
-        return _embedding_sample(key, shape, self._spectrum(*shape[1:]))
+        return _embedding_sample(key, shape, self._spectrum(*shape[1:]), dtype)
 
     def covariance_apply(self, v: jax.Array) -> jax.Array:
         """C_n v for `v (..., H, W)` by the embedding's FFT."""

@@ -32,6 +32,13 @@ preconditioned by the noise covariance on U(x) = ||x - x0_hat||^2_{C_n^-1} / (2 
 w ||obs(G(x)) - y||^2 / (2 tau^2) (physical units):
     x <- x - eta_i C_n grad U + sqrt(2 eta_i) C_n^(1/2) xi,  eta_i = eta (1 - (1 - 0.01) i / (N - 1)).
 
+``precision``: ``"float64"`` integrates as `posteriorbench/methods/ddis.py` does
+(`DDISAdapter._sample_batch`, `_reverse_diffusion`, `_langevin_dynamics`): float64 annealing and
+ODE schedules, state, Heun and Langevin arithmetic and gradient; every noise draw (initial latent,
+Langevin, re-noising) in float32 and cast; the prior network in float32 (EDMPrecond casts x and
+sigma, the loop casts D back), the surrogate on the state cast to float32. ``"float32"``: all of
+it in float32. `samplers.precision` has the rule and the default.
+
 Hyperparameters: ``step_size`` (lr / eta) > 0, ``tau`` > 0, ``weight`` w >= 0, and for the
 published profile ``temperature`` (its eta) >= 0. Cost per sample: N (ode_steps denoiser
 evaluations + langevin_steps forward and backward passes of G).
@@ -46,6 +53,7 @@ import jax.random as jr
 
 from posteriorjax import checks, diffusion
 from posteriorjax.samplers import guidance, guided, tuned
+from posteriorjax.samplers import precision as precisions
 from posteriorjax.samplers.base import AbstractSampler, register
 from posteriorjax.samplers.denoisers import DiffusionPrior, build_prior
 
@@ -76,6 +84,9 @@ class DDISSampler(AbstractSampler):
       profile: ``"ours"`` or ``"published"`` (selects the clean estimate, step rule and lr decay).
       num_steps, ode_steps, langevin_steps, sigma_min, sigma_max, ode_sigma_min: schedules (static).
       units: trajectory = units x the prior's normalized units.
+      precision: ``"float32"`` or ``"float64"``: the dtype of the schedules, the state, the
+        observation, the hyperparameters and the Langevin gradient; the noise is drawn in float32
+        and the denoiser and surrogate run in their own parameters' dtype (`samplers.precision`).
     """
 
     prior: DiffusionPrior
@@ -89,6 +100,10 @@ class DDISSampler(AbstractSampler):
     sigma_max: float = eqx.field(static=True)
     ode_sigma_min: float = eqx.field(static=True)
     units: float = eqx.field(static=True, default=1.0)
+    precision: str = eqx.field(static=True, default="float32")
+
+    def __check_init__(self):
+        precisions.check(self.precision)
 
     check_domain = guidance.positive_domain(("step_size", "tau"))
 
@@ -97,9 +112,10 @@ class DDISSampler(AbstractSampler):
         return self.num_steps * self.ode_steps
 
     def denoise(self, x, sigma):
-        """The prior's denoiser in trajectory units."""
-        r = self.units
-        return r * self.prior.denoise(x / r, sigma / r)
+        """The prior's denoiser in trajectory units, evaluated in its own parameters' dtype (the
+        published EDMPrecond casts x and sigma to float32) and cast back to the state's."""
+        r, net = self.units, precisions.network_dtype(self.prior.denoiser, x.dtype)
+        return r * self.prior.denoise((x / r).astype(net), (sigma / r).astype(net)).astype(x.dtype)
 
     def clean(self, x, sigma):
         """x0_hat = ODE(x) from `sigma` (traced) to 0 (module doc: Heun on a Karras sub-schedule
@@ -112,7 +128,7 @@ class DDISSampler(AbstractSampler):
             step = diffusion.heun_step
         else:
             levels, step = sigma ** (1 - frac) * lo**frac, diffusion.euler_step
-        levels = jnp.concatenate([levels, jnp.zeros(1, levels.dtype)])
+        levels = jnp.concatenate([levels, jnp.zeros(1, levels.dtype)]).astype(x.dtype)
 
         def body(x, pair):
             return step(self.denoise, x, pair[0], pair[1]), None
@@ -142,14 +158,18 @@ class DDISSampler(AbstractSampler):
         return z + lr * drift + jnp.sqrt(2 * lr) * xi
 
     def _sample(self, key, y_obs, num_samples, hparams):
-        sigmas = diffusion.karras_sigmas(self.num_steps, self.sigma_min, self.sigma_max)
+        dtype = precisions.state_dtype(self.precision)
+        sigmas = diffusion.karras_sigmas(self.num_steps, self.sigma_min, self.sigma_max).astype(dtype)
         shape = (self.prior.channels, *self.task.unknown_shape[1:])
-        noise = self.prior.noise
-        y_obs = y_obs.astype(jnp.result_type(float))
+        y_obs = y_obs.astype(dtype)
+        hparams = {k: jnp.asarray(v, dtype) for k, v in hparams.items()}
+
+        def draw(k):  # the noise in float32 (as published), cast to the state's dtype
+            return self.prior.noise.sample(k, shape, precisions.NOISE_DTYPE).astype(dtype)
 
         def one(k):
             k0, kr = jr.split(k)
-            x = sigmas[0] * noise.sample(k0, shape)
+            x = sigmas[0] * draw(k0)
 
             def level(x, inputs):
                 sigma, sigma_next, i, kl = inputs
@@ -157,14 +177,14 @@ class DDISSampler(AbstractSampler):
                 lr = self.step_size_at(i, hparams).astype(x.dtype)
 
                 def langevin(z, kk):
-                    xi = noise.sample(kk, shape).astype(z.dtype)
+                    xi = draw(kk)
                     return self.langevin_step(
                         z, x0_hat, sigma, lr=lr, xi=xi, y_obs=y_obs, hparams=hparams
                     ).astype(x.dtype), None
 
                 k_lan, k_noise = jr.split(kl)
                 z, _ = jax.lax.scan(langevin, x0_hat, jr.split(k_lan, self.langevin_steps))
-                x_next = z + sigma_next * noise.sample(k_noise, shape).astype(z.dtype)
+                x_next = z + sigma_next * draw(k_noise)
                 return x_next.astype(x.dtype), None
 
             inputs = (sigmas[:-1], sigmas[1:], jnp.arange(self.num_steps), jr.split(kr, self.num_steps))
@@ -179,15 +199,18 @@ def build(
     profile: str = "ours", num_steps: int | None = None, ode_steps: int | None = None,
     langevin_steps: int | None = None, sigma_min: float | None = None, sigma_max: float | None = None,
     step_size: float | None = None, tau: float | None = None, weight: float | None = None,
-    temperature: float | None = None, noise: str | None = None,
+    temperature: float | None = None, noise: str | None = None, precision: str | None = None,
 ) -> DDISSampler:  # fmt: skip
-    """`model`: unknown-only `EDMDenoiser` (or ``prior="oracle"``); `surrogate`: `nn.Surrogate`.
+    """`model`: unknown-only `EDMDenoiser` (or ``prior="oracle"``); `surrogate`: `nn.Surrogate`;
+    `precision` (``"float32"`` | ``"float64"``; default `samplers.precision.PUBLISHED` published,
+    float32 ours).
 
     Unset options take the profile's values: published per task (module doc), ours 200 / 100
     levels (Darcy / others), 5 ODE steps to sigma_min 0.01, 100 Langevin steps, sigma_max 80,
     step 1e-4, tau 1e-3, weight 1, GRF noise. `noise` must be the noise the prior was trained with.
     """
     guided.check_profile(profile, "ddis")
+    precision = precisions.resolve(precision, profile, "ddis")
     if forward not in ("surrogate", "exact"):
         raise ValueError(f"forward: expected 'surrogate' or 'exact', got {forward!r}")
     published = profile == "published"
@@ -226,7 +249,7 @@ def build(
     return DDISSampler(
         task, defaults, p, readout, guided.ObservationObjective(readout, loss), profile, values["num_steps"],
         values["ode_steps"], values["langevin_steps"], float(values["sigma_min"]), float(values["sigma_max"]),
-        float(values["ode_sigma_min"]), units=guided.units(p, data_scale),
+        float(values["ode_sigma_min"]), units=guided.units(p, data_scale), precision=precision,
     )  # fmt: skip
 
 

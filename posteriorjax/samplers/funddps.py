@@ -17,6 +17,13 @@ independently.
 ``profile="ours"`` (default) — as our `fundps` variant: GRF noise, ||G(x0_hat) - y|| / ||y||
 weighted by lambda c_i, preconditioned by C_n; default lambda 1000 on Darcy, 100 elsewhere.
 
+``precision``: ``"float64"`` integrates as `posteriorbench/methods/funddps.py` does
+(`FunDDPSAdapter._sample_batch`): float64 sigma schedule, state, Heun arithmetic and guidance
+gradient; the RBF latent drawn in float32 and cast; the prior network in float32 (EDMPrecond casts
+x and sigma, the loop casts D back) and the surrogate on the denoised state cast to float32 (its
+MSE is then taken in float64 here, in float32 there: a difference at float32 rounding).
+``"float32"``: all of it in float32. `samplers.precision` has the rule and the default.
+
 Hyperparameter ``guidance`` (lambda). Cost per sample: 2N - 1 denoiser evaluations plus N
 surrogate (or solver) forward/backward passes.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers import precision as precisions
 from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
@@ -32,11 +40,14 @@ from posteriorjax.samplers.denoisers import build_prior
 def build(
     task, *, prior: str = "learned", model=None, surrogate=None, forward: str = "surrogate",
     profile: str = "ours", num_steps: int = 500, sigma_min: float = 0.002, sigma_max: float = 80.0,
-    guidance_weight: float | None = None, noise: str | None = None,
+    guidance_weight: float | None = None, noise: str | None = None, precision: str | None = None,
 ) -> guided.GuidedDiffusion:  # fmt: skip
     """`model`: unknown-only `EDMDenoiser` (or ``prior="oracle"``); `surrogate`: `nn.Surrogate`;
-    `noise` (default: the profile's, ``"rbf"`` published / ``"grf"`` ours) as the prior was trained."""
+    `noise` (default: the profile's, ``"rbf"`` published / ``"grf"`` ours) as the prior was trained;
+    `precision` (``"float32"`` | ``"float64"``; default `samplers.precision.PUBLISHED` published,
+    float32 ours)."""
     guided.check_profile(profile, "funddps")
+    precision = precisions.resolve(precision, profile, "funddps")
     num_steps = checks.positive_int("num_steps", num_steps)
     if forward not in ("surrogate", "exact"):
         raise ValueError(f"forward: expected 'surrogate' or 'exact', got {forward!r}")
@@ -59,7 +70,7 @@ def build(
     )
     return guided.GuidedDiffusion(
         task, {"guidance": weight}, p, (correction,), preconditioner, profile, num_steps,
-        float(sigma_min), float(sigma_max), units=guided.units(p, data_scale),
+        float(sigma_min), float(sigma_max), units=guided.units(p, data_scale), precision=precision,
     )  # fmt: skip
 
 

@@ -24,6 +24,12 @@ the probability-flow drift of the posterior under noise N(0, C_n) carries C_n gr
 so subtracting the Euclidean gradient is right only for white noise (under our smooth GRF noise
 every mode would be contracted alike and the rough components A^T r injects survive).
 
+``precision``: ``"float64"`` integrates as `posteriorbench/methods/fundps.py` does
+(`_PDESolverDPS.generate_single_batch`): float64 sigma schedule, state, Heun arithmetic, loss on
+the denoised state cast to float64 and guidance gradient; the RBF latent drawn in float32 and
+cast; the network in float32 (EDMPrecond casts x and sigma, the loop casts D back).
+``"float32"``: all of it in float32. `samplers.precision` has the rule and the default.
+
 Hyperparameter ``guidance`` (lambda >= 0). Cost per sample: 2N - 1 denoiser evaluations and N
 backward passes.
 """
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 from posteriorjax import checks
 from posteriorjax.samplers import guidance, guided, tuned
+from posteriorjax.samplers import precision as precisions
 from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
@@ -39,11 +46,13 @@ from posteriorjax.samplers.denoisers import build_prior
 def build(
     task, *, prior: str = "learned", model=None, profile: str = "ours", num_steps: int = 500,
     sigma_min: float | None = None, sigma_max: float | None = None, guidance_weight: float | None = None,
-    noise: str | None = None,
+    noise: str | None = None, precision: str | None = None,
 ) -> guided.GuidedDiffusion:  # fmt: skip
     """`model`: a joint (unknown, state) `EDMDenoiser`; `noise` (default: the profile's, ``"rbf"``
-    published / ``"grf"`` ours) must be the noise the prior was trained with."""
+    published / ``"grf"`` ours) must be the noise the prior was trained with; `precision`
+    (``"float32"`` | ``"float64"``; default `samplers.precision.PUBLISHED` published, float32 ours)."""
     guided.check_profile(profile, "fundps")
+    precision = precisions.resolve(precision, profile, "fundps")
     num_steps = checks.positive_int("num_steps", num_steps)
     published = profile == "published"
     if published:
@@ -72,7 +81,7 @@ def build(
         task, {"guidance": weight}, p, (correction,), preconditioner, profile, num_steps,
         float(values["sigma_min"] if sigma_min is None else sigma_min),
         float(values["sigma_max"] if sigma_max is None else sigma_max),
-        units=guided.units(p, data_scale),
+        units=guided.units(p, data_scale), precision=precision,
     )  # fmt: skip
 
 

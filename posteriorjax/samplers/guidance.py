@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from posteriorjax import checks
+from posteriorjax.samplers import precision
 
 FORWARDS = ("joint", "exact", "surrogate")
 
@@ -31,7 +32,8 @@ class Readout(eqx.Module):
     """Predicted observations `(M,)` of a denoised normalized stack, through `forward`.
 
     ``"joint"``: the stack's state channels; ``"exact"``: `task.physics` of the unknown;
-    ``"surrogate"``: `surrogate` (an `nn.Surrogate`) of the unknown.
+    ``"surrogate"``: `surrogate` (an `nn.Surrogate`) of the unknown, evaluated in the dtype of its
+    parameters (float32 when trained) and its output cast to the unknown's.
 
     The exact physics is undefined outside its domain (`task.physics.valid`: e.g. a non-positive
     Darcy permeability, which a denoised estimate can be). There the state is NaN, and so is the
@@ -48,8 +50,9 @@ class Readout(eqx.Module):
         if self.forward == "joint":
             return self.prior.state(x_n)
         x = self.prior.unknown(x_n)
-        if self.forward == "surrogate":
-            return self.surrogate(x)
+        if self.forward == "surrogate":  # in its own parameters' dtype, as the published surrogates
+            net = precision.network_dtype(self.surrogate, x.dtype)
+            return self.surrogate(x.astype(net)).astype(x.dtype)
         valid = self.task.physics.valid(x)
         fallback = jnp.full_like(x, self.task.field_stats[0])  # a valid field, never read back
         poison = jnp.where(valid, 0.0, jnp.nan) * jnp.sum(x)  # NaN value and gradient where invalid

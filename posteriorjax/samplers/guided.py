@@ -31,7 +31,7 @@ import numpy as np
 
 from posteriorjax import checks, diffusion, nn
 from posteriorjax.diffusion.guided import POINTS, guided_sample
-from posteriorjax.samplers import guidance, tuned
+from posteriorjax.samplers import guidance, precision, tuned
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.samplers.denoisers import DiffusionPrior
 
@@ -192,6 +192,9 @@ class GuidedDiffusion(AbstractSampler):
       batch_mean: B of a batch-mean loss (DiffusionPDE's published `_field_loss`), or None: the
         samples are drawn in batches of B, the last one partial, and each sample's guidance is
         divided by the size of its own batch (`batch_divisors`); None divides by nothing (static).
+      precision: ``"float32"`` or ``"float64"``, the dtype of the schedule, the state, the
+        observation, the hyperparameters and the guidance gradient; the noise is drawn in float32
+        and the denoiser runs in its own parameters' dtype (`samplers.precision`; static).
     """
 
     prior: DiffusionPrior
@@ -204,6 +207,10 @@ class GuidedDiffusion(AbstractSampler):
     rho: float = eqx.field(static=True, default=7.0)
     units: float = eqx.field(static=True, default=1.0)
     batch_mean: int | None = eqx.field(static=True, default=None)
+    precision: str = eqx.field(static=True, default="float32")
+
+    def __check_init__(self):
+        precision.check(self.precision)
 
     @property
     def evaluations_per_sample(self) -> int:
@@ -212,12 +219,16 @@ class GuidedDiffusion(AbstractSampler):
     def sample_one(self, key, y_obs, hparams, divisor=1.0) -> jax.Array:
         """One sample: the prior's normalized stack in trajectory units, before read-off; the
         guidance loss (every correction) is divided by `divisor` (its batch's size, `batch_divisors`)."""
-        r = self.units
+        r, dtype = self.units, precision.state_dtype(self.precision)
         sigmas = diffusion.karras_sigmas(self.num_steps, self.sigma_min, self.sigma_max, self.rho)
+        sigmas = sigmas.astype(dtype)
         shape = (self.prior.channels, *self.task.unknown_shape[1:])
+        net = precision.network_dtype(self.prior.denoiser, dtype)
+        y_obs = y_obs.astype(dtype)
+        hparams = {k: jnp.asarray(v, dtype) for k, v in hparams.items()}
 
-        def denoise(x, sigma):
-            return r * self.prior.denoise(x / r, sigma / r)
+        def denoise(x, sigma):  # the network in its own dtype, as the published EDMPrecond
+            return r * self.prior.denoise((x / r).astype(net), (sigma / r).astype(net)).astype(dtype)
 
         def loss_fn(points, sigma, i):
             model_points = {k: v / r for k, v in points.items()}
@@ -232,6 +243,7 @@ class GuidedDiffusion(AbstractSampler):
             sigmas=sigmas,
             loss_fn=loss_fn,
             precondition=self.preconditioner,
+            noise_dtype=precision.NOISE_DTYPE,
         )
 
     def _sample(self, key, y_obs, num_samples, hparams):
@@ -239,7 +251,8 @@ class GuidedDiffusion(AbstractSampler):
             return self.prior.unknown(self.sample_one(k, y_obs, hparams, divisor) / self.units)
 
         divisors = batch_divisors(num_samples, self.batch_mean)
-        return jax.vmap(one)(jr.split(key, num_samples), jnp.asarray(divisors, y_obs.dtype))
+        dtype = precision.state_dtype(self.precision)
+        return jax.vmap(one)(jr.split(key, num_samples), jnp.asarray(divisors, dtype))
 
 
 def batch_divisors(num_samples: int, batch_size: int | None) -> np.ndarray:

@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from posteriorjax import parallel
+from posteriorjax.samplers import precision
 from posteriorjax.samplers.base import AbstractSampler
 from posteriorjax.sweep import program, statistics
 from posteriorjax.sweep import store as record_store
@@ -45,64 +46,67 @@ def run_pair(
     as an output, raised here after each chunk (`program.raise_failure`, a ValueError naming
     the pair, the check and the offending value). `networks`: what the sampler's trained
     networks are (`Plan.network_records`), carried by every record; `scored`: what the records
-    were scored on (`Record.scored`: the reference set's `heldout.tag`). Returns this call's
-    records.
+    were scored on (`Record.scored`: the reference set's `heldout.tag`). A sampler that integrates
+    in float64 (``precision="float64"``) runs inside `samplers.precision.scope` (JAX's x64 mode):
+    its samples and the metrics computed from them are float64, written to the records as floats.
+    Returns this call's records.
     """
-    mesh = parallel.data_mesh() if mesh is None else mesh
-    labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
-    ids = grid.ids()
-    if skip is None:
-        skip = results.done((labels["task"], labels["sampler"])) if results else set()
-    todo = [i for i, cid in enumerate(ids) if cid not in skip]
-    chunk = balanced_chunk(len(todo), chunk_size, mesh.devices.size, batch_size)
-    where = f"{labels['task']} / {labels['sampler']}"
-    program.check_inputs(sampler, grid, reference, where)
-    data = statistics.program_data(task, cases, reference, seed=seed)
-    data = parallel.global_tree(data, parallel.replicated(mesh))
-    one = program.case_program(
-        task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
-        calibration_options=calibration_options,
-    )  # fmt: skip
-    fn = eqx.filter_jit(program.checked_chunk_program(one, mesh, batch_size))
-    compiled, compile_s, out = None, 0.0, []
-    for start in range(0, len(todo), chunk):
-        index = np.asarray(todo[start : start + chunk])
-        padded = np.concatenate([index, np.repeat(index[-1:], chunk - len(index))])
-        configs = parallel.global_tree(grid.take(padded), parallel.batch_sharding(mesh))
-        t0 = time.perf_counter()
-        if compiled is None:
-            compiled = fn.lower(data, configs).compile()
-            compile_s = time.perf_counter() - t0
-            program.check_memory(
-                compiled, where, batch_size=batch_size, num_samples=num_samples, limit=memory_limit_bytes
-            )  # fmt: skip
-        t1 = time.perf_counter()
-        failure, metrics = jax.block_until_ready(compiled(data, configs))
-        run_s = time.perf_counter() - t1
-        program.raise_failure(failure, where)
-        rows, values = program.local_rows(metrics)
-        fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
-        fields["networks"] = dict(networks or {})
-        fields["scored"] = dict(scored or {})
-        records = [
-            _record(
-                grid,
-                ids,
-                int(index[pos]),
-                metrics={k: v[j] for k, v in values.items()},
-                labels=labels,
-                task=task,
-                fields=fields,
-            )
-            for j, pos in enumerate(rows)
-            if pos < len(index)  # not padding
-        ]
-        if results is not None and records:
-            results.append(records)
-        out.extend(records)
-        if progress is not None:
-            progress(min(start + chunk, len(todo)), len(todo), t1 - t0 if start == 0 else 0.0, run_s)
-    return out
+    with precision.scope(sampler):  # a float64 sampler: its program traced, compiled and run in x64
+        mesh = parallel.data_mesh() if mesh is None else mesh
+        labels = {"task": task.name, "sampler": sampler.name, **(labels or {})}
+        ids = grid.ids()
+        if skip is None:
+            skip = results.done((labels["task"], labels["sampler"])) if results else set()
+        todo = [i for i, cid in enumerate(ids) if cid not in skip]
+        chunk = balanced_chunk(len(todo), chunk_size, mesh.devices.size, batch_size)
+        where = f"{labels['task']} / {labels['sampler']}"
+        program.check_inputs(sampler, grid, reference, where)
+        data = statistics.program_data(task, cases, reference, seed=seed)
+        data = parallel.global_tree(data, parallel.replicated(mesh))
+        one = program.case_program(
+            task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
+            calibration_options=calibration_options,
+        )  # fmt: skip
+        fn = eqx.filter_jit(program.checked_chunk_program(one, mesh, batch_size))
+        compiled, compile_s, out = None, 0.0, []
+        for start in range(0, len(todo), chunk):
+            index = np.asarray(todo[start : start + chunk])
+            padded = np.concatenate([index, np.repeat(index[-1:], chunk - len(index))])
+            configs = parallel.global_tree(grid.take(padded), parallel.batch_sharding(mesh))
+            t0 = time.perf_counter()
+            if compiled is None:
+                compiled = fn.lower(data, configs).compile()
+                compile_s = time.perf_counter() - t0
+                program.check_memory(
+                    compiled, where, batch_size=batch_size, num_samples=num_samples, limit=memory_limit_bytes
+                )  # fmt: skip
+            t1 = time.perf_counter()
+            failure, metrics = jax.block_until_ready(compiled(data, configs))
+            run_s = time.perf_counter() - t1
+            program.raise_failure(failure, where)
+            rows, values = program.local_rows(metrics)
+            fields = dict(num_samples=num_samples, wall_time_s=run_s / chunk, compile_time_s=compile_s)
+            fields["networks"] = dict(networks or {})
+            fields["scored"] = dict(scored or {})
+            records = [
+                _record(
+                    grid,
+                    ids,
+                    int(index[pos]),
+                    metrics={k: v[j] for k, v in values.items()},
+                    labels=labels,
+                    task=task,
+                    fields=fields,
+                )
+                for j, pos in enumerate(rows)
+                if pos < len(index)  # not padding
+            ]
+            if results is not None and records:
+                results.append(records)
+            out.extend(records)
+            if progress is not None:
+                progress(min(start + chunk, len(todo)), len(todo), t1 - t0 if start == 0 else 0.0, run_s)
+        return out
 
 
 def balanced_chunk(todo: int, chunk_size: int, devices: int, batch_size: int = 1) -> int:

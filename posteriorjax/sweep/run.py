@@ -28,6 +28,7 @@ import numpy as np
 from posteriorjax import console, files, parallel
 from posteriorjax import plugins as plugin_modules
 from posteriorjax.reference import heldout
+from posteriorjax.samplers import precision
 from posteriorjax.sweep import calibrate, migrate, program, statistics
 from posteriorjax.sweep import store as record_store
 from posteriorjax.sweep.pair import balanced_chunk, run_pair
@@ -177,35 +178,36 @@ def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
         return  # no cap: each pair is still checked when it compiles (`run_pair`), not compiled twice
     s, mesh = plan.settings, parallel.data_mesh() if mesh is None else mesh
     for (task_name, label), sampler in plan.samplers.items():
-        task, size = plan.tasks[task_name], s.references[task_name].get("num_samples")
-        if size is None:
-            continue  # checked when the pair compiles (`run_pair`)
-        cases, grid = plan.cases(task_name), plan.grids[task_name, label]
-        k, shape = s.num_cases, tuple(task.unknown_shape)
-        placeholder = (np.zeros((k, 1, *shape), np.float32), np.ones((k, 1), np.float32))
-        data = jax.tree.map(
-            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
-            statistics.program_data(task, cases, placeholder, seed=s.seed),
-        )
-        data["ref_samples"] = jax.ShapeDtypeStruct((k, int(size), *shape), np.float32)
-        data["ref_weights"] = jax.ShapeDtypeStruct((k, int(size)), np.float32)
-        chunk = balanced_chunk(grid.size, s.chunk_size, mesh.devices.size, s.batch_size)
-        configs = jax.tree.map(
-            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), grid.take(np.zeros(chunk, int))
-        )
-        one = program.case_program(
-            task, sampler, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
-            calibration_options=s.calibration,
-        )  # fmt: skip
-        fn = jax.jit(program.checked_chunk_program(one, mesh, s.batch_size))
-        compiled = fn.lower(data, configs).compile()
-        program.check_memory(
-            compiled,
-            f"{task_name} / {label}",
-            batch_size=s.batch_size,
-            num_samples=s.num_samples,
-            limit=limit,
-        )
+        with precision.scope(sampler):
+            task, size = plan.tasks[task_name], s.references[task_name].get("num_samples")
+            if size is None:
+                continue  # checked when the pair compiles (`run_pair`)
+            cases, grid = plan.cases(task_name), plan.grids[task_name, label]
+            k, shape = s.num_cases, tuple(task.unknown_shape)
+            placeholder = (np.zeros((k, 1, *shape), np.float32), np.ones((k, 1), np.float32))
+            data = jax.tree.map(
+                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                statistics.program_data(task, cases, placeholder, seed=s.seed),
+            )
+            data["ref_samples"] = jax.ShapeDtypeStruct((k, int(size), *shape), np.float32)
+            data["ref_weights"] = jax.ShapeDtypeStruct((k, int(size)), np.float32)
+            chunk = balanced_chunk(grid.size, s.chunk_size, mesh.devices.size, s.batch_size)
+            configs = jax.tree.map(
+                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), grid.take(np.zeros(chunk, int))
+            )
+            one = program.case_program(
+                task, sampler, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
+                calibration_options=s.calibration,
+            )  # fmt: skip
+            fn = jax.jit(program.checked_chunk_program(one, mesh, s.batch_size))
+            compiled = fn.lower(data, configs).compile()
+            program.check_memory(
+                compiled,
+                f"{task_name} / {label}",
+                batch_size=s.batch_size,
+                num_samples=s.num_samples,
+                limit=limit,
+            )
 
 
 def _study_progress(plan: Plan, workdir: Path, store, *, enabled: bool):

@@ -34,6 +34,7 @@ from jax.extend import core
 from posteriorjax import diffusion, nn, parallel, samplers, tasks, training
 from posteriorjax.nn.pdeobs import parameter_count
 from posteriorjax.reference import pool, registry, rejection
+from posteriorjax.samplers import precision
 from posteriorjax.sweep import networks, program, statistics
 from posteriorjax.sweep.pair import balanced_chunk
 from posteriorjax.sweep.settings import SamplerEntry, Settings
@@ -294,55 +295,57 @@ def program_cost(plan, task_name: str, entry: SamplerEntry, nets: Mapping, *, co
     s, mesh = plan.settings, parallel.data_mesh() if mesh is None else mesh
     task = plan.tasks[task_name]
     sampler, grid = _abstract_sampler(plan, task_name, entry, nets)
-    size = int(s.references[task_name]["num_samples"])
-    data = abstract_data(task, s.num_cases, size, s.seed)
-    chunk = balanced_chunk(grid.size, s.chunk_size, mesh.devices.size, s.batch_size)
-    configs = _abstract(grid.take(np.zeros(chunk, int)))
-    dynamic, static = eqx.partition(sampler, lambda a: _is_abstract(a) or eqx.is_array(a))
-    dynamic = _abstract_arrays(dynamic)
+    with precision.scope(sampler):  # a float64 sampler traces in x64, as in `run_pair`
+        size = int(s.references[task_name]["num_samples"])
+        data = abstract_data(task, s.num_cases, size, s.seed)
+        chunk = balanced_chunk(grid.size, s.chunk_size, mesh.devices.size, s.batch_size)
+        configs = _abstract(grid.take(np.zeros(chunk, int)))
+        dynamic, static = eqx.partition(sampler, lambda a: _is_abstract(a) or eqx.is_array(a))
+        dynamic = _abstract_arrays(dynamic)
 
-    def one(dynamic, data, config):
-        built = eqx.combine(dynamic, static)
-        fn = program.case_program(
-            task, built, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
-            calibration_options=s.calibration,
-        )  # fmt: skip
-        return fn(data, config)
+        def one(dynamic, data, config):
+            built = eqx.combine(dynamic, static)
+            fn = program.case_program(
+                task, built, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
+                calibration_options=s.calibration,
+            )  # fmt: skip
+            return fn(data, config)
 
-    single = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), configs)
-    flops, unknown = jaxpr_flops(jax.make_jaxpr(one)(dynamic, data, single))
-    out = {
-        "flops_per_configuration": flops,
-        "flops_per_sample": flops / s.num_samples,
-        "unbounded_loops": unknown,
-        "chunk": chunk,
-        "reference_size": size,
-    }
-    if not compile:
-        return out
-    key = json.dumps(
-        [task_name, s.tasks[task_name], entry.sampler, entry.options, entry.task_options,
-         str(jax.tree.map(lambda a: (a.shape, str(a.dtype)), dynamic)), chunk, sorted(grid.hparams)],
-        sort_keys=True, default=str,
-    )  # fmt: skip
-    cache = {} if cache is None else cache
-    if key not in cache:
-        t0 = time.perf_counter()
-
-        def chunk_fn(dynamic, data, configs):
-            return program.checked_chunk_program(lambda d, c: one(dynamic, d, c), mesh, s.batch_size)(
-                data, configs
-            )
-
-        compiled = jax.jit(chunk_fn).lower(dynamic, data, configs).compile()
-        cost = compiled.cost_analysis()
-        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-        cache[key] = {
-            "memory_bytes": program.peak_bytes(compiled),
-            "xla_flops_per_sample": float((cost or {}).get("flops", float("nan"))) / (chunk * s.num_samples),
-            "compile_s": round(time.perf_counter() - t0, 2),
+        single = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), configs)
+        flops, unknown = jaxpr_flops(jax.make_jaxpr(one)(dynamic, data, single))
+        out = {
+            "flops_per_configuration": flops,
+            "flops_per_sample": flops / s.num_samples,
+            "unbounded_loops": unknown,
+            "chunk": chunk,
+            "reference_size": size,
         }
-    return {**out, **cache[key]}
+        if not compile:
+            return out
+        key = json.dumps(
+            [task_name, s.tasks[task_name], entry.sampler, entry.options, entry.task_options,
+             str(jax.tree.map(lambda a: (a.shape, str(a.dtype)), dynamic)), chunk, sorted(grid.hparams)],
+            sort_keys=True, default=str,
+        )  # fmt: skip
+        cache = {} if cache is None else cache
+        if key not in cache:
+            t0 = time.perf_counter()
+
+            def chunk_fn(dynamic, data, configs):
+                return program.checked_chunk_program(lambda d, c: one(dynamic, d, c), mesh, s.batch_size)(
+                    data, configs
+                )
+
+            compiled = jax.jit(chunk_fn).lower(dynamic, data, configs).compile()
+            cost = compiled.cost_analysis()
+            cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+            cache[key] = {
+                "memory_bytes": program.peak_bytes(compiled),
+                "xla_flops_per_sample": float((cost or {}).get("flops", float("nan")))
+                / (chunk * s.num_samples),
+                "compile_s": round(time.perf_counter() - t0, 2),
+            }
+        return {**out, **cache[key]}
 
 
 # ----------------------------------------------------------------------------
