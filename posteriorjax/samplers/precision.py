@@ -31,10 +31,8 @@ PRECISIONS = ("float32", "float64")
 NOISE_DTYPE = jnp.float32  # the published noise draws (torch's default dtype), cast to the state's
 # The published profiles' default precision, per sampler whose published loop integrates in float64.
 # The rule: float64 where float32 moves a posterior metric by more than its Monte Carlo error on a
-# medium case. Measured (`scripts/precision.py`; docs/studies/main-table.md, "Float32 against
-# float64 integration"): paired float32 and float64 runs differ by at most 1e-5 of the field and
-# the five metrics by at most 7e-7, against Monte Carlo errors of 4e-3 to 5e-2, for all three
-# (and for FunDPS with a trained prior): float32 stays, float64 is an option.
+# medium case. By that measurement (`scripts/precision.py`, with the exact prior; docs/studies/
+# main-table.md, "Float32 against float64 integration") none of the three needs it.
 PUBLISHED = {"fundps": "float32", "funddps": "float32", "ddis": "float32"}
 
 
