@@ -151,23 +151,42 @@ PUBLISHED_DATA = {
 def _onecycle(lr, steps, weight_decay):
     """torch's OneCycleLR (10 % warm-up, final lr = lr / (25 x 1e4)) as our warm-up + cosine."""
     warmup = round(0.1 * steps)
-    return {"learning_rate": lr, "warmup_steps": warmup, "end_learning_rate_factor": 1 / (25 * 1e4),
-            "weight_decay": weight_decay, "clip_norm": 0.0, "ema_decay": 0.0}  # fmt: skip
+    return {
+        "learning_rate": lr,
+        "warmup_steps": warmup,
+        "end_learning_rate_factor": 1 / (25 * 1e4),
+        "weight_decay": weight_decay,
+        "clip_norm": 0.0,
+        "ema_decay": 0.0,
+    }
 
 
 def _constant(lr, batch):
     """Adam at a constant `lr`, no weight decay, clipping or EMA."""
-    return {"batch_size": batch, "learning_rate": lr, "warmup_steps": 0, "end_learning_rate_factor": 1.0,
-            "weight_decay": 0.0, "clip_norm": 0.0, "ema_decay": 0.0}  # fmt: skip
+    return {
+        "batch_size": batch,
+        "learning_rate": lr,
+        "warmup_steps": 0,
+        "end_learning_rate_factor": 1.0,
+        "weight_decay": 0.0,
+        "clip_norm": 0.0,
+        "ema_decay": 0.0,
+    }
 
 
 def _edm(lr, rampup_mimg, ema_mimg, batch=32):
     """EDM's training loop (`training_*/training_loop.py`): Adam at `lr` after a linear ramp-up over
     `rampup_mimg` million images, constant after it, EMA half-life `ema_mimg` million images
     (decay 0.5 ** (batch / half-life) per step), no weight decay or clipping."""
-    return {"batch_size": batch, "learning_rate": lr, "warmup_steps": round(rampup_mimg * 1e6 / batch),
-            "end_learning_rate_factor": 1.0, "weight_decay": 0.0, "clip_norm": 0.0,
-            "ema_decay": 0.5 ** (batch / (ema_mimg * 1e6))}  # fmt: skip
+    return {
+        "batch_size": batch,
+        "learning_rate": lr,
+        "warmup_steps": round(rampup_mimg * 1e6 / batch),
+        "end_learning_rate_factor": 1.0,
+        "weight_decay": 0.0,
+        "clip_norm": 0.0,
+        "ema_decay": 0.5 ** (batch / (ema_mimg * 1e6)),
+    }
 
 
 # The published optimization at the full scale ({backbone: (steps, `config.train` overrides)}),
@@ -219,9 +238,15 @@ def _networks(name: str, scale: str, published: bool) -> dict | None:
 
 
 def catalog(
-    tiny: bool, names, *, tasks: dict | None = None, axes: dict | None = None, profile: str = "ours",
-    scale: str | None = None, options: dict | None = None,
-) -> dict:  # fmt: skip
+    tiny: bool,
+    names,
+    *,
+    tasks: dict | None = None,
+    axes: dict | None = None,
+    profile: str = "ours",
+    scale: str | None = None,
+    options: dict | None = None,
+) -> dict:
     """Sampler entries labelled by registry name, learned ones with their networks.
 
     `tasks`: {name: task names it runs on}; `axes`: {name: {hparam: values}}; `profile`:

@@ -55,9 +55,13 @@ def get_config(arg: str | None = None):
     )
     config.num_cases = 16 if tiny else 200
     config.calibration = ml_collections.ConfigDict(
-        {"mira_centres": "observation", "tarp_reference": "observation", "mira_half_width": 0.05,
-         "tarp_half_width": 0.5}
-    )  # fmt: skip
+        {
+            "mira_centres": "observation",
+            "tarp_reference": "observation",
+            "mira_half_width": 0.05,
+            "tarp_half_width": 0.5,
+        }
+    )
     synthetic = bimodal.default_config()
     if tiny:
         synthetic.update(num_train=2048, num_steps=400, num_calibration=200, num_test=400, width=32)

@@ -78,9 +78,18 @@ from posteriorjax.report import split
 from posteriorjax.tasks import ccs
 
 SAMPLERS = (
-    "prior", "pcn", "esmda", "dps", "fundps", "funddps", "ddis", "diffusionpde", "eci", "mc_dropout",
+    "prior",
+    "pcn",
+    "esmda",
+    "dps",
+    "fundps",
+    "funddps",
+    "ddis",
+    "diffusionpde",
+    "eci",
+    "mc_dropout",
     "fundiff",
-)  # fmt: skip
+)
 
 
 # The reference of each task by the published rule (PosteriorBench App. B.1 / Sec. 3.2), or our
@@ -106,9 +115,14 @@ SURROGATE = {"kind": "surrogate", "training": {"data": {"source": "pool", "pool_
 
 
 def published_references(
-    task_names: tuple[str, ...], methods: dict | None = None, pool_size=2_000_000, *,
-    pool_chunk: int = 10_000, surrogate: dict = SURROGATE, validate: bool = False,
-) -> dict:  # fmt: skip
+    task_names: tuple[str, ...],
+    methods: dict | None = None,
+    pool_size=2_000_000,
+    *,
+    pool_chunk: int = 10_000,
+    surrogate: dict = SURROGATE,
+    validate: bool = False,
+) -> dict:
     """{task: reference_config} by the published rule per task; `methods` ({task: method name})
     overrides it, e.g. {"darcy": "eps_k1000"}; `pool_size`: candidates, one number or {task: number};
     `surrogate`, `validate`: the `surrogate_rejection` network spec and re-weighting."""
@@ -170,9 +184,12 @@ OURS_VARIANTS = ("esmda", "fundps", "funddps", "ddis", "diffusionpde", "eci")
 # multiples of the sampler's published value on the task; the published scale keeps the published
 # values. ECI's mixing is a static option (one program per value), not calibrated.
 CALIBRATED = {
-    "fundps": "guidance", "funddps": "guidance", "dps": "guidance", "diffusionpde": "guidance",
+    "fundps": "guidance",
+    "funddps": "guidance",
+    "dps": "guidance",
+    "diffusionpde": "guidance",
     "ddis": "step_size",
-}  # fmt: skip
+}
 CALIBRATION_FACTORS = {"tiny": (0.25, 1.0, 4.0), "medium": (0.1, 0.3, 1.0, 3.0, 10.0)}
 MEDIUM_VALIDATION_CASES = 4
 
@@ -184,9 +201,12 @@ def calibrated(samplers: dict, scale: str, num_cases: int) -> dict:
         hparam = CALIBRATED.get(entry["sampler"])
         if hparam is not None:
             entry["calibrate"] = {
-                "hparam": hparam, "grid": CALIBRATION_FACTORS[scale], "relative": True,
-                "num_cases": num_cases, "rule": "rank_mean",
-            }  # fmt: skip
+                "hparam": hparam,
+                "grid": CALIBRATION_FACTORS[scale],
+                "relative": True,
+                "num_cases": num_cases,
+                "rule": "rank_mean",
+            }
     return samplers
 
 
@@ -225,9 +245,13 @@ def medium_config(task_names=MEDIUM_DEFAULT, labels=None):
     tasks = {name: dict(MEDIUM_TASKS[name]) for name in task_names}
     sampled = tuple(n for n in tasks if n != "poisson_fixed")
     references = published_references(
-        sampled, MEDIUM_REFERENCE, MEDIUM_POOLS, pool_chunk=2048, surrogate=MEDIUM_SURROGATE,
+        sampled,
+        MEDIUM_REFERENCE,
+        MEDIUM_POOLS,
+        pool_chunk=2048,
+        surrogate=MEDIUM_SURROGATE,
         validate=True,
-    )  # fmt: skip
+    )
     if "poisson_fixed" in tasks:
         references["poisson_fixed"] = sweep.reference_config("exact", num_samples=1000)
     samplers = base.catalog(False, SAMPLERS, profile="published", scale="medium", options=MEDIUM_OPTIONS)

@@ -35,9 +35,16 @@ def main(argv):
     console.setup_logging()
     plugins.load(_PLUGINS.value)
     records = evaluate(
-        _WORKDIR.value, _TASK.value, _SAMPLES.value, name=_NAME.value, cases_file=_CASES.value,
-        wall_time_s=_WALL.value, figures=_FIGURES.value, replace=_REPLACE.value, progress=True,
-    )  # fmt: skip
+        _WORKDIR.value,
+        _TASK.value,
+        _SAMPLES.value,
+        name=_NAME.value,
+        cases_file=_CASES.value,
+        wall_time_s=_WALL.value,
+        figures=_FIGURES.value,
+        replace=_REPLACE.value,
+        progress=True,
+    )
     results = Path(_WORKDIR.value) / "results.jsonl"
     print(f"{len(records)} record(s) of {_NAME.value!r} on {_TASK.value!r} appended to {results}")
     print((Path(_WORKDIR.value) / "summary.md").read_text())

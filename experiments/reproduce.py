@@ -34,9 +34,17 @@ from absl import flags
 from posteriorjax import cli
 
 STUDIES = (
-    "quickstart", "reference_validation", "main_table", "guidance_calibration", "noise_levels", "resolution",
-    "ood_prior_range", "pointwise_vs_distributional", "calibration_protocol", "model_comparison",
-)  # fmt: skip
+    "quickstart",
+    "reference_validation",
+    "main_table",
+    "guidance_calibration",
+    "noise_levels",
+    "resolution",
+    "ood_prior_range",
+    "pointwise_vs_distributional",
+    "calibration_protocol",
+    "model_comparison",
+)
 SCALES = ("tiny", "full")
 # the studies reported by `experiments.studies` after their sweeps
 REPORTED = ("guidance_calibration", "noise_levels", "resolution", "ood_prior_range")
@@ -103,8 +111,12 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
         elif study == "reference_validation":
             for task in ("darcy", "poisson"):
                 w = here / task
-                args = ("experiments.reference", f"--config=configs/reference_validation.py{arg}",
-                        f"--config.task={task}", f"--workdir={w}")  # fmt: skip
+                args = (
+                    "experiments.reference",
+                    f"--config=configs/reference_validation.py{arg}",
+                    f"--config.task={task}",
+                    f"--workdir={w}",
+                )
                 out.append(Step(study, "reference", w, args))
         elif study == "guidance_calibration":
             sweeps = [
@@ -122,8 +134,11 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
             main = sweep("main_table", "main_table", root / "main_table")
             out += [main, report(study, main.workdir, here, [main.workdir])]
         elif study == "calibration_protocol":
-            args = ("experiments.calibration_study", f"--config=configs/calibration_protocol.py{arg}",
-                    f"--workdir={here / 'synthetic'}")  # fmt: skip
+            args = (
+                "experiments.calibration_study",
+                f"--config=configs/calibration_protocol.py{arg}",
+                f"--workdir={here / 'synthetic'}",
+            )
             out += [sweep(study, study, here), Step(study, "synthetic", here / "synthetic", args)]
         else:
             out.append(sweep(study, study, here))

@@ -36,30 +36,39 @@ _DRY_RUN = flags.DEFINE_bool(
     "dry_run", False, "Validate the config and print what it would build (JSON); compute nothing."
 )
 _STAGE = flags.DEFINE_enum(  # `sweep.STAGES`, spelled out: the sweep (and JAX) load after parsing
-    "stage", "all", ["all", "networks"],
+    "stage",
+    "all",
+    ["all", "networks"],
     "all: the whole study; networks: train (or resume) every network the study needs, then stop.",
-)  # fmt: skip
+)
 _DRY_RUN_SIZING = flags.DEFINE_bool(
-    "dry_run_sizing", True, "With --dry_run: also size the study (`sweep.sizing`: counts, networks, "
+    "dry_run_sizing",
+    True,
+    "With --dry_run: also size the study (`sweep.sizing`: counts, networks, "
     "FLOPs, memory, hours, reference fill).",
-)  # fmt: skip
+)
 _DRY_RUN_COMPILE = flags.DEFINE_bool(
-    "dry_run_compile", None,
+    "dry_run_compile",
+    None,
     "With --dry_run: compile each (task, sampler) program on abstract inputs for XLA's memory and FLOP "
     "estimates (once per distinct program). Default: yes, except for networks at the full training "
     "scale on a CPU backend (a published-scale program takes about 7 minutes to compile on a 2-core CPU).",
-)  # fmt: skip
+)
 _DRY_RUN_PILOT = flags.DEFINE_integer(
-    "dry_run_pilot", 2048, "With --dry_run: prior draws of the pilot pool that estimates whether each "
-    "eps-rule reference fills (0: no pilot).", lower_bound=0,
-)  # fmt: skip
+    "dry_run_pilot",
+    2048,
+    "With --dry_run: prior draws of the pilot pool that estimates whether each "
+    "eps-rule reference fills (0: no pilot).",
+    lower_bound=0,
+)
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (multi-host).")
 _MEMORY = flags.DEFINE_integer(
-    "memory_limit_bytes", None,
+    "memory_limit_bytes",
+    None,
     "Device memory the compiled programs must fit in (default: $POSTERIORJAX_MEMORY_LIMIT_BYTES, the "
     "accelerator's memory, or the machine's RAM); checked before anything expensive is built.",
     lower_bound=1,
-)  # fmt: skip
+)
 
 
 def main(argv):
@@ -78,13 +87,19 @@ def main(argv):
             scale = settings(_CONFIG.value).training_scale
             compile_ = not (jax.default_backend() == "cpu" and scale == "full")
             if not compile_ and _DRY_RUN_SIZING.value:
-                print("[size] full-scale networks on a CPU: programs traced, not compiled (no XLA memory); "
-                      "--dry_run_compile=true compiles them", file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    "[size] full-scale networks on a CPU: programs traced, not compiled (no XLA memory); "
+                    "--dry_run_compile=true compiles them",
+                    file=sys.stderr,
+                    flush=True,
+                )
         out = sweep.dry_run(
-            _CONFIG.value, sizing=_DRY_RUN_SIZING.value, compile=compile_,
+            _CONFIG.value,
+            sizing=_DRY_RUN_SIZING.value,
+            compile=compile_,
             pilot_draws=_DRY_RUN_PILOT.value,
             log=lambda line: print(line, file=sys.stderr, flush=True),
-        )  # fmt: skip
+        )
         print(json.dumps(out, indent=1, default=str))
         return
     if _WORKDIR.value is None:
@@ -92,9 +107,12 @@ def main(argv):
     if _DISTRIBUTED.value:
         jax.distributed.initialize()
     sweep.run(
-        _CONFIG.value, _WORKDIR.value, plugins=_PLUGINS.value, memory_limit_bytes=_MEMORY.value,
+        _CONFIG.value,
+        _WORKDIR.value,
+        plugins=_PLUGINS.value,
+        memory_limit_bytes=_MEMORY.value,
         stage=_STAGE.value,
-    )  # fmt: skip
+    )
     if _STAGE.value == "all" and jax.process_index() == 0:
         stage.write(_WORKDIR.value)  # the tables (printed) and figures of what the sweep stored
 

@@ -29,8 +29,11 @@ def main(argv):
     if report is None:
         print(f"{config.kind}: no scores (this kind or config has none)", flush=True)
     else:
-        print(f"{config.kind} on {config.task}, {report['training_steps']} steps, "
-              f"{report['num_parameters']:,} parameters; scores (floor):", flush=True)  # fmt: skip
+        print(
+            f"{config.kind} on {config.task}, {report['training_steps']} steps, "
+            f"{report['num_parameters']:,} parameters; scores (floor):",
+            flush=True,
+        )
         print(training.scores.describe(report), flush=True)
 
 

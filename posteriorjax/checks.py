@@ -119,8 +119,10 @@ def ordered(names: str, low, high, *, positive_values: bool = False) -> tuple[fl
 
     `names` is how the error names the pair, e.g. ``"low, high"``.
     """
-    lo, hi = (positive(names, v, allow_zero=True) if positive_values else _finite_float(names, v)
-              for v in (low, high))  # fmt: skip
+    lo, hi = (
+        positive(names, v, allow_zero=True) if positive_values else _finite_float(names, v)
+        for v in (low, high)
+    )
     if not lo < hi or (positive_values and lo <= 0):
         what = "0 < low < high" if positive_values else "low < high"
         raise ValueError(f"{names}: expected {what}, got {low!r}, {high!r}")
@@ -168,8 +170,14 @@ def path_component(name: str, value) -> str:
     """
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name}: expected a non-empty string usable as a file name, got {value!r}")
-    bad = ("/" in value or "\\" in value or value in (".", "..") or value.startswith("~")
-           or any(ord(c) < 32 for c in value) or ":" in value)  # fmt: skip
+    bad = (
+        "/" in value
+        or "\\" in value
+        or value in (".", "..")
+        or value.startswith("~")
+        or any(ord(c) < 32 for c in value)
+        or ":" in value
+    )
     if bad:
         raise ValueError(
             f"{name}: expected a plain file-name component (no path separators, '..', '~', ':' or "

@@ -80,9 +80,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def execute(
-    main: Callable, argv: Sequence[str] | None = None, *, doc: str | None, required: Sequence[str] = (),
-    reserve_cpu_threads: bool = False, compilation_cache: bool = False,
-) -> None:  # fmt: skip
+    main: Callable,
+    argv: Sequence[str] | None = None,
+    *,
+    doc: str | None,
+    required: Sequence[str] = (),
+    reserve_cpu_threads: bool = False,
+    compilation_cache: bool = False,
+) -> None:
     """Run an absl `main(argv)` as a command: help, one-line user errors, then the JAX set-up.
 
     `doc`: the command's help text (its module docstring); `required`: flags that must be

@@ -86,9 +86,12 @@ class Stage:
             return self
         if interactive():
             self.bar = tqdm(
-                total=self.total, initial=self.initial, desc=self.description, unit=self.unit,
+                total=self.total,
+                initial=self.initial,
+                desc=self.description,
+                unit=self.unit,
                 dynamic_ncols=True,
-            )  # fmt: skip
+            )
         else:
             todo = self.total - self.done
             absl_logging.info("%s: %d of %d %s to do", self.description, todo, self.total, self.unit)
@@ -106,9 +109,12 @@ class Stage:
             self.bar.close()
         elif self.enabled and self.done > self.initial and exc[0] is None:
             absl_logging.info(
-                "%s: %d %s in %s", self.description, self.done - self.initial, self.unit,
+                "%s: %d %s in %s",
+                self.description,
+                self.done - self.initial,
+                self.unit,
                 duration(time.perf_counter() - self.start),
-            )  # fmt: skip
+            )
 
 
 class Steps:
@@ -129,9 +135,13 @@ class Steps:
     def close(self) -> None:
         if self.what is not None and self.enabled:
             absl_logging.info(
-                "[%s %d/%d] %s: done in %s", self.name, self.index, self.total, self.what,
+                "[%s %d/%d] %s: done in %s",
+                self.name,
+                self.index,
+                self.total,
+                self.what,
                 duration(time.perf_counter() - self.start),
-            )  # fmt: skip
+            )
         self.what = None
 
 
@@ -174,9 +184,16 @@ class StudyProgress:
         self.add(name, seconds, of=of)
         if self.enabled:
             absl_logging.info(
-                "[pair %d/%d] %s: %s in %s | study %d/%d | ETA %s", self.pair_index, self.pairs, self.label,
-                name, duration(seconds), self.done, self.total, self.eta(),
-            )  # fmt: skip
+                "[pair %d/%d] %s: %s in %s | study %d/%d | ETA %s",
+                self.pair_index,
+                self.pairs,
+                self.label,
+                name,
+                duration(seconds),
+                self.done,
+                self.total,
+                self.eta(),
+            )
 
     def start_pair(self, label: str, todo: int, size: int) -> None:
         self.pair_index += 1
@@ -197,9 +214,18 @@ class StudyProgress:
             others = "".join(f", {name} {duration(s)}" for name, (s, _, _) in self.stages.items() if s >= 0.5)
             absl_logging.info(
                 "[pair %d/%d] %s: %d/%d configurations | study %d/%d | compile %s, run %s%s | ETA %s",
-                self.pair_index, self.pairs, self.label, self.pair_done, self.pair_todo, self.done,
-                self.total, duration(self.compile_s), duration(self.run_s), others, self.eta(),
-            )  # fmt: skip
+                self.pair_index,
+                self.pairs,
+                self.label,
+                self.pair_done,
+                self.pair_todo,
+                self.done,
+                self.total,
+                duration(self.compile_s),
+                duration(self.run_s),
+                others,
+                self.eta(),
+            )
 
     def eta(self) -> str:
         if not self.ran:

@@ -102,8 +102,9 @@ def error_if(x, bad, message: str, *, value=None):
     operands = [bad]
     if value is not None:
         operands.append(jnp.broadcast_to(jnp.asarray(value), bad.shape))
-    out = check_p.bind(*operands, *(jnp.asarray(v) for v in leaves), message=message,
-                       has_value=value is not None)  # fmt: skip
+    out = check_p.bind(
+        *operands, *(jnp.asarray(v) for v in leaves), message=message, has_value=value is not None
+    )
     return jax.tree.unflatten(tree, out)
 
 

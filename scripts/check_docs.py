@@ -82,11 +82,23 @@ def check_page(
     start = len(requests)
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={profile}", "--enable-logging=stderr", "--log-level=0",
-             f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--log-level=0",
+                f"--virtual-time-budget={budget_ms}",
+                "--dump-dom",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     problems = [f"console: {m.group(1)}" for m in map(CONSOLE.search, proc.stderr.splitlines()) if m]
     if proc.returncode != 0 or "<html" not in proc.stdout.lower():
         problems.append(f"chromium exited {proc.returncode} without a DOM")

@@ -129,11 +129,15 @@ def main(argv):
             s64.append(scores(x64, ref))
             sample_diff.append(float(np.abs(x32 - x64).max() / np.abs(x64).max()))
         out = {
-            "row": row, "published_weight": published, "weight": weight, "seeds": FLAGS.seeds,
+            "row": row,
+            "published_weight": published,
+            "weight": weight,
+            "seeds": FLAGS.seeds,
             "num_samples": FLAGS.num_samples,
             "seconds_per_run": {k: float(np.median(v)) for k, v in seconds.items()},  # median: no compile
-            "seconds_weight_selection": t_select, "max_sample_rel_diff": max(sample_diff),
-        }  # fmt: skip
+            "seconds_weight_selection": t_select,
+            "max_sample_rel_diff": max(sample_diff),
+        }
         for m in METRICS:
             a, b = np.array([x[m] for x in s32]), np.array([x[m] for x in s64])
             d = a - b

@@ -79,9 +79,17 @@ def build_pools(
             directory = workdir / f"pool_{name}"
             before = pool.Pool.open(directory).size if (directory / files.MANIFEST).exists() else 0
             pools[name] = pool.build(
-                task, workdir / f"pool_{name}", seed=offset, num_chunks=num_chunks, chunk_size=chunk_size,
-                augment=augment, store_state=False, store_unknown=False, progress=False, max_new_chunks=step,
-            )  # fmt: skip
+                task,
+                workdir / f"pool_{name}",
+                seed=offset,
+                num_chunks=num_chunks,
+                chunk_size=chunk_size,
+                augment=augment,
+                store_state=False,
+                store_unknown=False,
+                progress=False,
+                max_new_chunks=step,
+            )
             made += pools[name].size - before
         elapsed = time.perf_counter() - start
         print(f"pools: a {pools['a'].size:,} b {pools['b'].size:,} candidates, {elapsed:.0f} s", flush=True)
@@ -97,9 +105,13 @@ def cmd_pools(args) -> None:
     task = _task(args.task, args.resolution)
     workdir = Path(args.workdir)
     out = build_pools(
-        task, workdir, num_chunks=args.num_chunks, chunk_size=args.chunk_size, seconds=args.seconds,
+        task,
+        workdir,
+        num_chunks=args.num_chunks,
+        chunk_size=args.chunk_size,
+        seconds=args.seconds,
         augment=args.task not in NO_ROTATION,
-    )  # fmt: skip
+    )
     log = workdir / "pools_log.json"
     history = json.loads(log.read_text()) if log.exists() else []
     history.append(
@@ -201,8 +213,10 @@ def _gt_study(task, name: str, published_eps: float, args) -> None:
     result = {"task": task.name, "resolution": args.resolution, "pool_size_each": n, "cases": []}
     y_cases = np.asarray(cases.y_obs, np.float64)
     start = time.perf_counter()  # one pass over each pool for all cases: (N, cases)
-    mae_all = {k: rejection.pool_statistic(p, lambda yc: rejection.mean_absolute_error(yc[:, None], y_cases))
-               for k, p in pools.items()}  # fmt: skip
+    mae_all = {
+        k: rejection.pool_statistic(p, lambda yc: rejection.mean_absolute_error(yc[:, None], y_cases))
+        for k, p in pools.items()
+    }
     result["scan_seconds"] = time.perf_counter() - start
     for i in range(args.cases):
         y = np.asarray(cases.y_obs[i])
@@ -215,8 +229,10 @@ def _gt_study(task, name: str, published_eps: float, args) -> None:
             levels = {"published": published_eps} if accepted >= num else {}
             levels["fill_K"] = max(float(np.sort(m)[num - 1]) for m in mae.values())
             for label, eps in levels.items():
-                refs = [eps_reference(pools[k], mae[k], eps=eps, seed=1000 * i + j, num=num)
-                        for j, k in enumerate("ab")]  # fmt: skip
+                refs = [
+                    eps_reference(pools[k], mae[k], eps=eps, seed=1000 * i + j, num=num)
+                    for j, k in enumerate("ab")
+                ]
                 ratios = validate.two_ensemble_ratios(ens, *refs, task=task)
                 ess = [r.ess() for r in refs]
                 entry[f"ratios_K{num}_{label}"] = {"K": num, "eps": eps, "ess": ess, **ratios}
@@ -224,10 +240,12 @@ def _gt_study(task, name: str, published_eps: float, args) -> None:
         print(json.dumps(entry, indent=1, default=str), flush=True)
     labels = sorted({k for c in result["cases"] for k in c if k.startswith("ratios_")})
     result["worst"] = {
-        label: {m: max(c[label]["ratios"][m] for c in result["cases"] if label in c)
-                for m in validate.RATIO_METRICS}
+        label: {
+            m: max(c[label]["ratios"][m] for c in result["cases"] if label in c)
+            for m in validate.RATIO_METRICS
+        }
         for label in labels
-    }  # fmt: skip
+    }
     result["published_eps"] = published_eps
     _write(workdir, name, result)
 
@@ -261,10 +279,13 @@ def cmd_ccs(args) -> None:
     held = sur.held_out_error(task, model, jr.key(99), 64)
     times["held_out_64"] = time.perf_counter() - start
     result = {
-        "task": task.config_dict(), "pool_size_each": rc["pool_size"], "K": rc["num_samples"],
+        "task": task.config_dict(),
+        "pool_size_each": rc["pool_size"],
+        "K": rc["num_samples"],
         "held_out": {k: v for k, v in held.items() if k not in ("rmse_per_cell", "mae_per_cell")},
-        "held_out_rmse_per_cell_max": float(np.max(held["rmse_per_cell"])), "cases": [],
-    }  # fmt: skip
+        "held_out_rmse_per_cell_max": float(np.max(held["rmse_per_cell"])),
+        "cases": [],
+    }
     cases = task.cases(args.case_seed, args.cases)
     refs = {}
     for j, name in enumerate("ab"):
@@ -279,9 +300,15 @@ def cmd_ccs(args) -> None:
     start = time.perf_counter()
     fast = sur.surrogate_task(task, model)
     third = pool.build(
-        fast, workdir / "pool_c", seed=2, num_chunks=math.ceil(rc["pool_size"] / rc["pool_chunk"]),
-        chunk_size=rc["pool_chunk"], store_state=False, store_unknown=False, progress=False,
-    )  # fmt: skip
+        fast,
+        workdir / "pool_c",
+        seed=2,
+        num_chunks=math.ceil(rc["pool_size"] / rc["pool_chunk"]),
+        chunk_size=rc["pool_chunk"],
+        store_state=False,
+        store_unknown=False,
+        progress=False,
+    )
     times["third_pool"] = time.perf_counter() - start
     std = sur.noise_std(task)
     for i in range(args.cases):
@@ -306,10 +333,11 @@ def cmd_ccs(args) -> None:
         result["cases"].append(entry)
         print(json.dumps(entry, indent=1, default=str), flush=True)
     result["worst"] = {
-        label: {m: max(c[f"ratios_{label}"]["ratios"][m] for c in result["cases"])
-                for m in validate.RATIO_METRICS}
+        label: {
+            m: max(c[f"ratios_{label}"]["ratios"][m] for c in result["cases"]) for m in validate.RATIO_METRICS
+        }
         for label in ("published_uniform", "validated")
-    }  # fmt: skip
+    }
     result["seconds"] = times
     _write(workdir, "ccs_medium", result)
 
@@ -335,8 +363,13 @@ def _prefix_moments(p, cases_y, noise_stds, sizes) -> dict:
                 m_new = max(m, lw.max())
                 scale = np.exp(m - m_new) if np.isfinite(m) else 0.0
                 w = np.exp(lw - m_new)
-                state[(c, s)] = (m_new, s0 * scale + w.sum(), s1 * scale + w @ x,
-                                 s2 * scale + w @ x**2, q * scale**2 + np.sum(w**2))  # fmt: skip
+                state[(c, s)] = (
+                    m_new,
+                    s0 * scale + w.sum(),
+                    s1 * scale + w @ x,
+                    s2 * scale + w @ x**2,
+                    q * scale**2 + np.sum(w**2),
+                )
         size = first + p.per_chunk
         if size in sizes:
             for key, (_, s0, s1, s2, q) in state.items():
@@ -350,8 +383,16 @@ def cmd_poisson(args) -> None:
     task = _task("poisson_fixed", args.resolution)
     workdir = Path(args.workdir)
     start = time.perf_counter()
-    p = pool.build(task, workdir / "pool", seed=0, num_chunks=args.num_chunks, chunk_size=args.chunk_size,
-                   augment=True, store_state=False, progress=False)  # fmt: skip
+    p = pool.build(
+        task,
+        workdir / "pool",
+        seed=0,
+        num_chunks=args.num_chunks,
+        chunk_size=args.chunk_size,
+        augment=True,
+        store_state=False,
+        progress=False,
+    )
     build_seconds = time.perf_counter() - start
     sizes = [p.per_chunk * 2**j for j in range(20) if p.per_chunk * 2**j <= p.size]
     cases = task.cases(args.case_seed, args.cases)
@@ -398,11 +439,16 @@ def cmd_poisson(args) -> None:
         noisy, y_obs = ys[s]
         mean, std = exact.posterior(noisy, np.asarray(y_obs[c]))
         for size, mu, sd, ess in rows:
-            importance.append({
-                "case": c, "noise_std": s, "pool_size": size, "ess": float(ess),
-                "mean_rel_error": float(np.linalg.norm(mu - mean.ravel()) / np.linalg.norm(mean)),
-                "std_rel_error": float(np.linalg.norm(sd - std.ravel()) / np.linalg.norm(std)),
-            })  # fmt: skip
+            importance.append(
+                {
+                    "case": c,
+                    "noise_std": s,
+                    "pool_size": size,
+                    "ess": float(ess),
+                    "mean_rel_error": float(np.linalg.norm(mu - mean.ravel()) / np.linalg.norm(mean)),
+                    "std_rel_error": float(np.linalg.norm(sd - std.ravel()) / np.linalg.norm(std)),
+                }
+            )
     result["importance"] = importance
     _write(workdir, "poisson", result)
 
@@ -411,8 +457,9 @@ def cmd_poisson(args) -> None:
 
 
 def cmd_pcn(args) -> None:
-    task = tasks.get("poisson_fixed", resolution=args.resolution, num_sensors=args.num_sensors,
-                     noise_std=args.noise_std)  # fmt: skip
+    task = tasks.get(
+        "poisson_fixed", resolution=args.resolution, num_sensors=args.num_sensors, noise_std=args.noise_std
+    )
     y = np.asarray(task.cases(args.case_seed, 1).y_obs[0])
     mean, std = exact.posterior(task, y)
     lam = exact.misfit_spectrum(task)
@@ -428,18 +475,30 @@ def cmd_pcn(args) -> None:
         burn_in = steps // 2
         thin = max((steps - burn_in) // args.draws, 1)
         start = time.perf_counter()
-        res = mcmc.run(jr.key(args.seed), task, y, num_chains=args.chains, num_draws=args.draws,
-                       burn_in=burn_in, thin=thin, method=args.method)  # fmt: skip
+        res = mcmc.run(
+            jr.key(args.seed),
+            task,
+            y,
+            num_chains=args.chains,
+            num_draws=args.draws,
+            burn_in=burn_in,
+            thin=thin,
+            method=args.method,
+        )
         x = np.asarray(jax.block_until_ready(res.samples))
         seconds = time.perf_counter() - start
         flat = x.reshape(-1, *task.unknown_shape)
         diag = mcmc.diagnose(res)
         row = {
-            "steps": burn_in + args.draws * thin, "burn_in": burn_in, "thin": thin, "seconds": seconds,
+            "steps": burn_in + args.draws * thin,
+            "burn_in": burn_in,
+            "thin": thin,
+            "seconds": seconds,
             "mean_rel_error": float(np.linalg.norm(flat.mean(0) - mean) / np.linalg.norm(mean)),
             "std_rel_error": float(np.linalg.norm(flat.std(0) - std) / np.linalg.norm(std)),
-            "step_size_median": float(np.median(np.asarray(res.step))), **vars(diag),
-        }  # fmt: skip
+            "step_size_median": float(np.median(np.asarray(res.step))),
+            **vars(diag),
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     name = f"pcn_{args.method}_{args.resolution}_{args.num_sensors}_{args.noise_std:g}"
@@ -454,16 +513,21 @@ def cmd_info(args) -> None:
     """KL(posterior || prior) and the misfit spectrum of `poisson_fixed` cases at several noise levels."""
     rows = []
     for s in args.noise:
-        task = tasks.get("poisson_fixed", resolution=args.resolution, num_sensors=args.num_sensors,
-                         noise_std=s)  # fmt: skip
+        task = tasks.get(
+            "poisson_fixed", resolution=args.resolution, num_sensors=args.num_sensors, noise_std=s
+        )
         lam = exact.misfit_spectrum(task)
         cases = task.cases(args.case_seed, args.cases)
         kl = [exact.condition(task, np.asarray(y)).kl_from_prior() for y in cases.y_obs]
-        rows.append({
-            "noise_std": s, "lambda_max": float(lam[0]),
-            "informed_directions": float(np.sum(lam / (1 + lam))),
-            "kl_nats": kl, "log10_pool_exp_kl": [k / np.log(10) for k in kl],
-        })  # fmt: skip
+        rows.append(
+            {
+                "noise_std": s,
+                "lambda_max": float(lam[0]),
+                "informed_directions": float(np.sum(lam / (1 + lam))),
+                "kl_nats": kl,
+                "log10_pool_exp_kl": [k / np.log(10) for k in kl],
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     name = f"info_{args.resolution}_{args.num_sensors}"
     _write(

@@ -10,7 +10,20 @@ from posteriorjax.diffusion.sampling import euler_step, heun_step, sample, sampl
 from posteriorjax.diffusion.schedules import karras_sigmas, log_normal_sigma
 
 __all__ = [
-    "dsm_loss", "GRFNoise", "MaternNoise", "RBFNoise", "WhiteNoise", "EDMDenoiser", "Normalizer",
-    "preconditioning", "regression_target", "score", "euler_step", "heun_step", "sample", "sample_ode",
-    "karras_sigmas", "log_normal_sigma",
-]  # fmt: skip
+    "dsm_loss",
+    "GRFNoise",
+    "MaternNoise",
+    "RBFNoise",
+    "WhiteNoise",
+    "EDMDenoiser",
+    "Normalizer",
+    "preconditioning",
+    "regression_target",
+    "score",
+    "euler_step",
+    "heun_step",
+    "sample",
+    "sample_ode",
+    "karras_sigmas",
+    "log_normal_sigma",
+]

@@ -44,8 +44,12 @@ FORMAT = "posteriorjax.exchange.v1"
 def _operator_description(task: Task) -> dict:
     """The observation operator of `task` as plain JSON (type, count, and its defining data)."""
     obs = task.observation
-    out = {"type": type(obs).__name__, "values_per_field": int(obs.count),
-           "num_observations": int(task.num_observations), "field_shape": list(obs.shape)}  # fmt: skip
+    out = {
+        "type": type(obs).__name__,
+        "values_per_field": int(obs.count),
+        "num_observations": int(task.num_observations),
+        "field_shape": list(obs.shape),
+    }
     for name in ("name", "params", "realized"):
         if hasattr(obs, name):
             out[name] = json.loads(json.dumps(getattr(obs, name), default=str))
@@ -87,8 +91,14 @@ def _grid(task: Task) -> dict:
         "periodic": "x_i = i h, h = L / n",
         "neumann": "cell centres x_i = (i + 1/2) h, h = L / n",
     }
-    return {"n": g.n, "length": g.length, "boundary": g.bc, "spacing": g.spacing, "points": points[g.bc],
-            "indexing": "fields are [channel, y, x]; row index = y, column index = x"}  # fmt: skip
+    return {
+        "n": g.n,
+        "length": g.length,
+        "boundary": g.bc,
+        "spacing": g.spacing,
+        "points": points[g.bc],
+        "indexing": "fields are [channel, y, x]; row index = y, column index = x",
+    }
 
 
 def readme(task: Task, ids, ref_shape) -> dict:
@@ -115,7 +125,7 @@ def readme(task: Task, ids, ref_shape) -> dict:
             },
             "truth": {"x_true": [k, *task.unknown_shape], "u_true": [k, *task.state_shape]},
             "reference": {"ref_samples": list(ref_shape), "ref_weights": list(ref_shape[:2])},
-        },  # fmt: skip
+        },
         "reference_set": "public: for tuning, plots and your own checks. Scores use a held-out "
         "reference of the same method and size (independent draws), never exported; a score much "
         "better on this set than on the held-out one is flagged (held-out / public above "
@@ -124,26 +134,26 @@ def readme(task: Task, ids, ref_shape) -> dict:
         "unknown": {
             "shape": list(task.unknown_shape),
             "channels": [{"name": c.name, "unit": c.unit} for c in task.channels],
-        },  # fmt: skip
+        },
         "physics": {
             "model": type(task.physics).__name__,
             "equation": physics,
             "sign": "as stated in the equation; e.g. Poisson tasks solve -lap(phi) = f, while "
             "the DiffusionPDE/PosteriorBench data solve lap(phi) = f (their phi = -ours)",
-        },  # fmt: skip
+        },
         "grid": _grid(task),
         "observation": _operator_description(task),
         "noise": {
             "type": "Gaussian, independent",
             "std": np.asarray(task.noise_std).tolist(),
             "model": "y = observation(physics(x)) + std * N(0, I)",
-        },  # fmt: skip
+        },
         "normalization": {
             "field_mean": np.asarray(task.field_stats[0]).tolist(),
             "field_std": np.asarray(task.field_stats[1]).tolist(),
             "note": "prior mean/std of the evaluated field: the sweep's SWD z-score; "
             "samples are handed back in physical (unnormalized) units",
-        },  # fmt: skip
+        },
         "evaluation": task.evaluation_name,
         "samples": {
             "shape": ["N", *task.unknown_shape],
@@ -154,7 +164,7 @@ def readme(task: Task, ids, ref_shape) -> dict:
             "command": (
                 f"python -m experiments.evaluate --workdir=DIR --task={task.name} --samples=PATH --name=LABEL"
             ),
-        },  # fmt: skip
+        },
         "interop": "posteriorjax.exchange.interop.Forward(task): forward map and VJP on NumPy arrays",
     }
 
@@ -180,17 +190,17 @@ def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bo
             "field_mean": mean,
             "field_std": std,
             **sensors(task),
-        },  # fmt: skip
+        },
         "truth": {
             "case_ids": ids,
             "x_true": np.asarray(cases.x_true, np.float32),
             "u_true": np.asarray(cases.u_true, np.float32),
-        },  # fmt: skip
+        },
         "reference": {
             "case_ids": ids,
             "ref_samples": np.asarray(ref_samples, np.float32),
             "ref_weights": np.asarray(ref_weights, np.float32),
-        },  # fmt: skip
+        },
     }
     out = {}
     for name, arrays in contents.items():

@@ -54,11 +54,20 @@ def rows(records: Sequence[Mapping]) -> list[dict]:
         high = heldout.flagged(gap, limit)
         ess = [r["metrics"].get("ess", r["num_samples"]) for r in recs]
         invalid = [r["metrics"].get("num_invalid") or 0 for r in recs]
-        out.append({
-            "task": task, "sampler": sampler, "hparams": dict(hp), "set": which, "scores": scores,
-            "gap": max(gap.values()) if gap else math.nan, "flagged": bool(high), "ess": float(np.mean(ess)),
-            "invalid": int(np.sum(invalid)), "cases": len(recs),
-        })  # fmt: skip
+        out.append(
+            {
+                "task": task,
+                "sampler": sampler,
+                "hparams": dict(hp),
+                "set": which,
+                "scores": scores,
+                "gap": max(gap.values()) if gap else math.nan,
+                "flagged": bool(high),
+                "ess": float(np.mean(ess)),
+                "invalid": int(np.sum(invalid)),
+                "cases": len(recs),
+            }
+        )
     for task in {r["task"] for r in out}:
         _rank([r for r in out if r["task"] == task and r["set"] != heldout.PUBLIC])
         _rank([r for r in out if r["task"] == task and r["set"] == heldout.PUBLIC])

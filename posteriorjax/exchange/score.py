@@ -82,9 +82,17 @@ def _scores(t, s, cases, reference, *, grid, x, weights, where: str) -> dict:
 
 
 def evaluate(
-    workdir, task: str, samples, *, name: str = "file", cases_file=None, wall_time_s: float = 0.0,
-    figures: bool = False, replace: bool = False, progress: bool = False,
-) -> list[record_store.Record]:  # fmt: skip
+    workdir,
+    task: str,
+    samples,
+    *,
+    name: str = "file",
+    cases_file=None,
+    wall_time_s: float = 0.0,
+    figures: bool = False,
+    replace: bool = False,
+    progress: bool = False,
+) -> list[record_store.Record]:
     """Score the samples at `samples` (a path, `readers`) for `task` of the study in `workdir`.
 
     The file holds the N samples of each case, `(N, C, H, W)` per case or stacked
@@ -132,9 +140,12 @@ def evaluate(
     steps(f"reading the samples of {len(ids)} case(s) from {samples}")
     ensemble = readers.read_ensemble(samples, ids, t.unknown_shape, task=task)
     scored["samples"] = {
-        "path": str(Path(samples).resolve()), "sha256": files.file_digest(samples), "reader": ensemble.reader,
-        "dtype": ensemble.dtype, "weighted": ensemble.weights is not None,
-    }  # fmt: skip
+        "path": str(Path(samples).resolve()),
+        "sha256": files.file_digest(samples),
+        "reader": ensemble.reader,
+        "dtype": ensemble.dtype,
+        "weighted": ensemble.weights is not None,
+    }
     x, weights = ensemble.samples, ensemble.weights
     steps(f"the reference posterior of {task} (read from the workdir, or built)")
     scorer = plan if cases_file is None else _own_export(workdir, task, plan)
@@ -179,7 +190,7 @@ def evaluate(
             evaluation=t.evaluation_name,
             cases=cases_source,
             scored=scored,
-        )  # fmt: skip
+        )
         for i in range(grid.size)
     ]
     if results.done((task, name)):
@@ -189,8 +200,12 @@ def evaluate(
     _warn_gap(records, f"{task}/{name}")
     if s.save_samples:
         keep = [i for i in range(grid.size) if grid.case[i] < s.save_samples]
-        stored = {"samples": x[grid.case[keep]], "case": grid.case[keep], "seed": grid.seed[keep],
-                  "config_id": np.asarray([config_ids[i] for i in keep])}  # fmt: skip
+        stored = {
+            "samples": x[grid.case[keep]],
+            "case": grid.case[keep],
+            "seed": grid.seed[keep],
+            "config_id": np.asarray([config_ids[i] for i in keep]),
+        }
         if weights is not None:
             stored["weights"] = weights[grid.case[keep]]
         files.write_arrays_checked(workdir / "samples" / task / f"{name}.npz", stored)

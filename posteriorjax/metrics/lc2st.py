@@ -112,16 +112,20 @@ def lc2st(
     single = theta_o.ndim == 2
     if single:
         theta_o, x_o = theta_o[None], x_o[None]
-    expected_o = (theta_o.ndim == 3 and theta_o.shape[-1] == theta.shape[1]
-                  and x_o.shape == (theta_o.shape[0], x.shape[1]))  # fmt: skip
+    expected_o = (
+        theta_o.ndim == 3
+        and theta_o.shape[-1] == theta.shape[1]
+        and x_o.shape == (theta_o.shape[0], x.shape[1])
+    )
     if not expected_o:
         raise ValueError(
             f"theta_o, x_o: expected (K, n, {theta.shape[1]}) and (K, {x.shape[1]}), "
             f"got {theta_o.shape} and {x_o.shape}"
         )
     num_null = checks.positive_int("num_null", num_null)
-    width, depth, steps = (checks.positive_int(k, v) for k, v in (("width", width), ("depth", depth),
-                                                                      ("steps", steps)))  # fmt: skip
+    width, depth, steps = (
+        checks.positive_int(k, v) for k, v in (("width", width), ("depth", depth), ("steps", steps))
+    )
     learning_rate = checks.positive("learning_rate", learning_rate)
     for name, a in (("theta", theta), ("x", x), ("theta_q", theta_q), ("theta_o", theta_o), ("x_o", x_o)):
         checks.finite(a, name)

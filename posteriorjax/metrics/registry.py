@@ -128,9 +128,13 @@ class Metric:
 
 def _swd(c: Inputs):
     return posterior.sliced_wasserstein(
-        c.samples, c.reference, c.weights, weights=c.sample_weights, field_stats=c.field_stats,
+        c.samples,
+        c.reference,
+        c.weights,
+        weights=c.sample_weights,
+        field_stats=c.field_stats,
         directions=c.directions,
-    )  # fmt: skip
+    )
 
 
 def _dc_excluded(c: Inputs):

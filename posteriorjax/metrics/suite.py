@@ -145,11 +145,13 @@ def too_small(x, y, w, truth, kwargs: dict, present: set) -> dict:
     given = {k: kwargs.get(k) for k in ("forward", "y_obs", "noise_std", "valid")}
     inputs = registry.Inputs(x, x, y, w, t, **given)
     small = [
-        m for m in registry.REGISTRY.values()
-        if m.name not in present and m.needs <= inputs.available()
+        m
+        for m in registry.REGISTRY.values()
+        if m.name not in present
+        and m.needs <= inputs.available()
         and (m.ndims is None or x.ndim in m.ndims)
         and (x.shape[0] < m.min_samples or y.shape[0] < m.min_reference)
-    ]  # fmt: skip
+    ]
     if not small:
         return {}
     n, m_ref = max(x.shape[0], 2), max(y.shape[0], 2)  # every minimum in the registry is <= 2

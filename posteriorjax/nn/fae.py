@@ -62,8 +62,9 @@ class Encoder(eqx.Module):
     patch_size: tuple[int, int] = eqx.field(static=True)
     grid_size: tuple[int, int] = eqx.field(static=True)
 
-    def __init__(self, in_channels, *, patch_size, grid_size, emb_dim, num_latents, depth, num_heads,
-                 mlp_ratio, key):  # fmt: skip
+    def __init__(
+        self, in_channels, *, patch_size, grid_size, emb_dim, num_latents, depth, num_heads, mlp_ratio, key
+    ):
         self.patch_size, self.grid_size = _pair(patch_size, "patch_size"), _pair(grid_size, "grid_size")
         if any(g % p for g, p in zip(self.grid_size, self.patch_size, strict=True)):
             raise ValueError(f"grid_size: {self.grid_size} is not divisible by patch_size {self.patch_size}")
@@ -119,8 +120,20 @@ class Decoder(eqx.Module):
     head: Dense
     period: bool = eqx.field(static=True)
 
-    def __init__(self, latent_dim, out_dim, *, fourier_freq, period, dec_depth, dec_num_heads, dec_emb_dim,
-                 mlp_ratio, num_mlp_layers, key):  # fmt: skip
+    def __init__(
+        self,
+        latent_dim,
+        out_dim,
+        *,
+        fourier_freq,
+        period,
+        dec_depth,
+        dec_num_heads,
+        dec_emb_dim,
+        mlp_ratio,
+        num_mlp_layers,
+        key,
+    ):
         if dec_emb_dim % 2:
             raise ValueError(f"dec_emb_dim: expected an even width, got {dec_emb_dim}")
         kf, kz, kb, kh, ko = jr.split(key, 5)
@@ -144,8 +157,10 @@ class Decoder(eqx.Module):
         coords = coords.astype(z.dtype)
         if self.period:
             angle = 2 * jnp.pi * coords
-            coords = jnp.stack([jnp.cos(angle[:, 0]), jnp.sin(angle[:, 0]),
-                                jnp.cos(angle[:, 1]), jnp.sin(angle[:, 1])], axis=-1)  # fmt: skip
+            coords = jnp.stack(
+                [jnp.cos(angle[:, 0]), jnp.sin(angle[:, 0]), jnp.cos(angle[:, 1]), jnp.sin(angle[:, 1])],
+                axis=-1,
+            )
         proj = coords @ self.fourier.astype(z.dtype)
         q = jnp.concatenate([jnp.cos(proj), jnp.sin(proj)], axis=-1)
         kv = self.latent_proj(z)
@@ -169,19 +184,51 @@ class FunctionAutoencoder(eqx.Module):
     encoder: Encoder
     decoder: Decoder
 
-    def __init__(self, in_channels: int, out_channels: int, *, key, patch_size, grid_size, emb_dim,
-                 num_latents, depth, num_heads, mlp_ratio, fourier_freq, period, dec_depth, dec_num_heads,
-                 dec_emb_dim, dec_mlp_ratio, num_mlp_layers):  # fmt: skip
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        *,
+        key,
+        patch_size,
+        grid_size,
+        emb_dim,
+        num_latents,
+        depth,
+        num_heads,
+        mlp_ratio,
+        fourier_freq,
+        period,
+        dec_depth,
+        dec_num_heads,
+        dec_emb_dim,
+        dec_mlp_ratio,
+        num_mlp_layers,
+    ):
         ke, kd = jr.split(key)
         self.encoder = Encoder(
-            in_channels, patch_size=patch_size, grid_size=grid_size, emb_dim=emb_dim, num_latents=num_latents,
-            depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio, key=ke,
-        )  # fmt: skip
+            in_channels,
+            patch_size=patch_size,
+            grid_size=grid_size,
+            emb_dim=emb_dim,
+            num_latents=num_latents,
+            depth=depth,
+            num_heads=num_heads,
+            mlp_ratio=mlp_ratio,
+            key=ke,
+        )
         self.decoder = Decoder(
-            emb_dim, out_channels, fourier_freq=fourier_freq, period=period, dec_depth=dec_depth,
-            dec_num_heads=dec_num_heads, dec_emb_dim=dec_emb_dim, mlp_ratio=dec_mlp_ratio,
-            num_mlp_layers=num_mlp_layers, key=kd,
-        )  # fmt: skip
+            emb_dim,
+            out_channels,
+            fourier_freq=fourier_freq,
+            period=period,
+            dec_depth=dec_depth,
+            dec_num_heads=dec_num_heads,
+            dec_emb_dim=dec_emb_dim,
+            mlp_ratio=dec_mlp_ratio,
+            num_mlp_layers=num_mlp_layers,
+            key=kd,
+        )
 
     @property
     def latent_shape(self) -> tuple[int, int]:

@@ -167,8 +167,11 @@ class NeuralopFNO(eqx.Module):
         hh, ww = v.shape[-2:]
         v = jnp.pad(v, ((0, 0), (0, round(self.padding * hh)), (0, round(self.padding * ww))))
         # the kept window: the unpadded grid, inside it the reflect-padding crop
-        rows, cols = (slice(h // 2, h // 2 + h), slice(w // 2, w // 2 + w)) if self.reflect_pad else (
-            slice(0, hh), slice(0, ww))  # fmt: skip
+        rows, cols = (
+            (slice(h // 2, h // 2 + h), slice(w // 2, w // 2 + w))
+            if self.reflect_pad
+            else (slice(0, hh), slice(0, ww))
+        )
         n = len(self.spectral)
         keys = [None] * n if key is None else list(jr.split(key, n))
         # after the last spectral convolution every operation is per point: evaluate them on the

@@ -148,10 +148,17 @@ class GaussianPosterior:
         """
         dtype = self.v.dtype
         return _pathwise(
-            task, key, jnp.arange(num), v=self.v, s_inv=jnp.asarray(self.s_inv, dtype),
-            y=jnp.asarray(self.y_obs, dtype), std=jnp.asarray(self.noise_std, dtype),
-            mode_std=self.mode_std, basis=self.basis, batch_size=batch_size,
-        )  # fmt: skip
+            task,
+            key,
+            jnp.arange(num),
+            v=self.v,
+            s_inv=jnp.asarray(self.s_inv, dtype),
+            y=jnp.asarray(self.y_obs, dtype),
+            std=jnp.asarray(self.noise_std, dtype),
+            mode_std=self.mode_std,
+            basis=self.basis,
+            batch_size=batch_size,
+        )
 
 
 def condition(task, y_obs, prior=None, *, mode_std=None, adjoint=None) -> GaussianPosterior:

@@ -103,9 +103,10 @@ def record_set(record: Mapping) -> str:
 def pre_split(records: Sequence[Mapping], task: str | None = None) -> list:
     """The records (of `task`, or all) scored before the split: no reference tag."""
     return [
-        r for r in records
+        r
+        for r in records
         if (task is None or r["task"] == task) and "reference" not in dict(r.get("scored", {}))
-    ]  # fmt: skip
+    ]
 
 
 def gaps(heldout: Mapping[str, float], public: Mapping[str, float]) -> dict[str, float]:

@@ -437,6 +437,11 @@ def diagnose(result: ChainResult) -> Diagnostics:
     samples = np.asarray(result.samples)
     r, bulk, tail = rank_rhat(samples), ess_bulk(samples), ess_tail(samples)
     return Diagnostics(
-        float(np.nanmax(r)), float(np.nanmedian(r)), float(np.nanmin(bulk)), float(np.nanmedian(bulk)),
-        float(np.nanmin(tail)), float(np.nanmedian(tail)), float(np.mean(np.asarray(result.acceptance))),
-    )  # fmt: skip
+        float(np.nanmax(r)),
+        float(np.nanmedian(r)),
+        float(np.nanmin(bulk)),
+        float(np.nanmedian(bulk)),
+        float(np.nanmin(tail)),
+        float(np.nanmedian(tail)),
+        float(np.mean(np.asarray(result.acceptance))),
+    )

@@ -68,10 +68,16 @@ def _references(config, task, cases, workdir: Path) -> dict[str, tuple]:
             {"reference": spec, "seed": int(config.seed), "key": key_name, "pool": pool_name}
         )
         out[label] = registry.load_or_build(
-            spec, task, cases, registry.stream(root, key_name), workdir / label, workdir=workdir,
-            settings=identity, pool_key=None if pool_name is None else registry.stream(root, pool_name),
+            spec,
+            task,
+            cases,
+            registry.stream(root, key_name),
+            workdir / label,
+            workdir=workdir,
+            settings=identity,
+            pool_key=None if pool_name is None else registry.stream(root, pool_name),
             progress=bool(config.progress),
-        )  # fmt: skip
+        )
     return out
 
 

@@ -133,10 +133,15 @@ def _pcn(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress
     samples, info = [], []
     for i, y in enumerate(np.asarray(cases.y_obs)):
         result = mcmc.run(
-            jr.fold_in(key, i), task, jnp.asarray(y), num_chains=chains,
-            num_draws=int(rc["num_samples"]) // chains, burn_in=int(rc["burn_in"]), thin=int(rc["thin"]),
+            jr.fold_in(key, i),
+            task,
+            jnp.asarray(y),
+            num_chains=chains,
+            num_draws=int(rc["num_samples"]) // chains,
+            burn_in=int(rc["burn_in"]),
+            thin=int(rc["thin"]),
             method=str(rc["mcmc_method"]),
-        )  # fmt: skip
+        )
         samples.append(np.asarray(result.samples).reshape(-1, *task.unknown_shape))
         if result.samples.shape[1] >= 4:  # acceptance, rank-normalized R-hat, bulk/tail ESS
             info.append(vars(mcmc.diagnose(result)))
@@ -152,9 +157,15 @@ def _pool(task: Task, rc: Mapping, key, workdir: Path, progress: bool):
     seed = int(jr.randint(key, (), 0, 2**31 - 1))
     directory = Path(workdir) / "references" / "pools" / f"{task.name}-{task.config_hash()}-{seed}"
     return pool.build(
-        task, directory, seed=seed, num_chunks=math.ceil(int(rc["pool_size"]) / per_chunk),
-        chunk_size=int(rc["pool_chunk"]), augment=bool(rc["augment"]), store_state=False, progress=progress,
-    )  # fmt: skip
+        task,
+        directory,
+        seed=seed,
+        num_chunks=math.ceil(int(rc["pool_size"]) / per_chunk),
+        chunk_size=int(rc["pool_chunk"]),
+        augment=bool(rc["augment"]),
+        store_state=False,
+        progress=progress,
+    )
 
 
 def _case_seed(key, case: int) -> int:
@@ -223,13 +234,21 @@ def _surrogate_rejection(task, cases, rc, key, workdir, pool_key, progress, *, s
     seed = int(jr.randint(k_pool if pool_key is None else pool_key, (), 0, 2**31 - 1))
     per_chunk = int(rc["pool_chunk"])
     directory = (
-        Path(workdir) / "references" / "surrogate_pools"
+        Path(workdir)
+        / "references"
+        / "surrogate_pools"
         / f"{task.name}-{task.config_hash()}-{sur.fingerprint(task, surrogate)}-{seed}"
-    )  # fmt: skip
+    )
     p = pool.build(
-        fast, directory, seed=seed, num_chunks=math.ceil(int(rc["pool_size"]) / per_chunk),
-        chunk_size=per_chunk, store_state=False, store_unknown=False, progress=progress,
-    )  # fmt: skip
+        fast,
+        directory,
+        seed=seed,
+        num_chunks=math.ceil(int(rc["pool_size"]) / per_chunk),
+        chunk_size=per_chunk,
+        store_state=False,
+        store_unknown=False,
+        progress=progress,
+    )
     std = sur.noise_std(task)
     samples, weights, info = [], [], []
     for i, y in enumerate(np.asarray(cases.y_obs)):
@@ -316,9 +335,16 @@ def surrogate_methods() -> tuple[str, ...]:
 
 
 def build(
-    spec: Mapping, task: Task, cases: Cases, key, workdir, *, pool_key=None, progress: bool = False,
+    spec: Mapping,
+    task: Task,
+    cases: Cases,
+    key,
+    workdir,
+    *,
+    pool_key=None,
+    progress: bool = False,
     surrogate=None,
-):  # fmt: skip
+):
     """The reference of every case by `spec["method"]`: `(samples (K, M, C, H, W), weights (K, M), info)`.
 
     `spec`: a section filled with `DEFAULTS` (`section`). Pool-based methods keep their pool
@@ -480,9 +506,19 @@ def check_task(task: Task, rc: Mapping, where: str) -> None:
 
 
 def load_or_build(
-    spec: Mapping, task: Task, cases: Cases, key, directory, *, workdir, settings: str,
-    overwrite: bool = False, pool_key=None, progress: bool = False, surrogate=None,
-) -> tuple[np.ndarray, np.ndarray, dict]:  # fmt: skip
+    spec: Mapping,
+    task: Task,
+    cases: Cases,
+    key,
+    directory,
+    *,
+    workdir,
+    settings: str,
+    overwrite: bool = False,
+    pool_key=None,
+    progress: bool = False,
+    surrogate=None,
+) -> tuple[np.ndarray, np.ndarray, dict]:
     """The references of `cases` (`build`), reused from `directory` when built by the same settings.
 
     `directory` holds the `store.save_references` set: `ref_samples`, `ref_weights`, `x_true`,

@@ -292,9 +292,13 @@ def _mira_columns(stats: Sequence, n: int, idx: np.ndarray) -> dict:
         values = np.asarray(stats, np.float64)
         score, boot = float(values.mean()), float(values[idx].mean(axis=1).std())
     return dict(
-        mira=score, mira_expected=mean, mira_se=se, mira_z=(score - mean) / se,
-        mira_se_boot=boot, mira_z_boot=(score - mean) / boot if boot > 0 else math.nan,
-    )  # fmt: skip
+        mira=score,
+        mira_expected=mean,
+        mira_se=se,
+        mira_z=(score - mean) / se,
+        mira_se_boot=boot,
+        mira_z_boot=(score - mean) / boot if boot > 0 else math.nan,
+    )
 
 
 def _tarp_columns(f: Sequence, n: int, idx: np.ndarray, rng: np.random.Generator) -> dict:
@@ -302,10 +306,18 @@ def _tarp_columns(f: Sequence, n: int, idx: np.ndarray, rng: np.random.Generator
     num, bins = len(f), max(len(f) // 10, 1)
     if not _finite(f):
         return dict(
-            tarp_bins=bins, tarp_ecp=None, tarp_alpha=np.linspace(0.0, 1.0, bins + 1).tolist(),
-            tarp_ecp_lo=None, tarp_ecp_hi=None, tarp_atc=math.nan, tarp_area=math.nan, tarp_ks=math.nan,
-            tarp_ks_lo=math.nan, tarp_ks_hi=math.nan, tarp_ks_p=math.nan,
-        )  # fmt: skip
+            tarp_bins=bins,
+            tarp_ecp=None,
+            tarp_alpha=np.linspace(0.0, 1.0, bins + 1).tolist(),
+            tarp_ecp_lo=None,
+            tarp_ecp_hi=None,
+            tarp_atc=math.nan,
+            tarp_area=math.nan,
+            tarp_ks=math.nan,
+            tarp_ks_lo=math.nan,
+            tarp_ks_hi=math.nan,
+            tarp_ks_p=math.nan,
+        )
     f = np.asarray(f, np.float64)
     ecp, alpha = calibration.expected_coverage(jnp.asarray(f, jnp.float32), bins)
     cols = {"tarp_bins": bins, "tarp_ecp": np.asarray(ecp).tolist(), "tarp_alpha": np.asarray(alpha).tolist()}

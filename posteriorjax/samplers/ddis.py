@@ -195,12 +195,25 @@ class DDISSampler(AbstractSampler):
 
 
 def build(
-    task, *, prior: str = "learned", model=None, surrogate=None, forward: str = "surrogate",
-    profile: str = "ours", num_steps: int | None = None, ode_steps: int | None = None,
-    langevin_steps: int | None = None, sigma_min: float | None = None, sigma_max: float | None = None,
-    step_size: float | None = None, tau: float | None = None, weight: float | None = None,
-    temperature: float | None = None, noise: str | None = None, precision: str | None = None,
-) -> DDISSampler:  # fmt: skip
+    task,
+    *,
+    prior: str = "learned",
+    model=None,
+    surrogate=None,
+    forward: str = "surrogate",
+    profile: str = "ours",
+    num_steps: int | None = None,
+    ode_steps: int | None = None,
+    langevin_steps: int | None = None,
+    sigma_min: float | None = None,
+    sigma_max: float | None = None,
+    step_size: float | None = None,
+    tau: float | None = None,
+    weight: float | None = None,
+    temperature: float | None = None,
+    noise: str | None = None,
+    precision: str | None = None,
+) -> DDISSampler:
     """`model`: unknown-only `EDMDenoiser` (or ``prior="oracle"``); `surrogate`: `nn.Surrogate`;
     `precision` (``"float32"`` | ``"float64"``; default `samplers.precision.PUBLISHED` published,
     float32 ours).
@@ -215,9 +228,12 @@ def build(
         raise ValueError(f"forward: expected 'surrogate' or 'exact', got {forward!r}")
     published = profile == "published"
     given = dict(
-        num_steps=num_steps, langevin_steps=langevin_steps, step_size=step_size, weight=weight,
+        num_steps=num_steps,
+        langevin_steps=langevin_steps,
+        step_size=step_size,
+        weight=weight,
         temperature=temperature,
-    )  # fmt: skip
+    )
     if published:
         values = {**PUBLISHED_SCHEDULE, "obs_scale": 1.0}
         if tuned.dataset(task) is not None or None in given.values():
@@ -227,9 +243,14 @@ def build(
             raise ValueError("temperature: only the published profile has a Langevin temperature (eta)")
         values = {
             "num_steps": tuned.ours(task, "ddis")["num_steps"] if num_steps is None else num_steps,
-            "langevin_steps": 100, "step_size": 1e-4,
-            "weight": 1.0, "sigma_min": 0.01, "sigma_max": 80.0, "ode_steps": 5, "tau": 1e-3,
-        }  # fmt: skip
+            "langevin_steps": 100,
+            "step_size": 1e-4,
+            "weight": 1.0,
+            "sigma_min": 0.01,
+            "sigma_max": 80.0,
+            "ode_steps": 5,
+            "tau": 1e-3,
+        }
     options = dict(given, ode_steps=ode_steps, sigma_min=sigma_min, sigma_max=sigma_max, tau=tau)
     values.update({k: v for k, v in options.items() if v is not None})
     if not published:
@@ -247,10 +268,21 @@ def build(
         defaults["temperature"] = float(values["temperature"])
     data_scale = guided.PUBLISHED_DATA_SCALE if published else 1.0
     return DDISSampler(
-        task, defaults, p, readout, guided.ObservationObjective(readout, loss), profile, values["num_steps"],
-        values["ode_steps"], values["langevin_steps"], float(values["sigma_min"]), float(values["sigma_max"]),
-        float(values["ode_sigma_min"]), units=guided.units(p, data_scale), precision=precision,
-    )  # fmt: skip
+        task,
+        defaults,
+        p,
+        readout,
+        guided.ObservationObjective(readout, loss),
+        profile,
+        values["num_steps"],
+        values["ode_steps"],
+        values["langevin_steps"],
+        float(values["sigma_min"]),
+        float(values["sigma_max"]),
+        float(values["ode_sigma_min"]),
+        units=guided.units(p, data_scale),
+        precision=precision,
+    )
 
 
 register("ddis", build, networks={"model": "prior", "surrogate": "surrogate"})

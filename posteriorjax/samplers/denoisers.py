@@ -68,9 +68,11 @@ class GaussianOracleDenoiser(eqx.Module):
         lam, q = np.linalg.eigh(inv @ cov @ inv.T)  # float64: C may be near singular (smooth GRFs)
         dtype = jnp.result_type(float)
         return cls(
-            jnp.asarray(mean, dtype), jnp.asarray(chol @ q, dtype), jnp.asarray(q.T @ inv, dtype),
+            jnp.asarray(mean, dtype),
+            jnp.asarray(chol @ q, dtype),
+            jnp.asarray(q.T @ inv, dtype),
             jnp.asarray(np.maximum(lam, 0.0), dtype),  # round-off leaves tiny negative l of a PSD C
-        )  # fmt: skip
+        )
 
     @property
     def channels(self) -> int:
@@ -218,9 +220,10 @@ def build_prior(task, prior: str, model, *, joint: bool, noise: str) -> Diffusio
                 f"values, task {task.name!r} has {size} (use noise='grf' or a learned prior)"
             )
         den = GaussianOracleDenoiser.build(
-            np.zeros(task.unknown_shape), _dense_prior_covariance(task.prior, scale),
+            np.zeros(task.unknown_shape),
+            _dense_prior_covariance(task.prior, scale),
             dense_noise_covariance(gen, task.unknown_shape),
-        )  # fmt: skip
+        )
         return DiffusionPrior(den, x_norm, gen, cx, False)
     if model is None:
         raise ValueError(f"model: prior='learned' needs a trained EDM denoiser for {task.name!r}, got None")

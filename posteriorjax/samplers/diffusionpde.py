@@ -52,10 +52,19 @@ OBS_LATE_FACTOR = 0.1
 
 
 def build(
-    task, *, prior: str = "learned", model=None, profile: str = "ours", num_steps: int = 2000,
-    sigma_min: float = 0.002, sigma_max: float = 80.0, noise: str = "white",
-    guidance_weight: float | None = None, pde_weight: float = 0.0, batch_size: int | None = None,
-) -> guided.GuidedDiffusion:  # fmt: skip
+    task,
+    *,
+    prior: str = "learned",
+    model=None,
+    profile: str = "ours",
+    num_steps: int = 2000,
+    sigma_min: float = 0.002,
+    sigma_max: float = 80.0,
+    noise: str = "white",
+    guidance_weight: float | None = None,
+    pde_weight: float = 0.0,
+    batch_size: int | None = None,
+) -> guided.GuidedDiffusion:
     """`model`: a joint (unknown, state) `EDMDenoiser` (a U-Net in the published method);
     `batch_size`: B of the batch-mean loss (default 10 published, 1 ours): samples are drawn in
     batches of B, the last one partial, each guided by zeta / (the size of its batch)."""
@@ -81,9 +90,18 @@ def build(
     data_scale = guided.PUBLISHED_DATA_SCALE if published else 1.0
     defaults = {"guidance": weight, "pde_weight": float(pde_weight)}
     return guided.GuidedDiffusion(
-        task, defaults, p, corrections, guided.Identity(), profile, num_steps,
-        float(sigma_min), float(sigma_max), units=guided.units(p, data_scale), batch_mean=batch,
-    )  # fmt: skip
+        task,
+        defaults,
+        p,
+        corrections,
+        guided.Identity(),
+        profile,
+        num_steps,
+        float(sigma_min),
+        float(sigma_max),
+        units=guided.units(p, data_scale),
+        batch_mean=batch,
+    )
 
 
 register("diffusionpde", build, networks={"model": "joint"})

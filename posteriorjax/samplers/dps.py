@@ -22,9 +22,16 @@ from posteriorjax.samplers.denoisers import build_prior
 
 
 def build(
-    task, *, prior: str = "learned", model=None, num_steps: int = 500, sigma_min: float = 0.002,
-    sigma_max: float = 80.0, guidance_weight: float | None = None, noise: str = "white",
-) -> guided.GuidedDiffusion:  # fmt: skip
+    task,
+    *,
+    prior: str = "learned",
+    model=None,
+    num_steps: int = 500,
+    sigma_min: float = 0.002,
+    sigma_max: float = 80.0,
+    guidance_weight: float | None = None,
+    noise: str = "white",
+) -> guided.GuidedDiffusion:
     """`noise` must be the noise the prior was trained with (``"white"``, ``"grf"`` or ``"rbf"``)."""
     num_steps = checks.positive_int("num_steps", num_steps)
     p = build_prior(task, prior, model, joint=False, noise=noise)
@@ -37,9 +44,17 @@ def build(
     )
     weight = guided.guidance_weight(task, guidance_weight, "dps", published=False)
     return guided.GuidedDiffusion(
-        task, {"guidance": weight}, p, (correction,), guided.NoiseCovariance(p.noise), "ours",
-        num_steps, float(sigma_min), float(sigma_max), units=guided.units(p, 1.0),
-    )  # fmt: skip
+        task,
+        {"guidance": weight},
+        p,
+        (correction,),
+        guided.NoiseCovariance(p.noise),
+        "ours",
+        num_steps,
+        float(sigma_min),
+        float(sigma_max),
+        units=guided.units(p, 1.0),
+    )
 
 
 register("dps", build, networks={"model": "prior"})

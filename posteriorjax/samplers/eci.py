@@ -211,10 +211,17 @@ class ECISampler(AbstractSampler):
 
 
 def build(
-    task, *, prior: str = "learned", model=None, num_steps: int = PUBLISHED_STEPS, mixing: int | None = None,
-    t_min: float | None = None, noise: str | None = None, profile: str = "ours",
+    task,
+    *,
+    prior: str = "learned",
+    model=None,
+    num_steps: int = PUBLISHED_STEPS,
+    mixing: int | None = None,
+    t_min: float | None = None,
+    noise: str | None = None,
+    profile: str = "ours",
     resample_step: int | None = None,
-) -> ECISampler:  # fmt: skip
+) -> ECISampler:
     """`task.observation` must be point values, well columns or block averages (`CONSTRAINED`).
     `model`: a joint (unknown, state) `EDMDenoiser` (``profile="ours"``, with `t_min` default 1e-3
     and base `noise` default ``"grf"``) or a `FlowVelocity` (``profile="published"``: its own noise,

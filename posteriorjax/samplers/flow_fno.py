@@ -136,9 +136,17 @@ class FlowFNOSampler(AbstractSampler):
         controller = diffrax.StepTo(ts=jnp.linspace(0.0, 1.0, self.num_steps + 1, dtype=dtype))
         eps = jax.vmap(lambda k: self.model.noise.sample(k, shape))(jr.split(key, num_samples))
         sol = diffrax.diffeqsolve(
-            term, diffrax.Heun(), 0.0, 1.0, None, temperature * eps.astype(dtype), args=cond,
-            stepsize_controller=controller, saveat=diffrax.SaveAt(t1=True), max_steps=self.num_steps,
-        )  # fmt: skip
+            term,
+            diffrax.Heun(),
+            0.0,
+            1.0,
+            None,
+            temperature * eps.astype(dtype),
+            args=cond,
+            stepsize_controller=controller,
+            saveat=diffrax.SaveAt(t1=True),
+            max_steps=self.num_steps,
+        )
         return jax.vmap(self.model.x_norm.denormalize)(sol.ys[0])
 
 

@@ -38,10 +38,20 @@ from posteriorjax.samplers.denoisers import build_prior
 
 
 def build(
-    task, *, prior: str = "learned", model=None, surrogate=None, forward: str = "surrogate",
-    profile: str = "ours", num_steps: int = 500, sigma_min: float = 0.002, sigma_max: float = 80.0,
-    guidance_weight: float | None = None, noise: str | None = None, precision: str | None = None,
-) -> guided.GuidedDiffusion:  # fmt: skip
+    task,
+    *,
+    prior: str = "learned",
+    model=None,
+    surrogate=None,
+    forward: str = "surrogate",
+    profile: str = "ours",
+    num_steps: int = 500,
+    sigma_min: float = 0.002,
+    sigma_max: float = 80.0,
+    guidance_weight: float | None = None,
+    noise: str | None = None,
+    precision: str | None = None,
+) -> guided.GuidedDiffusion:
     """`model`: unknown-only `EDMDenoiser` (or ``prior="oracle"``); `surrogate`: `nn.Surrogate`;
     `noise` (default: the profile's, ``"rbf"`` published / ``"grf"`` ours) as the prior was trained;
     `precision` (``"float32"`` | ``"float64"``; default `samplers.precision.PUBLISHED` published,
@@ -69,9 +79,18 @@ def build(
         guided.ObservationObjective(readout, loss), schedule, "guidance", "denoised"
     )
     return guided.GuidedDiffusion(
-        task, {"guidance": weight}, p, (correction,), preconditioner, profile, num_steps,
-        float(sigma_min), float(sigma_max), units=guided.units(p, data_scale), precision=precision,
-    )  # fmt: skip
+        task,
+        {"guidance": weight},
+        p,
+        (correction,),
+        preconditioner,
+        profile,
+        num_steps,
+        float(sigma_min),
+        float(sigma_max),
+        units=guided.units(p, data_scale),
+        precision=precision,
+    )
 
 
 register("funddps", build, networks={"model": "prior", "surrogate": "surrogate"})

@@ -221,8 +221,9 @@ class FunDiffSampler(AbstractSampler):
         return x
 
 
-def build(task, model=None, target=None, condition=None, num_steps: int | None = None,
-          discrete_values="published") -> FunDiffSampler:  # fmt: skip
+def build(
+    task, model=None, target=None, condition=None, num_steps: int | None = None, discrete_values="published"
+) -> FunDiffSampler:
     """`model`: a trained `LatentFlow` (kind ``fundiff_dit``); `target`, `condition`: the trained
     ``fundiff_fae_target`` / ``fundiff_fae_condition`` autoencoders it was trained on.
 
@@ -234,8 +235,11 @@ def build(task, model=None, target=None, condition=None, num_steps: int | None =
     if num_steps is None:
         num_steps = tuned.published_or_default(task, "fundiff")["num_steps"]
     num_steps = checks.positive_int("num_steps", num_steps)
-    for name, value, cls in (("model", model, LatentFlow), ("target", target, TargetAutoencoder),
-                             ("condition", condition, ConditionAutoencoder)):  # fmt: skip
+    for name, value, cls in (
+        ("model", model, LatentFlow),
+        ("target", target, TargetAutoencoder),
+        ("condition", condition, ConditionAutoencoder),
+    ):
         if not isinstance(value, cls):
             raise ValueError(f"{name}: fundiff needs a trained {cls.__name__}, got {type(value).__name__}")
     cx, cu = task.unknown_shape[0], task.state_shape[0]

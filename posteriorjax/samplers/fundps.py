@@ -44,10 +44,18 @@ from posteriorjax.samplers.denoisers import build_prior
 
 
 def build(
-    task, *, prior: str = "learned", model=None, profile: str = "ours", num_steps: int = 500,
-    sigma_min: float | None = None, sigma_max: float | None = None, guidance_weight: float | None = None,
-    noise: str | None = None, precision: str | None = None,
-) -> guided.GuidedDiffusion:  # fmt: skip
+    task,
+    *,
+    prior: str = "learned",
+    model=None,
+    profile: str = "ours",
+    num_steps: int = 500,
+    sigma_min: float | None = None,
+    sigma_max: float | None = None,
+    guidance_weight: float | None = None,
+    noise: str | None = None,
+    precision: str | None = None,
+) -> guided.GuidedDiffusion:
     """`model`: a joint (unknown, state) `EDMDenoiser`; `noise` (default: the profile's, ``"rbf"``
     published / ``"grf"`` ours) must be the noise the prior was trained with; `precision`
     (``"float32"`` | ``"float64"``; default `samplers.precision.PUBLISHED` published, float32 ours)."""
@@ -78,11 +86,18 @@ def build(
     correction = guided.Correction(guided.ObservationObjective(readout, loss), schedule, "guidance", at)
     weight = values["guidance"] if guidance_weight is None else float(guidance_weight)
     return guided.GuidedDiffusion(
-        task, {"guidance": weight}, p, (correction,), preconditioner, profile, num_steps,
+        task,
+        {"guidance": weight},
+        p,
+        (correction,),
+        preconditioner,
+        profile,
+        num_steps,
         float(values["sigma_min"] if sigma_min is None else sigma_min),
         float(values["sigma_max"] if sigma_max is None else sigma_max),
-        units=guided.units(p, data_scale), precision=precision,
-    )  # fmt: skip
+        units=guided.units(p, data_scale),
+        precision=precision,
+    )
 
 
 register("fundps", build, networks={"model": "joint"})

@@ -158,8 +158,11 @@ def _default(task, sampler: str, what: str) -> dict[str, Any]:
         logging.warning(
             "[tuned] task %r has no %s values for sampler %r; using the defaults %s "
             "(add the task to posteriorjax/samplers/tuned.py, or pass the options)",
-            task.name, what, sampler, values,
-        )  # fmt: skip
+            task.name,
+            what,
+            sampler,
+            values,
+        )
     return values
 
 

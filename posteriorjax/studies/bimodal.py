@@ -181,9 +181,15 @@ class MixtureDensity(eqx.Module):
 def training_config(*, num_steps: int, batch_size: int, learning_rate: float) -> training.TrainConfig:
     """Adam (AdamW without decay) under a cosine decay to 1 % of `learning_rate`; no warm-up, no clipping."""
     return training.TrainConfig(
-        num_steps=num_steps, batch_size=batch_size, learning_rate=learning_rate, warmup_steps=0,
-        end_learning_rate_factor=0.01, weight_decay=0.0, clip_norm=0.0, progress=False,
-    )  # fmt: skip
+        num_steps=num_steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        warmup_steps=0,
+        end_learning_rate_factor=0.01,
+        weight_decay=0.0,
+        clip_norm=0.0,
+        progress=False,
+    )
 
 
 def fit(key, model, z, x, *, num_steps: int, batch_size: int, learning_rate: float):

@@ -124,11 +124,15 @@ class Layout:
         of the frame (zeros for a total), the total's value (0 for a frame), one-hot channel index]."""
         self._check(y)
         frames = y[: self.frames * self.count].reshape(self.frames, self.count)
-        values = jnp.concatenate([
-            jnp.concatenate([frames, jnp.zeros((self.frames, 1), y.dtype)], axis=1),
-            jnp.concatenate([jnp.zeros((self.totals, self.count), y.dtype),
-                             y[self.frames * self.count :, None]], axis=1),
-        ])  # fmt: skip
+        values = jnp.concatenate(
+            [
+                jnp.concatenate([frames, jnp.zeros((self.frames, 1), y.dtype)], axis=1),
+                jnp.concatenate(
+                    [jnp.zeros((self.totals, self.count), y.dtype), y[self.frames * self.count :, None]],
+                    axis=1,
+                ),
+            ]
+        )
         return jnp.concatenate([values, jnp.eye(self.channels, dtype=y.dtype)], axis=1)
 
     def raster(self, y: jax.Array) -> jax.Array:
@@ -236,9 +240,16 @@ class UniPDEEstimator(eqx.Module):
     align_weight: float = eqx.field(static=True)
 
     def __init__(
-        self, layout: Layout, num_outputs: int, *, width: int = 128, depth: int = 2, latent: int = 64,
-        align_weight: float = 0.1, key,
-    ):  # fmt: skip
+        self,
+        layout: Layout,
+        num_outputs: int,
+        *,
+        width: int = 128,
+        depth: int = 2,
+        latent: int = 64,
+        align_weight: float = 0.1,
+        key,
+    ):
         if not (np.isfinite(align_weight) and align_weight >= 0):
             raise ValueError(f"align_weight: expected a finite weight >= 0, got {align_weight!r}")
         k1, k2 = jr.split(key)
@@ -281,9 +292,13 @@ def _deeponet(layout, num_outputs, *, key, **options):
 
 
 _BUILDERS = {
-    "mlp": MLPEstimator, "gru": GRUEstimator, "fno": _fno, "deeponet": _deeponet, "unipde": _unipde,
+    "mlp": MLPEstimator,
+    "gru": GRUEstimator,
+    "fno": _fno,
+    "deeponet": _deeponet,
+    "unipde": _unipde,
     "unipde_noalign": _unipde_noalign,
-}  # fmt: skip
+}
 
 
 def build(name: str, key, layout: Layout, num_outputs: int, **options) -> eqx.Module:

@@ -125,10 +125,13 @@ def exp_e4(cfg: dict, seed: int) -> list[dict]:
             ecp, alpha = calibration.tarp(key, s, y, references=refs, normalize=None, num_alpha_bins=50)
             rows.append(
                 _mira_row(
-                    res, estimator=name, centres=centres, paper=paper.get((name, centres), "~2/3"),
+                    res,
+                    estimator=name,
+                    centres=centres,
+                    paper=paper.get((name, centres), "~2/3"),
                     tarp_ks=float(calibration.tarp_summary(ecp, alpha)["ks"]),
                 )
-            )  # fmt: skip
+            )
     return rows
 
 
@@ -169,11 +172,15 @@ def exp_e3_4(cfg: dict, seed: int) -> list[dict]:
                     zs.append(float(res.z_bootstrap))
                 rows.append(
                     {
-                        **base, "test": f"MIRA {norm}", "statistic": float(np.mean(scores)),
-                        "z_boot_mean": float(np.mean(zs)), "p_mean": "-",
-                        "rejected": float(np.mean(np.asarray(zs) < -2.0)), "paper": paper,
+                        **base,
+                        "test": f"MIRA {norm}",
+                        "statistic": float(np.mean(scores)),
+                        "z_boot_mean": float(np.mean(zs)),
+                        "p_mean": "-",
+                        "rejected": float(np.mean(np.asarray(zs) < -2.0)),
+                        "paper": paper,
                     }
-                )  # fmt: skip
+                )
             stats_, ps = [], []
             for r, (cand, truth) in enumerate(data[:lc_reps]):
                 x = rng.normal(size=(num, 1))
@@ -186,11 +193,15 @@ def exp_e3_4(cfg: dict, seed: int) -> list[dict]:
                 p = np.concatenate(ps)
                 rows.append(
                     {
-                        **base, "test": "L-C2ST", "statistic": float(np.mean(np.concatenate(stats_))),
-                        "z_boot_mean": "-", "p_mean": float(p.mean()), "rejected": float(np.mean(p < 0.05)),
+                        **base,
+                        "test": "L-C2ST",
+                        "statistic": float(np.mean(np.concatenate(stats_))),
+                        "z_boot_mean": "-",
+                        "p_mean": float(p.mean()),
+                        "rejected": float(np.mean(p < 0.05)),
                         "paper": "not detected" if truth_law == "laplace" else "-",
                     }
-                )  # fmt: skip
+                )
     return rows
 
 
@@ -269,10 +280,14 @@ def exp_e3_1(cfg: dict, seed: int) -> list[dict]:
         mmd = float(posterior.mmd(jnp.asarray(one), jnp.asarray(y)))
         rows.append(
             _mira_row(
-                res, perturbation=name, paper=paper.get(name, "only MIRA detects"), mmd=mmd,
-                swd=_swd(one, y, rng), c2st_1nn=_c2st_1nn(one, y),
+                res,
+                perturbation=name,
+                paper=paper.get(name, "only MIRA detects"),
+                mmd=mmd,
+                swd=_swd(one, y, rng),
+                c2st_1nn=_c2st_1nn(one, y),
             )
-        )  # fmt: skip
+        )
     return rows
 
 
@@ -302,10 +317,14 @@ def exp_e3_2(cfg: dict, seed: int) -> list[dict]:
             label = "none" if alpha == 1.0 else f"cutoff {cutoff}, alpha {alpha}"
             rows.append(
                 _mira_row(
-                    res, dim=d, suppression=label, mmd=mmd,
-                    swd=_swd(one, truth, rng), paper="2/3" if alpha == 1.0 else "MIRA detects; others do not",
+                    res,
+                    dim=d,
+                    suppression=label,
+                    mmd=mmd,
+                    swd=_swd(one, truth, rng),
+                    paper="2/3" if alpha == 1.0 else "MIRA detects; others do not",
                 )
-            )  # fmt: skip
+            )
     return rows
 
 

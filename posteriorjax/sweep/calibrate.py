@@ -161,22 +161,35 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
     grid_values = values(cal, default)
     task = plan.tasks[task_name]
     samples, weights, report = plan.reference(
-        task_name, study.workdir, lead=study.store is not None, progress=study.progress,
+        task_name,
+        study.workdir,
+        lead=study.store is not None,
+        progress=study.progress,
         validation=cal.num_cases,
-    )  # fmt: skip
+    )
     directory = Path(study.workdir) / "calibration" / task_name
     path = directory / f"{entry.label}.json"
     identity = json.loads(
         json.dumps(
             {
-                "entry": {"sampler": entry.sampler, "options": entry.options, "axes": entry.axes,
-                          "task_options": entry.task_options, "calibrate": vars(cal)},
-                "seed": s.seed, "seeds": list(s.seeds), "num_samples": s.num_samples,
-                "task": task.config_dict(), "reference": report.get("settings"), "default": default,
+                "entry": {
+                    "sampler": entry.sampler,
+                    "options": entry.options,
+                    "axes": entry.axes,
+                    "task_options": entry.task_options,
+                    "calibrate": vars(cal),
+                },
+                "seed": s.seed,
+                "seeds": list(s.seeds),
+                "num_samples": s.num_samples,
+                "task": task.config_dict(),
+                "reference": report.get("settings"),
+                "default": default,
             },
-            sort_keys=True, default=str,
+            sort_keys=True,
+            default=str,
         )
-    )  # fmt: skip
+    )
     result = None
     if path.exists():
         stored = json.loads(path.read_text())
@@ -199,17 +212,32 @@ def stage(study, task_name: str, entry: SamplerEntry, sampler) -> program.Config
             if study.progress:
                 absl_logging.info(
                     "[calibrate] %s / %s: %d/%d validation configurations | compile %s, chunk %s",
-                    task_name, entry.label, grid.size - todo + done, grid.size,
-                    console.duration(compile_s), console.duration(run_s),
-                )  # fmt: skip
+                    task_name,
+                    entry.label,
+                    grid.size - todo + done,
+                    grid.size,
+                    console.duration(compile_s),
+                    console.duration(run_s),
+                )
 
         fresh = run_pair(
-            task, sampler, validation_cases(task, s.seed, cal.num_cases), (samples, weights), grid,
-            num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
-            results=partial, skip=skip, labels={"task": task_name, "sampler": entry.label},
-            mesh=study.mesh, progress=chunk_done,
-            calibration_options=s.calibration, memory_limit_bytes=study.memory_limit_bytes,
-        )  # fmt: skip
+            task,
+            sampler,
+            validation_cases(task, s.seed, cal.num_cases),
+            (samples, weights),
+            grid,
+            num_samples=s.num_samples,
+            seed=s.seed,
+            chunk_size=s.chunk_size,
+            batch_size=s.batch_size,
+            results=partial,
+            skip=skip,
+            labels={"task": task_name, "sampler": entry.label},
+            mesh=study.mesh,
+            progress=chunk_done,
+            calibration_options=s.calibration,
+            memory_limit_bytes=study.memory_limit_bytes,
+        )
         records = [r for r in partial.records if (r.task, r.sampler) == pair] if partial else fresh
         curve = curves(records, cal.hparam, grid_values, metric_registry.TABLE)
         score, best = select(curve, cal.rule)

@@ -67,9 +67,12 @@ class GivenCases:
                 f"{where}: expected at most the {len(self.ids)} cases of {self.source}, got {num}"
             )
         return dataclasses.replace(
-            self, ids=self.ids[:num], cases=Cases(*(a[:num] for a in self.cases)),
-            ref_samples=self.ref_samples[:num], ref_weights=self.ref_weights[:num],
-        )  # fmt: skip
+            self,
+            ids=self.ids[:num],
+            cases=Cases(*(a[:num] for a in self.cases)),
+            ref_samples=self.ref_samples[:num],
+            ref_weights=self.ref_weights[:num],
+        )
 
 
 def _sensor_order(coords, shape: tuple[int, int], where: str = "sensor_coords") -> np.ndarray:
@@ -160,10 +163,13 @@ def load(path, task: Task, **options) -> GivenCases:
     y_obs = np.asarray(cases["y_obs"], np.float32)
     task.check_observation(jnp.zeros(y_obs.shape[1:]), f"{path}: y_obs (one case)")
     return GivenCases(
-        ids, task, Cases(x_true, np.asarray(truth["u_true"], np.float32), y_obs),
-        np.asarray(ref["ref_samples"], np.float32), _weights(ref["ref_weights"], f"{path}: ref_weights"),
+        ids,
+        task,
+        Cases(x_true, np.asarray(truth["u_true"], np.float32), y_obs),
+        np.asarray(ref["ref_samples"], np.float32),
+        _weights(ref["ref_weights"], f"{path}: ref_weights"),
         str(path),
-    )  # fmt: skip
+    )
 
 
 def _weights(w, where: str) -> np.ndarray:
@@ -282,6 +288,10 @@ def load_posteriorbench(path, task: Task, *, scaled: bool = True, poisson_sign: 
     y = u[:, :, coords[:, 0], coords[:, 1]].reshape(len(ids), -1)
     y = reorder_observations(y, coords, shape[1:], channels=u.shape[1])
     return GivenCases(
-        tuple(ids), given, Cases(np.stack(xs).astype(np.float32), u, y.astype(np.float32)),
-        np.stack(refs).astype(np.float32), np.stack(weights).astype(np.float32), str(path),
-    )  # fmt: skip
+        tuple(ids),
+        given,
+        Cases(np.stack(xs).astype(np.float32), u, y.astype(np.float32)),
+        np.stack(refs).astype(np.float32),
+        np.stack(weights).astype(np.float32),
+        str(path),
+    )

@@ -77,9 +77,11 @@ def _lines(path: Path) -> list[tuple[str, dict | None]]:
 def _legacy_references(workdir: Path) -> list[Path]:
     """Single-file references (`references/<task>.npz`) with no checksummed set beside them."""
     root = workdir / "references"
-    return sorted(
-        p for p in root.glob("*.npz") if not (root / p.stem / files.MANIFEST).exists()
-    ) if root.is_dir() else []  # fmt: skip
+    return (
+        sorted(p for p in root.glob("*.npz") if not (root / p.stem / files.MANIFEST).exists())
+        if root.is_dir()
+        else []
+    )
 
 
 def _sample_files(workdir: Path) -> list[Path]:

@@ -45,9 +45,15 @@ class NetworkSpec:
 
 
 def parse_spec(
-    where: str, spec, scale: str, task: str, *, kind=None, training: Mapping | None = None,
+    where: str,
+    spec,
+    scale: str,
+    task: str,
+    *,
+    kind=None,
+    training: Mapping | None = None,
     task_training: Mapping | None = None,
-) -> NetworkSpec:  # fmt: skip
+) -> NetworkSpec:
     """Parse a network spec trained at `scale` for `task` (its training overrides are checked against
     that task's training config, each `task_training` entry against its task's); a `pretrain` spec
     inherits `kind`, `training` and `task_training`."""

@@ -24,14 +24,28 @@ from posteriorjax.tasks.base import Cases, Task
 
 
 def run_pair(
-    task: Task, sampler: AbstractSampler, cases: Cases, reference: tuple, grid: program.ConfigGrid, *,
-    num_samples: int, seed: int, chunk_size: int, batch_size: int,
-    results: record_store.ResultsFile | None = None, skip: set[str] | None = None,
-    labels: Mapping[str, str] | None = None, mesh=None, metric_options: Mapping | None = None,
-    diagnostics: Sequence[str] = (), progress: Callable | None = None, calibration_options=None,
-    memory_limit_bytes: int | None = None, networks: Mapping | None = None,
+    task: Task,
+    sampler: AbstractSampler,
+    cases: Cases,
+    reference: tuple,
+    grid: program.ConfigGrid,
+    *,
+    num_samples: int,
+    seed: int,
+    chunk_size: int,
+    batch_size: int,
+    results: record_store.ResultsFile | None = None,
+    skip: set[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    mesh=None,
+    metric_options: Mapping | None = None,
+    diagnostics: Sequence[str] = (),
+    progress: Callable | None = None,
+    calibration_options=None,
+    memory_limit_bytes: int | None = None,
+    networks: Mapping | None = None,
     scored: Mapping | None = None,
-) -> list[record_store.Record]:  # fmt: skip
+) -> list[record_store.Record]:
     """Sample and score every configuration of `grid` for one (task, sampler) pair.
 
     `task` is the true task (`sampler.task` may be a misspecified copy with the same shapes);
@@ -64,9 +78,14 @@ def run_pair(
         data = statistics.program_data(task, cases, reference, seed=seed)
         data = parallel.global_tree(data, parallel.replicated(mesh))
         one = program.case_program(
-            task, sampler, num_samples, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
+            task,
+            sampler,
+            num_samples,
+            seed=seed,
+            metric_options=metric_options,
+            diagnostics=diagnostics,
             calibration_options=calibration_options,
-        )  # fmt: skip
+        )
         fn = eqx.filter_jit(program.checked_chunk_program(one, mesh, batch_size))
         compiled, compile_s, out = None, 0.0, []
         for start in range(0, len(todo), chunk):
@@ -79,7 +98,7 @@ def run_pair(
                 compile_s = time.perf_counter() - t0
                 program.check_memory(
                     compiled, where, batch_size=batch_size, num_samples=num_samples, limit=memory_limit_bytes
-                )  # fmt: skip
+                )
             t1 = time.perf_counter()
             failure, metrics = jax.block_until_ready(compiled(data, configs))
             run_s = time.perf_counter() - t1
@@ -124,10 +143,18 @@ def balanced_chunk(todo: int, chunk_size: int, devices: int, batch_size: int = 1
 
 def _record(grid, ids, i: int, *, metrics: dict, labels, task: Task, fields: dict) -> record_store.Record:
     return record_store.Record(
-        task=labels["task"], sampler=labels["sampler"], config_id=ids[i], index=i, case=int(grid.case[i]),
-        seed=int(grid.seed[i]), hparams={k: float(v[i]) for k, v in grid.hparams.items()},
-        num_samples=fields["num_samples"], metrics={k: record_store.jsonable(v) for k, v in metrics.items()},
-        wall_time_s=fields["wall_time_s"], compile_time_s=fields["compile_time_s"],
-        evaluation=task.evaluation_name, networks=fields["networks"],
+        task=labels["task"],
+        sampler=labels["sampler"],
+        config_id=ids[i],
+        index=i,
+        case=int(grid.case[i]),
+        seed=int(grid.seed[i]),
+        hparams={k: float(v[i]) for k, v in grid.hparams.items()},
+        num_samples=fields["num_samples"],
+        metrics={k: record_store.jsonable(v) for k, v in metrics.items()},
+        wall_time_s=fields["wall_time_s"],
+        compile_time_s=fields["compile_time_s"],
+        evaluation=task.evaluation_name,
+        networks=fields["networks"],
         scored=fields.get("scored", {}),
-    )  # fmt: skip
+    )

@@ -134,9 +134,15 @@ class Plan:
         return self.samplers[pair], self.grids[pair]
 
     def reference(
-        self, task_name: str, workdir: Path, *, lead: bool, progress: bool, which: str = "heldout",
+        self,
+        task_name: str,
+        workdir: Path,
+        *,
+        lead: bool,
+        progress: bool,
+        which: str = "heldout",
         validation: int = 0,
-    ):  # fmt: skip
+    ):
         """(samples, weights, report) of a task's reference set `which` (`reference.heldout`: the
         held-out set every row is scored on, or the public set `exchange.export` writes), by
         `registry.load_or_build`, cached in `workdir/references/<task>/` (public) and
@@ -181,9 +187,12 @@ class Plan:
             )[1]
         identity = json.dumps(plain, sort_keys=True)
         build = dict(
-            workdir=workdir, settings=identity, overwrite=s.overwrite, surrogate=surrogate,
+            workdir=workdir,
+            settings=identity,
+            overwrite=s.overwrite,
+            surrogate=surrogate,
             pool_key=pool_key,
-        )  # fmt: skip
+        )
         if lead:
             if progress:
                 absl_logging.info("[reference] %s: %s (%s set)", task_name, rc["method"], which)

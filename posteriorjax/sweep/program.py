@@ -127,9 +127,13 @@ def case_program(
     `calibration_statistics` (with `calibration_options`) and the requested `diagnostic_values`.
     """
     score = score_program(
-        task, seed=seed, metric_options=metric_options, diagnostics=diagnostics,
-        calibration_options=calibration_options, state_model=_state_model(sampler),
-    )  # fmt: skip
+        task,
+        seed=seed,
+        metric_options=metric_options,
+        diagnostics=diagnostics,
+        calibration_options=calibration_options,
+        state_model=_state_model(sampler),
+    )
     keys = statistics.stream_keys(seed)
 
     def one(data, config):
@@ -187,7 +191,7 @@ def score_program(
                 anchor=anchor,
                 options=calib,
                 tarp_key=jr.fold_in(jr.split(keys["tarp"])[1], case),
-            )  # fmt: skip
+            )
         )
         if diagnostics:
             out.update(statistics.diagnostic_values(task, samples, truth, diagnostics, state_model))
@@ -293,9 +297,11 @@ def peak_bytes(compiled) -> int | None:
     if stats is None:
         return None
     total = (
-        stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+        stats.argument_size_in_bytes
+        + stats.output_size_in_bytes
+        + stats.temp_size_in_bytes
         - stats.alias_size_in_bytes
-    )  # fmt: skip
+    )
     return int(max(total, getattr(stats, "peak_memory_in_bytes", 0) or 0))
 
 

@@ -41,9 +41,14 @@ STAGES = ("all", "networks")
 
 
 def run(
-    config, workdir: str | os.PathLike, *, progress: bool = True, plugins: Sequence[str] = (),
-    memory_limit_bytes: int | None = None, stage: str = "all",
-) -> list[record_store.Record]:  # fmt: skip
+    config,
+    workdir: str | os.PathLike,
+    *,
+    progress: bool = True,
+    plugins: Sequence[str] = (),
+    memory_limit_bytes: int | None = None,
+    stage: str = "all",
+) -> list[record_store.Record]:
     """Run every (task, sampler) pair of `config`; store its records, references, samples and
     provenance in `workdir`. The tables and figures are the next stage, `report.stage.write(workdir)`,
     which the entry points call after this one.
@@ -144,13 +149,26 @@ class _Study:
         self.bar.start_pair(f"{task_name} / {entry.label}", len(set(grid.ids()) - skip), grid.size)
         self.bar.add("train", train_s, of=self.bar.pairs)  # networks trained, or read from the workdir
         run_pair(
-            plan.tasks[task_name], sampler, plan.cases(task_name), reference, grid,
-            num_samples=s.num_samples, seed=s.seed, chunk_size=s.chunk_size, batch_size=s.batch_size,
-            results=self.own, skip=skip, labels={"task": task_name, "sampler": entry.label}, mesh=self.mesh,
-            diagnostics=s.diagnostics, progress=lambda done, _, c, r: self.bar.chunk(done, c, r),
-            calibration_options=s.calibration, memory_limit_bytes=self.memory_limit_bytes,
-            networks=network_records, scored=scored,
-        )  # fmt: skip
+            plan.tasks[task_name],
+            sampler,
+            plan.cases(task_name),
+            reference,
+            grid,
+            num_samples=s.num_samples,
+            seed=s.seed,
+            chunk_size=s.chunk_size,
+            batch_size=s.batch_size,
+            results=self.own,
+            skip=skip,
+            labels={"task": task_name, "sampler": entry.label},
+            mesh=self.mesh,
+            diagnostics=s.diagnostics,
+            progress=lambda done, _, c, r: self.bar.chunk(done, c, r),
+            calibration_options=s.calibration,
+            memory_limit_bytes=self.memory_limit_bytes,
+            networks=network_records,
+            scored=scored,
+        )
         sync(f"sweep-pair-{task_name}-{entry.label}")
         if self.store is None:
             return
@@ -162,10 +180,15 @@ class _Study:
                 "samples", f"storing the samples of {stored} configuration(s)", of=self.bar.pairs
             ):
                 save_samples(
-                    self.workdir / "samples" / task_name / f"{entry.label}.npz", sampler,
-                    plan.cases(task_name), grid, num_samples=s.num_samples, seed=s.seed,
-                    max_case=s.save_samples, batch_size=s.batch_size,
-                )  # fmt: skip
+                    self.workdir / "samples" / task_name / f"{entry.label}.npz",
+                    sampler,
+                    plan.cases(task_name),
+                    grid,
+                    num_samples=s.num_samples,
+                    seed=s.seed,
+                    max_case=s.save_samples,
+                    batch_size=s.batch_size,
+                )
 
 
 def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
@@ -196,9 +219,13 @@ def estimate_memory(plan: Plan, limit: int | None = None, mesh=None) -> None:
                 lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), grid.take(np.zeros(chunk, int))
             )
             one = program.case_program(
-                task, sampler, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
+                task,
+                sampler,
+                s.num_samples,
+                seed=s.seed,
+                diagnostics=s.diagnostics,
                 calibration_options=s.calibration,
-            )  # fmt: skip
+            )
             fn = jax.jit(program.checked_chunk_program(one, mesh, s.batch_size))
             compiled = fn.lower(data, configs).compile()
             program.check_memory(

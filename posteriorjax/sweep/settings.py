@@ -55,15 +55,23 @@ DIAGNOSTICS = ("pde_residual", "alpha")
 SAMPLER_KEYS = ("sampler", "options", "axes", "networks", "task_options", "tasks", "calibrate")
 # a sampler entry's defaults: the entry's label names the sampler; `tasks` None = every task
 SAMPLER_DEFAULTS = {
-    "options": {}, "axes": {}, "networks": {}, "task_options": {}, "tasks": None, "calibrate": None
-}  # fmt: skip
+    "options": {},
+    "axes": {},
+    "networks": {},
+    "task_options": {},
+    "tasks": None,
+    "calibrate": None,
+}
 # selection rules of a calibration stage besides a metric name: the mean over the five posterior
 # metrics of each grid value's rank
 CALIBRATE_RULES = ("rank_mean",)
 __all__ = [
-    "CalibrateSettings", "CalibrationSettings", "SamplerEntry", "Settings",
+    "CalibrateSettings",
+    "CalibrationSettings",
+    "SamplerEntry",
+    "Settings",
     "TrainingSettings",
-]  # fmt: skip
+]
 
 
 def _unknown(where: str, given: Mapping, allowed) -> None:
@@ -350,15 +358,26 @@ class Settings:
                 f"config.cases_files: unknown task(s) {unknown}; the config has {sorted(task_map)}"
             )
         return cls(
-            seed=int(values["seed"]), seeds=seeds, num_cases=int(values["num_cases"]),
-            num_samples=int(values["num_samples"]), chunk_size=int(values["chunk_size"]),
-            batch_size=int(values["batch_size"]), overwrite=bool(values["overwrite"]), tasks=task_map,
-            reference=reference, samplers=entries, references=references, overridden=overridden,
+            seed=int(values["seed"]),
+            seeds=seeds,
+            num_cases=int(values["num_cases"]),
+            num_samples=int(values["num_samples"]),
+            chunk_size=int(values["chunk_size"]),
+            batch_size=int(values["batch_size"]),
+            overwrite=bool(values["overwrite"]),
+            tasks=task_map,
+            reference=reference,
+            samplers=entries,
+            references=references,
+            overridden=overridden,
             training=training,
-            diagnostics=diag, save_samples=integer_at_least("config.save_samples", values["save_samples"], 0),
-            figures=bool(values["figures"]), calibration=CalibrationSettings.parse(values["calibration"]),
-            cases_files=cases_files, reference_networks=reference_networks,
-        )  # fmt: skip
+            diagnostics=diag,
+            save_samples=integer_at_least("config.save_samples", values["save_samples"], 0),
+            figures=bool(values["figures"]),
+            calibration=CalibrationSettings.parse(values["calibration"]),
+            cases_files=cases_files,
+            reference_networks=reference_networks,
+        )
 
     def reference_where(self, task_name: str) -> str:
         """The config key of `task_name`'s reference section (for error messages)."""

@@ -122,9 +122,17 @@ def abstract_network(task_name: str, task_options: Mapping, spec, scale: str, nu
 
     def build(key):
         return training_run.build_model(
-            spec.kind, cfg.model.name, dict(cfg.model.options), task, x_norm=x_norm, u_norm=u_norm, key=key,
-            sigma_data=d.sigma_data, noise=noise, inputs=inputs or None,
-        )  # fmt: skip
+            spec.kind,
+            cfg.model.name,
+            dict(cfg.model.options),
+            task,
+            x_norm=x_norm,
+            u_norm=u_norm,
+            key=key,
+            sigma_data=d.sigma_data,
+            noise=noise,
+            inputs=inputs or None,
+        )
 
     return eqx.filter_eval_shape(build, jr.key(int(cfg.model.seed)))
 
@@ -283,8 +291,16 @@ def _abstract_sampler(plan, task_name: str, entry: SamplerEntry, nets: Mapping):
     return sampler, grid
 
 
-def program_cost(plan, task_name: str, entry: SamplerEntry, nets: Mapping, *, compile: bool, mesh=None,
-                 cache: dict | None = None) -> dict:  # fmt: skip
+def program_cost(
+    plan,
+    task_name: str,
+    entry: SamplerEntry,
+    nets: Mapping,
+    *,
+    compile: bool,
+    mesh=None,
+    cache: dict | None = None,
+) -> dict:
     """The cost of one pair's program on abstract inputs (module docstring).
 
     Returns {"flops_per_configuration", "flops_per_sample", "unbounded_loops", "chunk",
@@ -306,9 +322,13 @@ def program_cost(plan, task_name: str, entry: SamplerEntry, nets: Mapping, *, co
         def one(dynamic, data, config):
             built = eqx.combine(dynamic, static)
             fn = program.case_program(
-                task, built, s.num_samples, seed=s.seed, diagnostics=s.diagnostics,
+                task,
+                built,
+                s.num_samples,
+                seed=s.seed,
+                diagnostics=s.diagnostics,
                 calibration_options=s.calibration,
-            )  # fmt: skip
+            )
             return fn(data, config)
 
         single = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), configs)
@@ -323,10 +343,19 @@ def program_cost(plan, task_name: str, entry: SamplerEntry, nets: Mapping, *, co
         if not compile:
             return out
         key = json.dumps(
-            [task_name, s.tasks[task_name], entry.sampler, entry.options, entry.task_options,
-             str(jax.tree.map(lambda a: (a.shape, str(a.dtype)), dynamic)), chunk, sorted(grid.hparams)],
-            sort_keys=True, default=str,
-        )  # fmt: skip
+            [
+                task_name,
+                s.tasks[task_name],
+                entry.sampler,
+                entry.options,
+                entry.task_options,
+                str(jax.tree.map(lambda a: (a.shape, str(a.dtype)), dynamic)),
+                chunk,
+                sorted(grid.hparams),
+            ],
+            sort_keys=True,
+            default=str,
+        )
         cache = {} if cache is None else cache
         if key not in cache:
             t0 = time.perf_counter()
@@ -446,11 +475,17 @@ def pilot_fill(task: Task, rc: Mapping, y_obs, key, num_draws: int) -> dict:
             needed, needed_from = float(np.quantile(mae[:, c], q)), "pilot quantile"
         else:
             needed, needed_from = math.exp((math.log(q) - a) / b), "tail fit"
-        cases.append({
-            "pilot_rate": rate, "expected": expected, "expected_from": source,
-            "expected_below": None if rate > 0 else bound, "eps_needed": needed,
-            "eps_needed_from": needed_from, "tail_exponent": b,
-        })  # fmt: skip
+        cases.append(
+            {
+                "pilot_rate": rate,
+                "expected": expected,
+                "expected_from": source,
+                "expected_below": None if rate > 0 else bound,
+                "eps_needed": needed,
+                "eps_needed_from": needed_from,
+                "tail_exponent": b,
+            }
+        )
     worst = min(range(len(cases)), key=lambda c: cases[c]["expected"])
     k = cases[worst]["expected"]
     fills = all(c["expected"] >= need for c in cases)

@@ -113,11 +113,20 @@ def build(
         fft_shape=tuple(fft_shape),
     )
     options = dict(
-        nz=nz, nr=nr, years=years, rate=rate, pressure_steps=pressure_steps, porosity=porosity,
-        wells=tuple(wells), noise_std=noise_std, mean_range=tuple(mean_range), std_range=tuple(std_range),
-        length_r_range=tuple(length_r_range), length_z_range=tuple(length_z_range),
+        nz=nz,
+        nr=nr,
+        years=years,
+        rate=rate,
+        pressure_steps=pressure_steps,
+        porosity=porosity,
+        wells=tuple(wells),
+        noise_std=noise_std,
+        mean_range=tuple(mean_range),
+        std_range=tuple(std_range),
+        length_r_range=tuple(length_r_range),
+        length_z_range=tuple(length_z_range),
         fft_shape=tuple(fft_shape),
-    )  # fmt: skip
+    )
     if transport != "impes":
         options["transport"] = transport
     return Task(

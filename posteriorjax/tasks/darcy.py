@@ -63,9 +63,17 @@ def build(
     prior = random_fields.ThresholdedGRF(random_fields.GaussianRandomField(resolution, alpha, tau), high, low)
     mean, std = 0.5 * (high + low), 0.5 * abs(high - low)  # the latent GRF is symmetric: P(high) = 1/2
     config = dict(
-        resolution=resolution, num_sensors=num_sensors, sensor_seed=sensor_seed, noise_std=noise_std,
-        observation=observation, alpha=alpha, tau=tau, high=high, low=low, source=source,
-    )  # fmt: skip
+        resolution=resolution,
+        num_sensors=num_sensors,
+        sensor_seed=sensor_seed,
+        noise_std=noise_std,
+        observation=observation,
+        alpha=alpha,
+        tau=tau,
+        high=high,
+        low=low,
+        source=source,
+    )
     return Task(
         name=name,
         grid=grid,

@@ -255,9 +255,15 @@ def build(
         physics = RecoveryPhysics(name, grid, float(next(iter(params.values()))))
         observation = inner
     config = dict(
-        resolution=resolution, regime=regime, pattern=pattern, pattern_seed=pattern_seed, record=record,
-        noise_std=noise_std, pattern_params=tuple(pattern_params), **params,
-    )  # fmt: skip
+        resolution=resolution,
+        regime=regime,
+        pattern=pattern,
+        pattern_seed=pattern_seed,
+        record=record,
+        noise_std=noise_std,
+        pattern_params=tuple(pattern_params),
+        **params,
+    )
     return Task(
         name=name,
         grid=grid,

@@ -220,9 +220,16 @@ class InterfacePhysics(AbstractPhysics):
         else:
             u0, f = chi, 0.0
         return ad.solve_transient(
-            u0, velocity, kappa, self.grid, f=f, t_final=t_final, num_steps=steps,
-            num_frames=self.frames + 1, scheme=self.scheme,
-        )  # fmt: skip
+            u0,
+            velocity,
+            kappa,
+            self.grid,
+            f=f,
+            t_final=t_final,
+            num_steps=steps,
+            num_frames=self.frames + 1,
+            scheme=self.scheme,
+        )
 
     def valid(self, x: jax.Array) -> jax.Array:
         """Whether `x (17, 1, 1)` renders a finite indicator: sum_k |c_k| finite (boolean scalar).
@@ -260,9 +267,16 @@ class InterfacePhysics(AbstractPhysics):
 
         def advance(u0):
             return ad.solve_transient(
-                u0, velocity, kappa, self.grid, f=f, t_final=t_final / per, num_steps=steps, num_frames=1,
+                u0,
+                velocity,
+                kappa,
+                self.grid,
+                f=f,
+                t_final=t_final / per,
+                num_steps=steps,
+                num_frames=1,
                 scheme=self.scheme,
-            )[0]  # fmt: skip
+            )[0]
 
         return u - jax.vmap(advance)(starts)
 
@@ -435,10 +449,18 @@ def build(
         )
     std = _noise_std(physics, observation, prior.mean.reshape(prior.shape), noise_std, noise_floor)
     config = dict(
-        regime=regime, resolution=resolution, frames=frames, num_sensors=num_sensors,
-        noise_std=noise_std, noise_floor=noise_floor, width=width, scheme=scheme, auxiliary=auxiliary,
-        prior_shift=prior_shift, prior_scale=prior_scale,
-    )  # fmt: skip
+        regime=regime,
+        resolution=resolution,
+        frames=frames,
+        num_sensors=num_sensors,
+        noise_std=noise_std,
+        noise_floor=noise_floor,
+        width=width,
+        scheme=scheme,
+        auxiliary=auxiliary,
+        prior_shift=prior_shift,
+        prior_scale=prior_scale,
+    )
     return Task(
         name=name,
         grid=grid,

@@ -194,8 +194,13 @@ def build(
 ) -> Task:
     checks.in_choices("observe", observe, tuple(CHANNELS))
     checks.in_choices("evaluation", evaluation, EVALUATIONS)
-    check_options(resolution=resolution, noise_std=noise_std, num_sensors=num_sensors, spread=spread,
-                  thickness=thickness)  # fmt: skip
+    check_options(
+        resolution=resolution,
+        noise_std=noise_std,
+        num_sensors=num_sensors,
+        spread=spread,
+        thickness=thickness,
+    )
     checks.positive_int("pooled_size", pooled_size)
     if not 0 <= albedo <= 1 or not -1 < asymmetry < 1:
         raise ValueError(
@@ -209,10 +214,20 @@ def build(
         CHANNELS[observe], float(albedo), float(asymmetry), 1.0, float(thickness), float(spread)
     )
     options = dict(
-        resolution=resolution, observe=observe, observation=observation, pooled_size=pooled_size,
-        num_sensors=num_sensors, sensor_seed=sensor_seed, noise_std=noise_std, albedo=albedo,
-        asymmetry=asymmetry, spread=spread, thickness=thickness, evaluation=evaluation, cloud_prob=cloud_prob,
-    )  # fmt: skip
+        resolution=resolution,
+        observe=observe,
+        observation=observation,
+        pooled_size=pooled_size,
+        num_sensors=num_sensors,
+        sensor_seed=sensor_seed,
+        noise_std=noise_std,
+        albedo=albedo,
+        asymmetry=asymmetry,
+        spread=spread,
+        thickness=thickness,
+        evaluation=evaluation,
+        cloud_prob=cloud_prob,
+    )
     return LayeredTask(
         name=name,
         grid=grid,

@@ -74,9 +74,14 @@ def build(
     else:
         prior = random_fields.HierarchicalGRF(resolution, alpha_range, tau_range, "cosine")
     config = dict(
-        resolution=resolution, num_sensors=num_sensors, sensor_seed=sensor_seed, noise_std=noise_std,
-        observation=observation, alpha_range=alpha_range, tau_range=tau_range,
-    )  # fmt: skip
+        resolution=resolution,
+        num_sensors=num_sensors,
+        sensor_seed=sensor_seed,
+        noise_std=noise_std,
+        observation=observation,
+        alpha_range=alpha_range,
+        tau_range=tau_range,
+    )
     return Task(
         name=name,
         grid=grid,

@@ -161,6 +161,17 @@ register(
 
 
 __all__ = [
-    "MEDIUM_STEPS", "MEDIUM_STEPS_BY_MODEL", "OBSERVATION_NOISE_OPTIONS", "REGISTRY", "SCALES", "TINY_STEPS",
-    "Kind", "Wrap", "get", "medium_steps", "names", "register", "training_task_options",
-]  # fmt: skip
+    "MEDIUM_STEPS",
+    "MEDIUM_STEPS_BY_MODEL",
+    "OBSERVATION_NOISE_OPTIONS",
+    "REGISTRY",
+    "SCALES",
+    "TINY_STEPS",
+    "Kind",
+    "Wrap",
+    "get",
+    "medium_steps",
+    "names",
+    "register",
+    "training_task_options",
+]

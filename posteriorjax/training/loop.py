@@ -174,9 +174,20 @@ def _check_loss(loss, step: int, cfg: TrainConfig) -> None:
         )
 
 
-def fit(model, loss_fn, source, cfg: TrainConfig, workdir, *, description: dict | None = None,
-        eval_fn=None, stop_after: int | None = None, mesh=None, score_fn=None,
-        score_every: int = 0):  # fmt: skip
+def fit(
+    model,
+    loss_fn,
+    source,
+    cfg: TrainConfig,
+    workdir,
+    *,
+    description: dict | None = None,
+    eval_fn=None,
+    stop_after: int | None = None,
+    mesh=None,
+    score_fn=None,
+    score_every: int = 0,
+):
     """Train `model` for `cfg.num_steps` steps, resuming from `workdir/checkpoints` if possible.
 
     Args:

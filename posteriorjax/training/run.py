@@ -61,9 +61,18 @@ def _plain(section) -> dict:
 
 
 def build_model(
-    kind: str, name: str, options: dict, task, *, x_norm, u_norm, key, sigma_data: float = 1.0, noise=None,
+    kind: str,
+    name: str,
+    options: dict,
+    task,
+    *,
+    x_norm,
+    u_norm,
+    key,
+    sigma_data: float = 1.0,
+    noise=None,
     inputs=None,
-):  # fmt: skip
+):
     """The model of `kind` with backbone `name` for `task` (channels from its unknown and state shapes).
 
     `noise`: the base noise generator of a ``flow_fno`` flow (default `diffusion.GRFNoise()`);
@@ -145,9 +154,17 @@ def build(config, workdir: Path | None = None, inputs=None) -> Setup:
     d = config.diffusion
     noise = diffusion.noise.get(d.noise, **NOISE_OPTIONS[d.noise](d))
     model = build_model(
-        kind, config.model.name, options, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(config.model.seed),
-        sigma_data=d.sigma_data, noise=noise, inputs=inputs,
-    )  # fmt: skip
+        kind,
+        config.model.name,
+        options,
+        task,
+        x_norm=x_norm,
+        u_norm=u_norm,
+        key=jr.key(config.model.seed),
+        sigma_data=d.sigma_data,
+        noise=noise,
+        inputs=inputs,
+    )
     task_source = TaskSource(task, x_norm, u_norm, kind, config.train.batch_size, inputs)
     digests = {role: parameter_digest(m) for role, m in inputs.items()}
     tag = f"{task.config_hash()}:{kind}:{u_norm}" + (f":{digests}" if digests else "")
@@ -202,10 +219,17 @@ def run(config, workdir, *, init=None, inputs=None, stop_after: int | None = Non
     scorer = scores.scorer(config, setup)
     every = scores.settings(config.scores)["every"] if scorer is not None else 0
     model, ema, state = fit(
-        setup.model, setup.loss_fn, setup.source, cfg, workdir,
-        description=setup.description, eval_fn=setup.eval_fn, stop_after=stop_after,
-        score_fn=scorer, score_every=every,
-    )  # fmt: skip
+        setup.model,
+        setup.loss_fn,
+        setup.source,
+        cfg,
+        workdir,
+        description=setup.description,
+        eval_fn=setup.eval_fn,
+        stop_after=stop_after,
+        score_fn=scorer,
+        score_every=every,
+    )
     if int(state.step) == cfg.num_steps:  # finished: the network's scores (`scores.ensure`)
         scores.ensure(workdir, config, ema, scorer, cfg.num_steps)
     return model, ema, setup

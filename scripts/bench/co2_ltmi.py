@@ -154,7 +154,7 @@ def bench_co2(args) -> list[dict]:
             pressure_steps=cfg.pressure_steps,
             substeps_median=float(np.median(steps)),
             max_abs_diff_vs_numpy=diff,
-        ),  # fmt: skip
+        ),
     ]
 
 
@@ -221,7 +221,7 @@ def bench_ltmi(args) -> list[dict]:
             "numpy same scheme",
             batch=batch,
             max_abs_diff_vs_numpy=diff,
-        ),  # fmt: skip
+        ),
     ]
 
 

@@ -61,7 +61,7 @@ def bench_fundps_full(args):
             seconds_at_published_steps=t * published_evals / evals,
             first_call_seconds=compile_and_first,
             network=f"{name} {options}",
-        )  # fmt: skip
+        )
     ]
 
 

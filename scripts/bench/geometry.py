@@ -58,10 +58,16 @@ def bench_interface(args):
     t_base = best_time(baseline, repeats=3)
     return [
         record(
-            "geometry_interface_m17", "analyses/s", 1 / t_ours, 1 / t_base, "central FD Jacobian (34 solves)",
-            m=17, p=task.num_observations, grid=64,
+            "geometry_interface_m17",
+            "analyses/s",
+            1 / t_ours,
+            1 / t_base,
+            "central FD Jacobian (34 solves)",
+            m=17,
+            p=task.num_observations,
+            grid=64,
         ),
-    ]  # fmt: skip
+    ]
 
 
 def bench_field(args):
@@ -86,10 +92,16 @@ def bench_field(args):
     t_base = best_time(baseline, repeats=2)
     return [
         record(
-            "geometry_field_32x32", "analyses/s", 1 / t_ours, 1 / t_base, "central FD Jacobian (2048 solves)",
-            m=m_side * m_side, p=64, chunk=128,
+            "geometry_field_32x32",
+            "analyses/s",
+            1 / t_ours,
+            1 / t_base,
+            "central FD Jacobian (2048 solves)",
+            m=m_side * m_side,
+            p=64,
+            chunk=128,
         ),
-    ]  # fmt: skip
+    ]
 
 
 BENCHMARKS = {"geometry_interface": bench_interface, "geometry_field": bench_field}

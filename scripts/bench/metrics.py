@@ -164,7 +164,7 @@ def _one_size(h: int, n: int = 100, m: int = 100) -> list[dict]:
             1 / t_sorted,
             "same suite before the sort-free paths",
             **cfg,
-        ),  # fmt: skip
+        ),
         record(
             f"metrics/suite_without_pooled {h}x{h}",
             "cases/s",

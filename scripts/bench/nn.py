@@ -112,8 +112,12 @@ def bench_train(args):
         cfg = training.TrainConfig(num_steps=100, batch_size=b, progress=False)
         opt = training.make_optimizer(cfg)
         state = init_state(den, opt, 0)
-        step = training.make_step(eqx.filter(den, eqx.is_inexact_array, inverse=True), DiffusionLoss(
-            diffusion.GRFNoise()), opt, cfg.ema_decay)  # fmt: skip
+        step = training.make_step(
+            eqx.filter(den, eqx.is_inexact_array, inverse=True),
+            DiffusionLoss(diffusion.GRFNoise()),
+            opt,
+            cfg.ema_decay,
+        )
         source = _Source((b, 1, n, n))
 
         def run(state=state, step=step, source=source):
@@ -168,8 +172,18 @@ def bench_fno_pad(args):
     ):
         fast, slow = make(ours), make(full)
         t_ours, t_full = best_times_interleaved([fast, slow], net, x, repeats=5)
-        records.append(record(f"fno_pad_{what}", "batches/s", 1 / t_ours, 1 / t_full, "full-grid form",
-                              batch=b, n=n, load=load))  # fmt: skip
+        records.append(
+            record(
+                f"fno_pad_{what}",
+                "batches/s",
+                1 / t_ours,
+                1 / t_full,
+                "full-grid form",
+                batch=b,
+                n=n,
+                load=load,
+            )
+        )
     return records
 
 

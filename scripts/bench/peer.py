@@ -78,9 +78,12 @@ def _torch_side(torch, TorchFNO, n: int, num_obs: int):
     """The torch denoiser and the published FunDPS loop on it (one sparse observation)."""
     torch.manual_seed(0)
     fno = TorchFNO(
-        n_modes=(FNO["modes"], FNO["modes"]), in_channels=2 + TIME_CHANNELS, out_channels=2,
-        hidden_channels=FNO["width"], n_layers=FNO["layers"],
-    )  # fmt: skip
+        n_modes=(FNO["modes"], FNO["modes"]),
+        in_channels=2 + TIME_CHANNELS,
+        out_channels=2,
+        hidden_channels=FNO["width"],
+        n_layers=FNO["layers"],
+    )
     count = sum(2 * p.numel() if p.is_complex() else p.numel() for p in fno.parameters())
     if count != PARAMETERS:
         raise AssertionError(f"neuralop FNO has {count} real parameters, expected {PARAMETERS}")
@@ -183,10 +186,17 @@ def bench_peer(args):
     t_ours, t_torch = best_times_interleaved(
         [ours_loop, lambda _: loop(num)], jr.key(1), repeats=1, warmup=0, calls=1
     )
-    records.append(record(
-        f"peer_fundps_loop_{n}", "loops/s", 1 / t_ours, 1 / t_torch, "PosteriorBench FunDPS (torch eager)",
-        flops_per_step=flops, **config,
-    ))  # fmt: skip
+    records.append(
+        record(
+            f"peer_fundps_loop_{n}",
+            "loops/s",
+            1 / t_ours,
+            1 / t_torch,
+            "PosteriorBench FunDPS (torch eager)",
+            flops_per_step=flops,
+            **config,
+        )
+    )
 
     sigma = 1.0
     x = jr.normal(jr.key(2), (num, 2, n, n))
@@ -200,10 +210,17 @@ def bench_peer(args):
     fns = [vjp, lambda _: net_vjp(xt, sigma), forward, lambda _: net_forward(xt, sigma)]
     t = best_times_interleaved(fns, x, repeats=5)
     for name, flops, (a, b) in [("vjp", f_vjp, t[:2]), ("forward", f_fwd, t[2:])]:
-        records.append(record(
-            f"peer_net_{name}_{n}", "calls/s", 1 / a, 1 / b, f"neuralop FNO {name} (torch eager)",
-            flops=flops, **config,
-        ))  # fmt: skip
+        records.append(
+            record(
+                f"peer_net_{name}_{n}",
+                "calls/s",
+                1 / a,
+                1 / b,
+                f"neuralop FNO {name} (torch eager)",
+                flops=flops,
+                **config,
+            )
+        )
     return records
 
 
@@ -222,11 +239,20 @@ def bench_scaling(args):
             lambda k, s=sampler, h=h, y=y, num=num: s.sample_traced(k, y, num, h), jr.key(1)
         )
         (t,) = best_times_interleaved([program], jr.key(1), repeats=2, calls=1)
-        records.append(record(
-            f"fundps_scaling_{n}_{num}", "steps/s", steps / t, None, "-",
-            flops_per_step=flops, gflops_per_s=flops * (steps - 1) / t / 1e9, resolution=n, num_samples=num,
-            load=os.getloadavg()[0],
-        ))  # fmt: skip
+        records.append(
+            record(
+                f"fundps_scaling_{n}_{num}",
+                "steps/s",
+                steps / t,
+                None,
+                "-",
+                flops_per_step=flops,
+                gflops_per_s=flops * (steps - 1) / t / 1e9,
+                resolution=n,
+                num_samples=num,
+                load=os.getloadavg()[0],
+            )
+        )
     return records
 
 

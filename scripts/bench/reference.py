@@ -78,9 +78,16 @@ def bench_pool(args) -> list[dict]:
         # the program a pool build runs: B solves and their 90/180/270-degree rotations, 4 B
         # candidates; the baseline's rotations are taken as free
         chunks = POOL_CANDIDATES / (4 * batch)
-        cost = record(f"pool_2M_{name}_{n}", "s (2M cand, 4x rot)", chunks * t_aug, None, "-",
-                      solves_per_chunk=batch, chunks=chunks,
-                      baseline_s=POOL_CANDIDATES / 4 * tb / len(xs))  # fmt: skip
+        cost = record(
+            f"pool_2M_{name}_{n}",
+            "s (2M cand, 4x rot)",
+            chunks * t_aug,
+            None,
+            "-",
+            solves_per_chunk=batch,
+            chunks=chunks,
+            baseline_s=POOL_CANDIDATES / 4 * tb / len(xs),
+        )
         out.append(cost)
     return out
 
@@ -91,8 +98,16 @@ def bench_build(args) -> list[dict]:
     chunks, size = (8, 8192) if args.device else (4, 4096)
     with tempfile.TemporaryDirectory() as d:
         start = time.perf_counter()
-        p = pool.build(task, d, seed=0, num_chunks=chunks, chunk_size=size, augment=True, store_state=False,
-                       progress=False)  # fmt: skip
+        p = pool.build(
+            task,
+            d,
+            seed=0,
+            num_chunks=chunks,
+            chunk_size=size,
+            augment=True,
+            store_state=False,
+            progress=False,
+        )
         t_pool = time.perf_counter() - start
         mae = rejection.pool_statistic(p, lambda yc: rejection.mean_absolute_error(yc, y))
         eps = float(np.sort(mae)[199])  # the eps that accepts 200 candidates

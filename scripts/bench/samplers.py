@@ -85,7 +85,7 @@ def bench_samplers(args):
                 published_evals=_evals(full),
                 num_samples=num,
                 resolution=n,
-            )  # fmt: skip
+            )
         )
     return records
 

@@ -95,7 +95,7 @@ def _conv_record(name, n, s, m, ci, co, batch, repeats):
         cost_ratio=mm / fft,
         matmul_over_fft=t["fft"] / t["matmul"],
         max_abs_difference_over_max=difference,
-    )  # fmt: skip
+    )
 
 
 def bench_conv(args):
@@ -154,7 +154,7 @@ def bench_grf(args):
                 "jax.random.normal + jax.scipy.fft dctn/idctn",
                 batch=batch,
                 n=n,
-            ),  # fmt: skip
+            ),
             record(
                 f"spectral_grf_transform cosine {n}",
                 "samples/s",
@@ -164,7 +164,7 @@ def bench_grf(args):
                 batch=batch,
                 n=n,
                 note="T^-1 (s T xi) on given white noise (no random draw)",
-            ),  # fmt: skip
+            ),
             record(
                 f"spectral_grf_normal {n}",
                 "samples/s",
@@ -174,7 +174,7 @@ def bench_grf(args):
                 batch=batch,
                 n=n,
                 note="the white-noise draw alone; bit-identical outputs",
-            ),  # fmt: skip
+            ),
         ]
     return records
 

@@ -81,9 +81,16 @@ def _loop(task, sampler, cases, reference, grid, seed: int):
     def one(key, y, ref_c, w_c, truth, hparams):
         samples = sampler.sample(key, y, NUM_SAMPLES, hparams)
         return suite.compute(
-            samples, ref_c, w_c, truth, evaluation_field=task.evaluation_field,
-            field_stats=task.field_stats, forward=task.forward, y_obs=y, noise_std=task.noise_std,
-        )  # fmt: skip
+            samples,
+            ref_c,
+            w_c,
+            truth,
+            evaluation_field=task.evaluation_field,
+            field_stats=task.field_stats,
+            forward=task.forward,
+            y_obs=y,
+            noise_std=task.noise_std,
+        )
 
     def args(i):
         c = int(grid.case[i])
@@ -128,9 +135,16 @@ def _bench_one(name: str, n: int, batch: int) -> dict:
 
     t0 = time.perf_counter()
     records = sweep.run_pair(
-        task, sampler, cases, reference, grid, num_samples=NUM_SAMPLES, seed=seed,
-        chunk_size=grid.size, batch_size=batch,
-    )  # fmt: skip
+        task,
+        sampler,
+        cases,
+        reference,
+        grid,
+        num_samples=NUM_SAMPLES,
+        seed=seed,
+        chunk_size=grid.size,
+        batch_size=batch,
+    )
     t_total = time.perf_counter() - t0
     rss_sweep = _peak_rss_mib()
     t_sweep = sum(r["wall_time_s"] for r in records)
@@ -138,9 +152,16 @@ def _bench_one(name: str, n: int, batch: int) -> dict:
 
     # the same program with one configuration per lax.map step: what vmapping itself buys
     unbatched = sweep.run_pair(
-        task, sampler, cases, reference, grid, num_samples=NUM_SAMPLES, seed=seed,
-        chunk_size=grid.size, batch_size=1,
-    )  # fmt: skip
+        task,
+        sampler,
+        cases,
+        reference,
+        grid,
+        num_samples=NUM_SAMPLES,
+        seed=seed,
+        chunk_size=grid.size,
+        batch_size=1,
+    )
     t_unbatched = sum(r["wall_time_s"] for r in unbatched)
 
     by_id = {r["config_id"]: r for r in records}

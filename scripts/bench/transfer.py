@@ -81,9 +81,15 @@ def _time_case(name: str, config: dict, size: dict) -> dict:
         model_steps / t_vmap,
         model_steps / t_seq,
         "nine sequential trainings",
-        n=n, records=num_train, steps=steps, batch=size["batch_size"], scale=config["scale"],
-        platform=jax.devices()[0].platform, vmapped_s=t_vmap, sequential_s=t_seq,
-    )  # fmt: skip
+        n=n,
+        records=num_train,
+        steps=steps,
+        batch=size["batch_size"],
+        scale=config["scale"],
+        platform=jax.devices()[0].platform,
+        vmapped_s=t_vmap,
+        sequential_s=t_seq,
+    )
 
 
 def bench_nine_views(args):

@@ -105,19 +105,34 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     for i, r in enumerate(rows):
         mean, boot, single = r["mira_expected"], 2 * r["mira_se_boot"], 2 * r["mira_se"]
         first = i == 0
-        ax.fill_between([i - 0.35, i + 0.35], mean - boot, mean + boot, color="0.85", lw=0, gid="mira_band",
-                        label="calibrated mean ± 2 bootstrap se" if first else None)  # fmt: skip
+        ax.fill_between(
+            [i - 0.35, i + 0.35],
+            mean - boot,
+            mean + boot,
+            color="0.85",
+            lw=0,
+            gid="mira_band",
+            label="calibrated mean ± 2 bootstrap se" if first else None,
+        )
         ax.plot([i - 0.35, i + 0.35], [mean] * 2, color="0.4", lw=0.8)
         for sign in (-1, 1):
             label = "± 2 single-region se" if first and sign < 0 else None
-            ax.plot([i - 0.35, i + 0.35], [mean + sign * single] * 2, "--", color="0.55", lw=0.7,
-                    gid="mira_single_region", label=label)  # fmt: skip
+            ax.plot(
+                [i - 0.35, i + 0.35],
+                [mean + sign * single] * 2,
+                "--",
+                color="0.55",
+                lw=0.7,
+                gid="mira_single_region",
+                label=label,
+            )
         outside = tables.mira_flagged(r)  # the table's dagger
         color = f"C{samplers.index(r['sampler']) % 10}"
         ax.plot(i, r["mira"], "o", color=color, ms=6, mfc=color if outside else "white", gid="mira_score")
         if outside:
-            ax.annotate("†", (i, r["mira"]), xytext=(5, 0), textcoords="offset points", fontsize=8,
-                        va="center")  # fmt: skip
+            ax.annotate(
+                "†", (i, r["mira"]), xytext=(5, 0), textcoords="offset points", fontsize=8, va="center"
+            )
     labels = [
         (f"{r['task']}\n" if several_tasks else "") + f"{r['sampler']}\n{tables.hparam_label(r['hparams'])}"
         for r in rows
@@ -131,10 +146,21 @@ def mira_figure(path, records: Sequence[dict], *, title=""):
     n = min(r["num_samples"] for r in rows)
     needed = tables.mira_conditions_needed(n)
     if little_l < needed:  # the band cannot resolve the table's shift: say so on the figure
-        note = (f"too few conditions: L = {little_l} < {needed}, the L needed to resolve a shift of "
-                f"{tables.MIRA_RESOLVED_SHIFT} at N = {n}")  # fmt: skip
+        note = (
+            f"too few conditions: L = {little_l} < {needed}, the L needed to resolve a shift of "
+            f"{tables.MIRA_RESOLVED_SHIFT} at N = {n}"
+        )
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.12 * (hi - lo))  # headroom: the note never covers a band
-        ax.text(0.01, 0.98, note, transform=ax.transAxes, ha="left", va="top", fontsize=7, color="C3",
-                gid="too_few")  # fmt: skip
+        ax.text(
+            0.01,
+            0.98,
+            note,
+            transform=ax.transAxes,
+            ha="left",
+            va="top",
+            fontsize=7,
+            color="C3",
+            gid="too_few",
+        )
     return style.save(fig, path)

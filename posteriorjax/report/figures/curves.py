@@ -59,8 +59,16 @@ def curves_figure(
             ax.fill_between(xpos, mean - std, mean + std, color=color, alpha=0.2, lw=0)
             bad = ~np.isfinite(mean)
             if bad.any():  # rows with a non-finite record: an x at the bottom edge
-                ax.plot(xpos[bad], np.full(bad.sum(), 0.04), "x", color=color, ms=6, mew=1.5,
-                        transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
+                ax.plot(
+                    xpos[bad],
+                    np.full(bad.sum(), 0.04),
+                    "x",
+                    color=color,
+                    ms=6,
+                    mew=1.5,
+                    transform=ax.get_xaxis_transform(),
+                    clip_on=False,
+                )
             best = optimal_hparams(recs, axis, [m])[m]
             if math.isfinite(best):
                 j = int(np.argmin(np.abs(v - best)))
@@ -184,8 +192,16 @@ def calibration_choice_figure(path, result: Mapping):
         ax.plot(xpos, y, "o-", ms=3, lw=1.2)
         bad = ~np.isfinite(y)
         if bad.any():
-            ax.plot(xpos[bad], np.full(bad.sum(), 0.04), "x", color="C3", ms=6, mew=1.5,
-                    transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
+            ax.plot(
+                xpos[bad],
+                np.full(bad.sum(), 0.04),
+                "x",
+                color="C3",
+                ms=6,
+                mew=1.5,
+                transform=ax.get_xaxis_transform(),
+                clip_on=False,
+            )
         ax.axvline(zero if chosen == 0 and zero is not None else chosen, color="k", ls="--", lw=0.8)
         style.set_axis(ax, "x", scale, zero, xpos)
         if scale == "log":

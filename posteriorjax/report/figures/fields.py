@@ -148,8 +148,9 @@ def _overlay(ax, layout: FieldLayout) -> None:
     if layout.mask is not None:  # hatch the unobserved cells (contour of the 0/1 field: cell edges)
         xc, yc = _centres(layout.x_edges, layout.x_log), _centres(layout.y_edges, False)
         with matplotlib.rc_context({"hatch.color": "white", "hatch.linewidth": 0.6}):
-            hatch = ax.contourf(xc, yc, (~layout.mask).astype(float), levels=[0.5, 1.5], colors="none",
-                                hatches=["////"])  # fmt: skip
+            hatch = ax.contourf(
+                xc, yc, (~layout.mask).astype(float), levels=[0.5, 1.5], colors="none", hatches=["////"]
+            )
         hatch.set_gid(OVERLAY)
 
 
@@ -231,9 +232,14 @@ def _tile_grid(fig, height: float, x0: Sequence[float], rows: int):
 def _row_label(fig, ax, text: str) -> None:
     """Row name in the left margin, beside the row of `ax` (left of its y ticks and label)."""
     fig.text(
-        0.12 / fig.get_size_inches()[0], ax.get_position().y0 + 0.5 * ax.get_position().height, text,
-        rotation=90, ha="center", va="center", fontsize=8,
-    )  # fmt: skip
+        0.12 / fig.get_size_inches()[0],
+        ax.get_position().y0 + 0.5 * ax.get_position().height,
+        text,
+        rotation=90,
+        ha="center",
+        va="center",
+        fontsize=8,
+    )
 
 
 def _colorbar(fig, image, x: float, y: float, height: float, label: str):

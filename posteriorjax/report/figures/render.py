@@ -66,8 +66,9 @@ def task_layout(label: str, config: Mapping) -> FieldLayout | None:
     try:
         return field_layout(tasks.get(name, **options))
     except (TypeError, ValueError) as err:
-        logging.warning("figures: task %r does not build from %s (%s); fields drawn without labels", label,
-                        options, err)  # fmt: skip
+        logging.warning(
+            "figures: task %r does not build from %s (%s); fields drawn without labels", label, options, err
+        )
         return None
 
 

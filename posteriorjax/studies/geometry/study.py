@@ -66,8 +66,12 @@ PAPER_TABLE2 = {
 # the paper's Table 5 (geometric AUROC of conformal-width rankings, ID) and Table 6 (conformal D and
 # D / D_geometric, ID); only the values its text states
 PAPER_TABLE5 = {"Battery M2": 0.909, "Battery M8": 0.769, "Melt-pool M12": 0.868, "Flooding M12": 0.589}
-PAPER_TABLE6 = {"Battery M0": "0.029 (1.00)", "Battery M8": "(0.54)", "Melt-pool M12": "(0.74)",
-                "Flooding M12": "0.063 (0.18)"}  # fmt: skip
+PAPER_TABLE6 = {
+    "Battery M0": "0.029 (1.00)",
+    "Battery M8": "(0.54)",
+    "Melt-pool M12": "(0.74)",
+    "Flooding M12": "0.063 (0.18)",
+}
 # the paper's Fig. 7 budgets: Z of conformal-width rankings at Q = 10/17 ... 16/17 (Flooding M12:
 # 0.067 at 14/17 against the random 3/17)
 BUDGETS = (10, 11, 12, 13, 14, 15, 16)
@@ -153,9 +157,11 @@ def _plot_learned(path: Path, label: str, runs: list[dict]) -> None:
         if first.abstention is not None:
             axes[1].plot(first.coverage, np.mean([s.abstention for s in sels], axis=0), label=rule)
     axes[0].plot(
-        first.coverage, np.mean([r["selection"][rules[0]].recovery_yield_random for r in runs], axis=0),
-        "k--", label="random",
-    )  # fmt: skip
+        first.coverage,
+        np.mean([r["selection"][rules[0]].recovery_yield_random for r in runs], axis=0),
+        "k--",
+        label="random",
+    )
     if first.abstention is not None:
         axes[1].plot(first.coverage, first.abstention_random, "k--", label="random")
     else:
@@ -188,17 +194,30 @@ def reference(config) -> tuple[str, dict, dict]:
             f"{ratio['normalized']:.1e} / {ratio['ratio']:.1e} | {min(fd['relative_error']):.1e} |"
         )
         out[label] = {
-            "task": name, "frames": frames, "geometry": g.summary(), "coarse": g_coarse.summary(),
-            "coordinate_blind": blind.tolist(), "perturbation_ratio": ratio, "fd": fd,
-            "repeated_singular_values": rep, "V": g.V.tolist(),
-        }  # fmt: skip
+            "task": name,
+            "frames": frames,
+            "geometry": g.summary(),
+            "coarse": g_coarse.summary(),
+            "coordinate_blind": blind.tolist(),
+            "perturbation_ratio": ratio,
+            "fd": fd,
+            "repeated_singular_values": rep,
+            "V": g.V.tolist(),
+        }
         geoms[label] = (task, g, cov)
     header = [
-        "configuration", "p", "coordinate-wise blind", f"retained / below ({config.resolution}²)", "paper",
-        "exact rank", "first below s_i/s_1", f"retained / below ({config.refine_resolution}²)",
-        "repeated s_i", f"ratio along v_m, /s_1 / abs. (delta {config.perturbation_delta:g})",
+        "configuration",
+        "p",
+        "coordinate-wise blind",
+        f"retained / below ({config.resolution}²)",
+        "paper",
+        "exact rank",
+        "first below s_i/s_1",
+        f"retained / below ({config.refine_resolution}²)",
+        "repeated s_i",
+        f"ratio along v_m, /s_1 / abs. (delta {config.perturbation_delta:g})",
         "FD rel. error",
-    ]  # fmt: skip
+    ]
     return _table(header, rows), out, geoms
 
 
@@ -220,7 +239,7 @@ def controlled_table(config, geoms: dict, path: Path | None) -> tuple[str, dict]
                 ood_shift=cfg.ood_shift,
                 ood_scale=cfg.ood_scale,
                 delta=config.delta,
-            )  # fmt: skip
+            )
             for s in range(cfg.num_seeds)
         ]
         out[label] = {}
@@ -246,9 +265,20 @@ def controlled_table(config, geoms: dict, path: Path | None) -> tuple[str, dict]
                     "scrs": {k: [r[f"scrs_{k}"].value for r in runs] for k in SCRS},
                 }
     header = [
-        "configuration", "estimator", "split", "coeff. NRMSE", "hits / retained", "val. claims below",
-        "sCRS none", "sCRS validation", "sCRS oracle", "CRC-AUC", "geometric AUROC", "D", "paper",
-    ]  # fmt: skip
+        "configuration",
+        "estimator",
+        "split",
+        "coeff. NRMSE",
+        "hits / retained",
+        "val. claims below",
+        "sCRS none",
+        "sCRS validation",
+        "sCRS oracle",
+        "CRC-AUC",
+        "geometric AUROC",
+        "D",
+        "paper",
+    ]
     return _table(header, rows), out
 
 
@@ -289,8 +319,10 @@ def conformal_tables(items: list, budgets=BUDGETS) -> tuple[str, str, str, dict]
         d = [s.excess_abstention.value for s, _ in runs if s.excess_abstention.defined]
         d_geo = r / (2 * m)
         mean = lambda v: _mean_std(v) if v else "undefined"  # noqa: E731
-        rows5.append(f"| {label} | {family} | {r} / {g.num_below} | {mean(auc)} | {mean(d)} | "
-                     f"{PAPER_TABLE5.get(label, '–')} |")  # fmt: skip
+        rows5.append(
+            f"| {label} | {family} | {r} / {g.num_below} | {mean(auc)} | {mean(d)} | "
+            f"{PAPER_TABLE5.get(label, '–')} |"
+        )
         ratio = f"{np.mean(d) / d_geo:.2f}" if d and d_geo > 0 else "undefined"
         rows6.append(
             f"| {label} | {family} | {r} / {g.num_below} | {np.mean([s.num_hits for s, _ in runs]):.1f} | "
@@ -301,14 +333,26 @@ def conformal_tables(items: list, budgets=BUDGETS) -> tuple[str, str, str, dict]
         cells = [f"{np.mean(z[j]):.3f} ({1 - j / m:.3f})" if z[j] else "undefined" for j in js]
         rows7.append(f"| {label} | {family} | " + " | ".join(cells) + " |")
         out[f"{label} / {family}"] = {
-            "geometric_auroc": auc, "excess_abstention": d, "d_geometric": d_geo,
-            "hits": [s.num_hits for s, _ in runs], "budget_abstention": {str(j): z[j] for j in js},
-        }  # fmt: skip
+            "geometric_auroc": auc,
+            "excess_abstention": d,
+            "d_geometric": d_geo,
+            "hits": [s.num_hits for s, _ in runs],
+            "budget_abstention": {str(j): z[j] for j in js},
+        }
     t5 = _table(["configuration", "family", "retained / below", "geometric AUROC", "D", "paper AUROC"], rows5)
     t6 = _table(
-        ["configuration", "family", "retained / below", "hits", "D (conformal)", "D_geometric",
-         "D / D_geometric", "paper D (D / D_geometric)"], rows6,
-    )  # fmt: skip
+        [
+            "configuration",
+            "family",
+            "retained / below",
+            "hits",
+            "D (conformal)",
+            "D_geometric",
+            "D / D_geometric",
+            "paper D (D / D_geometric)",
+        ],
+        rows6,
+    )
     header7 = ["configuration", "family", *[f"Z({j}/m) (random)" for j in budgets]]
     return t5, t6, _table(header7, rows7), out
 
@@ -344,9 +388,11 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
     """Tables 3-6 and the budget table (see module doc and `conformal_tables`), per-seed results."""
     cfg = config.learned
     train_config = est.train_config(
-        num_steps=cfg.num_steps, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+        num_steps=cfg.num_steps,
+        batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
         weight_decay=cfg.weight_decay,
-    )  # fmt: skip
+    )
     # keyed by the configuration's label, so a subset (or a split run) gives the same numbers
     base = registry.stream(jr.key(config.seed), "learned")
     rows3, combos, results, invalid = [], {rule: [] for rule in RULES}, {}, []
@@ -358,12 +404,21 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         with jax.enable_x64(True):
             g, *_ = analyze_task(task, config.tau)
         out = est.run_configuration(
-            registry.stream(base, label), task, g, estimators=tuple(cfg.estimators),
-            sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test), num_seeds=cfg.num_seeds,
-            num_members=cfg.num_members, options={k: dict(v) for k, v in cfg.options.items()},
-            config=train_config, level=cfg.level, delta=config.delta, ood_task=ood, baseline=True,
+            registry.stream(base, label),
+            task,
+            g,
+            estimators=tuple(cfg.estimators),
+            sizes=(cfg.num_train, cfg.num_calibration, cfg.num_test),
+            num_seeds=cfg.num_seeds,
+            num_members=cfg.num_members,
+            options={k: dict(v) for k, v in cfg.options.items()},
+            config=train_config,
+            level=cfg.level,
+            delta=config.delta,
+            ood_task=ood,
+            baseline=True,
             field=functools.partial(_interface_field, grid=task.grid, width=task.physics.width),
-        )  # fmt: skip
+        )
         ridge = out.pop("baseline")["ridge"]
         results[label] = {"geometry": g.summary(), "ridge": ridge}
         macro = {"id": [], "ood": []}
@@ -387,10 +442,16 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                 val = [r["scrs_validation"].value or 0.0 for r in ev]
                 ora = [r["scrs_oracle"].value or 0.0 for r in ev]
                 macro[split].append((np.mean(fld), np.mean(nrmse), np.mean(val), np.mean(ora)))
-                cells.append(f"{_mean_std(fld)} | {_mean_std(nrmse)} | {np.mean(val):.3f} | "
-                             f"{np.mean(ora):.3f}")  # fmt: skip
-                rec[split] = {"nrmse": nrmse, "field_nrmse": fld, "scrs_validation": val, "scrs_oracle": ora,
-                              "hits": [r["hits"] for r in ev]}  # fmt: skip
+                cells.append(
+                    f"{_mean_std(fld)} | {_mean_std(nrmse)} | {np.mean(val):.3f} | {np.mean(ora):.3f}"
+                )
+                rec[split] = {
+                    "nrmse": nrmse,
+                    "field_nrmse": fld,
+                    "scrs_validation": val,
+                    "scrs_oracle": ora,
+                    "hits": [r["hits"] for r in ev],
+                }
                 for r, run in zip(ev, runs, strict=True):
                     conf = run["confidence"]
                     for rule in RULES:
@@ -403,8 +464,11 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
             rows3.append(f"| {label} | {family} | {counts} | {seeds} | {cells[0]} | {cells[1]} |")
             results[label][family] = rec | {"final_loss": final_loss, "problems": problems}
             if path:
-                _plot_learned(path / "figures" / f"learned_{label.replace(' ', '_')}_{family}.png",
-                              f"{label} {family}", runs)  # fmt: skip
+                _plot_learned(
+                    path / "figures" / f"learned_{label.replace(' ', '_')}_{family}.png",
+                    f"{label} {family}",
+                    runs,
+                )
         valid_families = len(macro["id"])
         if valid_families:
             m_id, m_ood = np.mean(macro["id"], axis=0), np.mean(macro["ood"], axis=0)
@@ -452,14 +516,35 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
     if path:
         _plot_budgets(path / "figures" / "budgets_conformal.png", combos["conformal"])
     t3 = _table(
-        ["configuration", "family", "retained / below", "valid seeds", "ID field NRMSE", "ID coeff. NRMSE",
-         "ID sCRS val.",
-         "ID sCRS oracle", "OOD field NRMSE", "OOD coeff. NRMSE", "OOD sCRS val.", "OOD sCRS oracle"], rows3,
-    )  # fmt: skip
+        [
+            "configuration",
+            "family",
+            "retained / below",
+            "valid seeds",
+            "ID field NRMSE",
+            "ID coeff. NRMSE",
+            "ID sCRS val.",
+            "ID sCRS oracle",
+            "OOD field NRMSE",
+            "OOD coeff. NRMSE",
+            "OOD sCRS val.",
+            "OOD sCRS oracle",
+        ],
+        rows3,
+    )
     t4 = _table(
-        ["rule", "passes", "combinations with below-threshold claims", "mean sCRS", "CRC-AUC",
-         "geometric AUROC", "D", "D / D_geometric"], rows4,
-    )  # fmt: skip
+        [
+            "rule",
+            "passes",
+            "combinations with below-threshold claims",
+            "mean sCRS",
+            "CRC-AUC",
+            "geometric AUROC",
+            "D",
+            "D / D_geometric",
+        ],
+        rows4,
+    )
     results["invalid"] = invalid
     return t3, t4, t5, t6, t7, results
 

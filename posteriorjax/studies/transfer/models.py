@@ -525,9 +525,17 @@ def fit_views(
     losses = []
     for start in range(0, cfg.steps, cfg.chunk):
         nets, opt_state, chunk_losses = _train_chunk(
-            optimizer, residual, cfg.pino_weight, rollout, nets=nets, opt_state=opt_state,
-            inputs=inputs, targets=targets, aux=aux, order=order[start : start + cfg.chunk],
-        )  # fmt: skip
+            optimizer,
+            residual,
+            cfg.pino_weight,
+            rollout,
+            nets=nets,
+            opt_state=opt_state,
+            inputs=inputs,
+            targets=targets,
+            aux=aux,
+            order=order[start : start + cfg.chunk],
+        )
         losses.append(chunk_losses)
     models = TransferModel(
         nets, jnp.full((num_views,), aux[2]), jnp.broadcast_to(aux[3], (num_views, net_out)), rollout
