@@ -48,7 +48,7 @@ training.kinds.register(
 )
 
 
-def prior_draws(task, cases, spec, key, workdir, pool_key, progress):
+def prior_draws(task, cases, spec, key, *, workdir, pool_key, progress):
     """`spec["num_samples"]` prior draws per case (case i from `fold_in(key, i)`), uniform weights."""
     num = int(spec["num_samples"])
     draw = jax.vmap(task.prior.sample)

@@ -8,7 +8,7 @@ looked up with `get` and listed by `names`:
                                       solved when needed), a pytree of arrays;
   wrap(net, x_norm, u_norm, cfg)      the trained model around the backbone `net` (`cfg`: `Wrap`);
   loss(task, noise, diffusion)        the loss `loss_fn(model, key, batch) -> scalar`;
-  evaluate(loss_fn, held_out, x_norm, u_norm, task, key) -> eval_fn(model) -> {name: scalar};
+  evaluate(loss_fn, held_out, *, x_norm, u_norm, task, key) -> eval_fn(model) -> {name: scalar};
   models, steps                       default backbones {"tiny" | "full": (nn name, options)} and
                                       step counts {"tiny" | "full": steps}; the ``medium``
                                       backbone is the full one shrunk by `nn.published.scaled`
@@ -150,7 +150,7 @@ def u_channels(task) -> int:
 def loss_evaluation(name: str) -> Callable:
     """An `evaluate` reporting the loss itself on the held-out batch as `name`."""
 
-    def evaluate(loss_fn, held_out, x_norm, u_norm, task, key):
+    def evaluate(loss_fn, held_out, *, x_norm, u_norm, task, key):
         return lambda m: {name: loss_fn(m, key, held_out)}
 
     return evaluate

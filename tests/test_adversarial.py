@@ -274,7 +274,9 @@ def test_evaluate_point_estimate_records_nan_with_a_reason():
         assert f"{name}: needs N >= 2" in rec["undefined"]
     assert len(rec["coverage"]) == len(calibration.DEFAULT_LEVELS)
     assert np.isfinite(rec["mean_error"]) and np.isfinite(rec["crps"])
-    assert suite.too_small(ref[:2], ref, None, ref[1], {}, set()) == {}  # N = 2: nothing is undefined
+    assert (
+        suite.too_small(ref[:2], ref, None, ref[1], kwargs={}, present=set()) == {}
+    )  # N = 2: nothing is undefined
 
 
 def test_sweep_scoring_of_a_point_estimate_records_nan_not_a_missing_key():

@@ -285,7 +285,7 @@ def test_three_networks_train_through_the_sweep_and_sample(tmp_path):
 
     def get(kind):
         spec = networks.parse_spec("networks", kind, "tiny", "poisson_fixed")
-        return networks.network(tmp_path, "poisson_fixed", options, spec, "tiny", 2, progress=False)
+        return networks.network(tmp_path, "poisson_fixed", options, spec, "tiny", num_steps=2, progress=False)
 
     model = get("fundiff_dit")
     target, condition = get("fundiff_fae_target"), get("fundiff_fae_condition")  # loaded, not retrained

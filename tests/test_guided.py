@@ -510,7 +510,8 @@ def test_esmda_published_update_equals_the_transcription():
     y = rng.normal(size=m) * 0.1
     with jax.enable_x64(True):
         std = np.asarray(esmda.observation_std(jnp.asarray(pred), c))
-        got = np.asarray(esmda.augmented_update(*map(jnp.asarray, (state, pred, y, std, alpha, normals))))
+        s, p, obs, sd, z = map(jnp.asarray, (state, pred, y, std, normals))
+        got = np.asarray(esmda.augmented_update(s, p, obs, std=sd, alpha=jnp.asarray(alpha), normals=z))
     want_std = np.maximum(c * np.std(pred, axis=0, ddof=1), 1e-6)
     np.testing.assert_allclose(std, want_std, rtol=1e-12)
     state_anom = (state - state.mean(axis=0, keepdims=True)).T / np.sqrt(n - 1)

@@ -412,7 +412,12 @@ def test_missing_optional_readers_name_what_to_install(study, tmp_path, monkeypa
     monkeypatch.setitem(sys.modules, "h5py", None)
     with pytest.raises(ModuleNotFoundError, match=r"posteriorjax\[exchange\]"):
         export_write(
-            tmp_path / "x", study["plan"].tasks[TASK], study["ids"], study["plan"].cases(TASK), x, None
+            tmp_path / "x",
+            study["plan"].tasks[TASK],
+            study["ids"],
+            study["plan"].cases(TASK),
+            ref_samples=x,
+            ref_weights=None,
         )
     with pytest.raises(ModuleNotFoundError, match=r"PosteriorBench predictions.*posteriorjax\[exchange\]"):
         (tmp_path / "pb" / study["ids"][0]).mkdir(parents=True)
@@ -426,5 +431,5 @@ def test_missing_optional_readers_name_what_to_install(study, tmp_path, monkeypa
         given_cases._datasets()
     w = np.full(x.shape[:2], 1.0 / N)
     task, cases = study["plan"].tasks[TASK], study["plan"].cases(TASK)
-    out = export_write(tmp_path / "npz", task, study["ids"], cases, x, w, h5=False)
+    out = export_write(tmp_path / "npz", task, study["ids"], cases, ref_samples=x, ref_weights=w, h5=False)
     assert out["reference"].suffix == ".npz" and not list((tmp_path / "npz").glob("*.h5"))

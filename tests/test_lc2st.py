@@ -24,8 +24,10 @@ def toy(rng, shift=0.0):
 
 def test_lc2st_keeps_its_level_for_the_exact_posterior_and_rejects_a_shifted_one():
     rng = np.random.default_rng(0)
-    exact = lc2st(jr.key(0), *toy(rng), **SETTINGS)
-    wrong = lc2st(jr.key(1), *toy(rng, shift=1.0), **SETTINGS)  # same shapes: no recompilation
+    theta, x, theta_q, theta_o, x_o = toy(rng)
+    exact = lc2st(jr.key(0), theta, x, theta_q, theta_o=theta_o, x_o=x_o, **SETTINGS)
+    theta, x, theta_q, theta_o, x_o = toy(rng, shift=1.0)  # same shapes: no recompilation
+    wrong = lc2st(jr.key(1), theta, x, theta_q, theta_o=theta_o, x_o=x_o, **SETTINGS)
     assert exact.statistic.shape == exact.p_value.shape == (K,) and exact.null.shape == (K, NULL)
     # the K observations share one set of classifiers, so their p-values are correlated: the size over
     # independent calibration sets is the slow test below
@@ -41,17 +43,19 @@ def test_lc2st_size_over_independent_calibration_sets():
     p = []
     for r in range(20):  # a fresh calibration set and classifier per repeat, one observation each
         theta, x, theta_q, theta_o, x_o = toy(rng)
-        p.append(float(lc2st(jr.key(r), theta, x, theta_q, theta_o[0], x_o[0], **SETTINGS).p_value))
+        p.append(
+            float(lc2st(jr.key(r), theta, x, theta_q, theta_o=theta_o[0], x_o=x_o[0], **SETTINGS).p_value)
+        )
     assert sum(v < ALPHA for v in p) <= 3
 
 
 def test_lc2st_names_bad_arguments():
     theta, x, theta_q, theta_o, x_o = toy(np.random.default_rng(0))
     with pytest.raises(ValueError, match="theta, x, theta_q: expected"):
-        lc2st(jr.key(0), theta, x[:-1], theta_q, theta_o, x_o)
+        lc2st(jr.key(0), theta, x[:-1], theta_q, theta_o=theta_o, x_o=x_o)
     with pytest.raises(ValueError, match="theta_o, x_o: expected"):
-        lc2st(jr.key(0), theta, x, theta_q, theta_o[..., None], x_o)
+        lc2st(jr.key(0), theta, x, theta_q, theta_o=theta_o[..., None], x_o=x_o)
     with pytest.raises(ValueError, match="num_null: expected a positive integer"):
-        lc2st(jr.key(0), theta, x, theta_q, theta_o, x_o, num_null=0)
+        lc2st(jr.key(0), theta, x, theta_q, theta_o=theta_o, x_o=x_o, num_null=0)
     with pytest.raises(ValueError, match="theta_q: expected finite"):
-        lc2st(jr.key(0), theta, x, np.full_like(theta_q, np.nan), theta_o, x_o)
+        lc2st(jr.key(0), theta, x, np.full_like(theta_q, np.nan), theta_o=theta_o, x_o=x_o)

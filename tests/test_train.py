@@ -297,7 +297,12 @@ def test_every_registered_kind_meets_the_contract(kind, darcy8):
     def check(model, source, key):
         batch = source(key)
         loss, grads = eqx.filter_value_and_grad(loss_fn)(model, key, batch)
-        return batch, loss, grads, entry.evaluate(loss_fn, batch, x_norm, u_norm, task, key)(model)
+        return (
+            batch,
+            loss,
+            grads,
+            entry.evaluate(loss_fn, batch, x_norm=x_norm, u_norm=u_norm, task=task, key=key)(model),
+        )
 
     batch, loss, grads, metrics = check(
         model, TaskSource(task, x_norm, u_norm, kind, 2, inputs), jax.random.key(1)

@@ -169,7 +169,7 @@ def readme(task: Task, ids, ref_shape) -> dict:
     }
 
 
-def write(directory, task: Task, ids, cases, ref_samples, ref_weights, *, h5: bool = True) -> dict:
+def write(directory, task: Task, ids, cases, *, ref_samples, ref_weights, h5: bool = True) -> dict:
     """Write one task's export files (module doc) to `directory` atomically; returns {name: path}.
 
     `h5=False`: the `.npz` files only; `h5=True` needs h5py (ModuleNotFoundError naming the extra).
@@ -241,8 +241,8 @@ def export(config, workdir, *, progress: bool = False, h5: bool = True) -> dict[
             plan.tasks[name],
             plan.case_ids(name),
             plan.cases(name),
-            ref_samples,
-            ref_weights,
+            ref_samples=ref_samples,
+            ref_weights=ref_weights,
             h5=h5,
         )
         out[name] = directory

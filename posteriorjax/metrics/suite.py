@@ -130,7 +130,7 @@ def evaluation_name(task) -> str:
     return str(getattr(task, "evaluation_name", "task.evaluation_field"))
 
 
-def too_small(x, y, w, truth, kwargs: dict, present: set) -> dict:
+def too_small(x, y, w, truth, *, kwargs: dict, present: set) -> dict:
     """NaN entries, and their reason under ``"undefined"``, for the metrics the ensemble sizes exclude.
 
     A metric whose needs the case meets (truth, observation, rank) but whose minimum
@@ -230,7 +230,7 @@ def evaluate(samples, ref_samples, ref_weights=None, *, task=None, truth=None, y
     out = compute(x, y, w, truth, **kwargs)
     record = {k: (np.asarray(v).tolist()) for k, v in jax.device_get(out).items()}
     record.update(unsolved or {})
-    record.update(too_small(x, y, w, truth, kwargs, set(record)))
+    record.update(too_small(x, y, w, truth, kwargs=kwargs, present=set(record)))
     record["evaluation"] = evaluation_name(task) if "evaluation_field" not in options else "given"
     record["swd_normalization"] = swd_norm
     record["spectral_dc"] = str(kwargs.get("spectral_dc", registry.DEFAULT_SPECTRAL_DC))

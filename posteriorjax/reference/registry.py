@@ -81,7 +81,7 @@ def published_eps(task: Task) -> float:
 class Method:
     """A reference method.
 
-    `build(task, cases, spec, key, workdir, pool_key, progress)` (with ``surrogate=model`` when
+    `build(task, cases, spec, key, *, workdir, pool_key, progress)` (with ``surrogate=model`` when
     `surrogate`) -> `(samples (K, M, C, H, W), weights (K, M), info [K dicts])` for the K cases;
     `rule`: one line stating it (written with the references); `keys`: the section settings
     (keys of `DEFAULTS`) it reads, which the report states.
@@ -110,7 +110,7 @@ def register(name: str, method: Method) -> Method:
 
 
 # ----------------------------------------------------------------------------
-# Builders: (task, cases, spec, key, workdir, pool_key, progress) -> (samples, weights, info)
+# Builders: (task, cases, spec, key, *, workdir, pool_key, progress) -> (samples, weights, info)
 
 
 def _uniform(samples) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +118,7 @@ def _uniform(samples) -> tuple[np.ndarray, np.ndarray]:
     return samples, np.full(samples.shape[:2], 1.0 / samples.shape[1], samples.dtype)
 
 
-def _exact(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress):
+def _exact(task: Task, cases: Cases, rc: Mapping, key, *, workdir, pool_key, progress):
     """Exact posterior samples (linear-Gaussian tasks), uniform weights."""
 
     num = int(rc["num_samples"])
@@ -126,7 +126,7 @@ def _exact(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progre
     return (*_uniform(np.stack(samples)), [{} for _ in samples])
 
 
-def _pcn(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress):
+def _pcn(task: Task, cases: Cases, rc: Mapping, key, *, workdir, pool_key, progress):
     """MCMC chains (`mcmc_method`) on the prior latent; `num_samples` draws over `num_chains` chains."""
 
     chains = int(rc["num_chains"])
@@ -185,7 +185,7 @@ def _pool_references(task, cases, rc, key, *, workdir, pool_key, progress, one: 
 def _eps(eps_of: Callable, num_of: Callable, fill: bool) -> Callable:
     """An eps-rule builder (`rejection.eps_rule`) with eps = `eps_of(task, rc)`, K = `num_of(rc)`."""
 
-    def builder(task, cases, rc, key, workdir, pool_key, progress):
+    def builder(task, cases, rc, key, *, workdir, pool_key, progress):
 
         eps, num, sigma = eps_of(task, rc), num_of(rc), float(rc["sigma"]) or None
 
@@ -199,7 +199,7 @@ def _eps(eps_of: Callable, num_of: Callable, fill: bool) -> Callable:
     return builder
 
 
-def _importance(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, progress):
+def _importance(task: Task, cases: Cases, rc: Mapping, key, *, workdir, pool_key, progress):
     """Bayesian importance weights over a prior pool (`rejection.importance`), resampled, per case."""
 
     std = np.asarray(task.noise.variance(np.asarray(cases.y_obs).shape[1]), np.float64) ** 0.5
@@ -214,7 +214,7 @@ def _importance(task: Task, cases: Cases, rc: Mapping, key, workdir, pool_key, p
     )
 
 
-def _surrogate_rejection(task, cases, rc, key, workdir, pool_key, progress, *, surrogate=None):
+def _surrogate_rejection(task, cases, rc, key, *, workdir, pool_key, progress, surrogate=None):
     """The published CCS reference through a trained surrogate, with its re-simulation error budget.
 
     The pool's observations are the surrogate's (`surrogate.surrogate_task`; its own directory
@@ -357,12 +357,14 @@ def build(
         raise ValueError(f"spec.method: expected one of {sorted(METHODS)}, got {method!r}")
     entry = METHODS[method]
     if entry.surrogate:
-        return entry.build(task, cases, spec, key, workdir, pool_key, progress, surrogate=surrogate)
+        return entry.build(
+            task, cases, spec, key, workdir=workdir, pool_key=pool_key, progress=progress, surrogate=surrogate
+        )
     if surrogate is not None:
         raise ValueError(
             f"surrogate: method {method!r} takes no surrogate network; use one of {surrogate_methods()}"
         )
-    return entry.build(task, cases, spec, key, workdir, pool_key, progress)
+    return entry.build(task, cases, spec, key, workdir=workdir, pool_key=pool_key, progress=progress)
 
 
 def report(task: Task, spec: Mapping, info: list[dict]) -> dict:

@@ -62,7 +62,7 @@ def observation_std(predictions: jax.Array, scale) -> jax.Array:
 
 
 def augmented_update(
-    state: jax.Array, predictions: jax.Array, y: jax.Array, std, alpha, normals
+    state: jax.Array, predictions: jax.Array, y: jax.Array, *, std, alpha, normals
 ) -> jax.Array:
     """One published ES-MDA update of the augmented ensemble `state (N, D)` (module doc).
 
@@ -146,14 +146,15 @@ class ESMDASampler(AbstractSampler):
         def update(s, inputs):
             alpha, k = inputs
             pred = predict(s)
-            return augmented_update(s, pred, y, std, alpha, rng.normal(k, pred.shape, s.dtype)), None
+            normals = rng.normal(k, pred.shape, s.dtype)
+            return augmented_update(s, pred, y, std=std, alpha=alpha, normals=normals), None
 
         alphas = jnp.asarray(self.alphas, state.dtype)
         state, _ = jax.lax.scan(update, state, (alphas, jr.split(k_obs, len(self.alphas))))
         return state[:num_samples].reshape(num_samples, *shape)[:, :cx]
 
 
-def build(task, ensemble_size: int | None = None, alphas=None, profile: str = "ours") -> ESMDASampler:
+def build(task, *, ensemble_size: int | None = None, alphas=None, profile: str = "ours") -> ESMDASampler:
     """Unset `ensemble_size` / `alphas` take the profile's values: published per task (module doc);
     ours: `num_samples` members and the published alphas of the task's dataset ((1,) elsewhere)."""
     guided.check_profile(profile, "esmda")

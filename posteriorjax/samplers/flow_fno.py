@@ -150,7 +150,7 @@ class FlowFNOSampler(AbstractSampler):
         return jax.vmap(self.model.x_norm.denormalize)(sol.ys[0])
 
 
-def build(task, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0) -> FlowFNOSampler:
+def build(task, *, model=None, num_steps: int = NUM_STEPS, temperature: float = 1.0) -> FlowFNOSampler:
     """`model`: a trained `ConditionalFlow` (`configs/train/network.py:task=<task>,kind=flow_fno`)."""
     num_steps = checks.positive_int("num_steps", num_steps)
     if model is None:

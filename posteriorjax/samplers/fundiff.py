@@ -222,7 +222,13 @@ class FunDiffSampler(AbstractSampler):
 
 
 def build(
-    task, model=None, target=None, condition=None, num_steps: int | None = None, discrete_values="published"
+    task,
+    *,
+    model=None,
+    target=None,
+    condition=None,
+    num_steps: int | None = None,
+    discrete_values="published",
 ) -> FunDiffSampler:
     """`model`: a trained `LatentFlow` (kind ``fundiff_dit``); `target`, `condition`: the trained
     ``fundiff_fae_target`` / ``fundiff_fae_condition`` autoencoders it was trained on.

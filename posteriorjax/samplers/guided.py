@@ -157,7 +157,7 @@ class Correction(eqx.Module):
     def __check_init__(self):
         checks.in_choices("at", self.at, POINTS)
 
-    def __call__(self, points, y_obs, hparams, sigma, i, n):
+    def __call__(self, points, y_obs, hparams, *, sigma, i, n):
         weight = hparams[self.hparam] * self.schedule(sigma, i, n)
         return weight * self.objective(points[self.at], y_obs)
 
@@ -232,7 +232,9 @@ class GuidedDiffusion(AbstractSampler):
 
         def loss_fn(points, sigma, i):
             model_points = {k: v / r for k, v in points.items()}
-            terms = [c(model_points, y_obs, hparams, sigma, i, self.num_steps) for c in self.corrections]
+            terms = [
+                c(model_points, y_obs, hparams, sigma=sigma, i=i, n=self.num_steps) for c in self.corrections
+            ]
             return sum(terms, jnp.zeros((), points["denoised"].dtype)) / divisor
 
         return guided_sample(

@@ -36,7 +36,7 @@ def _has_dropout(model) -> bool:
     return any(isinstance(m, nn.Dropout) and m.rate > 0 for m in leaves)
 
 
-def build(task, model=None) -> MCDropoutSampler:
+def build(task, *, model=None) -> MCDropoutSampler:
     """`model`: a trained `nn.InverseNet` (`configs/train/network.py:...,kind=inverse`), dropout > 0."""
     if model is None:
         raise ValueError(f"model: mc_dropout needs a trained nn.InverseNet for {task.name!r}, got None")

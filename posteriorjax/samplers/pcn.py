@@ -70,6 +70,7 @@ class PCNSampler(AbstractSampler):
 
 def build(
     task,
+    *,
     burn_in: int = 2000,
     num_steps: int = 2000,
     step: float = 0.1,

@@ -186,7 +186,9 @@ def exp_e3_4(cfg: dict, seed: int) -> list[dict]:
                 x = rng.normal(size=(num, 1))
                 x_o = rng.normal(size=(num_obs, 1))
                 theta_o = rng.normal(size=(num_obs, n, d))  # draws of q(. | x_o) = N(0, I)
-                res = lc2st.lc2st(jr.key(seed + 1000 + r), truth, x, cand[:, 0], theta_o, x_o, **lc)
+                res = lc2st.lc2st(
+                    jr.key(seed + 1000 + r), truth, x, cand[:, 0], theta_o=theta_o, x_o=x_o, **lc
+                )
                 stats_.append(np.asarray(res.statistic))
                 ps.append(np.asarray(res.p_value))
             if stats_:

@@ -214,8 +214,8 @@ def network(
     task_options: Mapping,
     spec: NetworkSpec,
     scale: str,
-    num_steps: int | None = None,
     *,
+    num_steps: int | None = None,
     progress: bool = True,
 ):
     """Train (or resume, or load) a network with `training.run`; returns its EMA model.
@@ -227,9 +227,11 @@ def network(
     """
     init = None
     if spec.pretrain is not None:
-        init = network(workdir, task_name, task_options, spec.pretrain, scale, num_steps, progress=progress)
+        init = network(
+            workdir, task_name, task_options, spec.pretrain, scale, num_steps=num_steps, progress=progress
+        )
     inputs = {
-        role: network(workdir, task_name, task_options, s, scale, num_steps, progress=progress)
+        role: network(workdir, task_name, task_options, s, scale, num_steps=num_steps, progress=progress)
         for role, s in input_specs(spec).items()
     }
     cfg, digest = network_config(task_name, task_options, spec, scale, num_steps)
@@ -243,7 +245,7 @@ def network(
 
 
 def network_record(
-    workdir: Path, task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, num_steps=None
+    workdir: Path, task_name: str, task_options: Mapping, spec: NetworkSpec, scale: str, *, num_steps=None
 ) -> dict:
     """What a sweep record says about the trained network of `spec` (`network`): its kind, its
     directory name under `workdir/networks/<task>/`, and from its `scores.json` (`training.scores`)

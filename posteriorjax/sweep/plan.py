@@ -222,7 +222,7 @@ class Plan:
         options, s = {**self.settings.tasks[task_name], **entry.task_options}, self.settings
         return {
             option: networks.network_record(
-                workdir, task_name, options, spec, s.training_scale, s.training_steps
+                workdir, task_name, options, spec, s.training_scale, num_steps=s.training_steps
             )
             for option, spec in entry.networks.items()
         }
@@ -233,7 +233,13 @@ class Plan:
         key = json.dumps([task_name, options, dataclasses.asdict(spec)], sort_keys=True, default=str)
         if key not in self.trained:
             self.trained[key] = networks.network(
-                workdir, task_name, options, spec, s.training_scale, s.training_steps, progress=progress
+                workdir,
+                task_name,
+                options,
+                spec,
+                s.training_scale,
+                num_steps=s.training_steps,
+                progress=progress,
             )
         return self.trained[key]
 

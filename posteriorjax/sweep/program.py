@@ -175,7 +175,7 @@ def score_program(
         from_suite = set(out)  # weighted by the suite itself
         # metrics the ensemble sizes exclude (N = 1: std_error, crps_fair, coverage ...) as NaN,
         # never a silently dropped key (shapes are static: decided at trace time)
-        small = suite.too_small(samples, ref_samples, ref_weights, truth, kwargs, set(out))
+        small = suite.too_small(samples, ref_samples, ref_weights, truth, kwargs=kwargs, present=set(out))
         out.update({k: jnp.asarray(v, samples.dtype) for k, v in small.items() if k != "undefined"})
         out.update(statistics.observation_values(task, samples, truth, y_obs))
         anchor = statistics.observation_anchor(task, ref_samples, ref_weights) if calib.observed else None

@@ -56,12 +56,12 @@ def _dsm_loss(task, noise, d):
     return losses.DiffusionLoss(noise, d.p_mean, d.p_std)
 
 
-def _surrogate_evaluation(loss_fn, held_out, x_norm, u_norm, task, key):
+def _surrogate_evaluation(loss_fn, held_out, *, x_norm, u_norm, task, key):
     x_held, u_held = x_norm.denormalize(held_out[0]), u_norm.denormalize(held_out[1])
     return lambda m: {"eval_relative_l2": jnp.mean(posterior.relative_l2(jax.vmap(m)(x_held), u_held))}
 
 
-def _inverse_evaluation(loss_fn, held_out, x_norm, u_norm, task, key):
+def _inverse_evaluation(loss_fn, held_out, *, x_norm, u_norm, task, key):
     mask = task.observation.mask
     return lambda m: {
         "eval_relative_l2": jnp.mean(

@@ -172,7 +172,8 @@ def build(config, workdir: Path | None = None, inputs=None) -> Setup:
     held_out = TaskSource(task, x_norm, u_norm, kind, config.eval.num_examples, inputs)
     held_out = held_out(jr.key(config.eval.seed))
     loss_fn = entry.loss(task, noise, d)
-    evaluate = entry.evaluate(loss_fn, held_out, x_norm, u_norm, task, jr.key(config.eval.seed + 1))
+    eval_key = jr.key(config.eval.seed + 1)
+    evaluate = entry.evaluate(loss_fn, held_out, x_norm=x_norm, u_norm=u_norm, task=task, key=eval_key)
     description = {
         "kind": kind,
         "task": config.task,

@@ -126,7 +126,7 @@ def _score(test: data.Dataset, preds, masks, problems) -> list[protocol.Block]:
     ]
 
 
-def run_block(key, config, dataset: data.Dataset, model: str, train_inputs, test_views: _Views) -> dict:
+def run_block(key, config, dataset: data.Dataset, model: str, *, train_inputs, test_views: _Views) -> dict:
     """Train and score one (family, model): the 9 x 9 blocks, the density views, and MIX if configured.
 
     The MIX model (for `config.mixed_models`) is the tenth model of the same vmapped program
@@ -219,7 +219,7 @@ def run(config, workdir: str | Path) -> dict:
         test_views = _Views(dataset.test)
         for model in todo:
             key = jr.fold_in(jr.fold_in(base, zlib.crc32(family.encode())), zlib.crc32(model.encode()))
-            result = run_block(key, config, dataset, model, train_inputs, test_views)
+            result = run_block(key, config, dataset, model, train_inputs=train_inputs, test_views=test_views)
             result.update(
                 family=family,
                 model=model,
