@@ -43,6 +43,7 @@ def guided_sample(
         `points` maps each name of `POINTS` to its denoised state.
       precondition: `precondition(g) -> P g` on gradients of the trajectory's shape.
     """
+    # drawn in `noise_dtype` and then cast, as the published float64 loops draw float32 noise
     x = sigmas[0] * noise.sample(key, shape, noise_dtype).astype(sigmas.dtype)
 
     def body(x, inputs):
@@ -53,6 +54,8 @@ def guided_sample(
             slope = (z - d) / sigma
             x_euler = z + (sigma_next - sigma) * slope
             last = sigma_next == 0
+            # jnp.where evaluates both branches: on the last step (sigma_next = 0) the discarded
+            # Heun branch runs at a stand-in level, so no 1/0 reaches the values or the gradient
             safe = jnp.where(last, 1.0, sigma_next)
             d_next = denoise(x_euler, safe)
             x_heun = z + (sigma_next - sigma) * 0.5 * (slope + (x_euler - d_next) / safe)
@@ -60,6 +63,8 @@ def guided_sample(
             return loss_fn(points, sigma, i), jnp.where(last, x_euler, x_heun)
 
         (_, x_next), grad = jax.value_and_grad(step, has_aux=True)(x)
+        # the preconditioner may promote (a float32 covariance on a float64 state or the reverse):
+        # lax.scan needs the carry's dtype unchanged
         return (x_next - precondition(grad)).astype(x.dtype), None
 
     n = sigmas.shape[0] - 1

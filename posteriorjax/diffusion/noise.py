@@ -88,6 +88,7 @@ class GRFNoise(eqx.Module):
     def precision_apply(self, v: jax.Array) -> jax.Array:
         """C_n^-1 v for `v (..., n, n)`."""
         n = v.shape[-1]
+        # every mode std is > 0 (the mean mode is kept, `mode_std`), so C_n is invertible
         c_hat = random_fields.forward_transform(v, self.basis) / self.mode_std(n) ** 2
         return random_fields.inverse_transform(c_hat, self.basis).astype(v.dtype)
 
@@ -126,10 +127,13 @@ def _embedding_sample(key, shape, lam: np.ndarray, dtype=None) -> jax.Array:
     spectrum is `lam (2H, 2W)`."""
     c, h, w = shape
     dtype = jnp.result_type(float) if dtype is None else dtype
+    # fft2 is unnormalized on the (2H, 2W) torus: 4 H W is its size
     root = jnp.sqrt(jnp.asarray(lam, dtype) / (4 * h * w))
     k_re, k_im = jr.split(key)
     normal = (rng.normal(k, (c, 2 * h, 2 * w), dtype) for k in (k_re, k_im))
     xi = jax.lax.complex(*normal)
+    # a complex normal gives two independent draws (real and imaginary parts); the real one, cut
+    # to the top-left H x W block of the torus, has the kernel's covariance on the grid
     return jnp.fft.fft2(root * xi).real[:, :h, :w]
 
 
@@ -168,6 +172,8 @@ class RBFNoise(eqx.Module):
         """C_n v for `v (..., H, W)`: the kernel matrix by the embedding's FFT, plus the nugget."""
         h, w = v.shape[-2:]
         lam = jnp.asarray(_embedding_spectrum(h, w, self.scale), v.dtype)
+        # v zero-padded onto the (2H, 2W) torus: the top-left block of the circulant product is
+        # the (non-periodic) kernel matrix times v
         pad = [(0, 0)] * (v.ndim - 2) + [(0, h), (0, w)]
         kv = jnp.fft.ifft2(lam * jnp.fft.fft2(jnp.pad(v, pad))).real[..., :h, :w]
         return (kv + self.nugget_std**2 * v).astype(v.dtype)
@@ -199,6 +205,7 @@ class MaternNoise(eqx.Module):
         checks.positive("lengthscale", self.lengthscale)
 
     def _spectrum(self, h: int, w: int) -> np.ndarray:
+        # linspace(0, 1, n) includes both ends: spacing 1 / (n - 1); a single point has none
         steps = (1.0 / max(h - 1, 1), 1.0 / max(w - 1, 1))
         return _exponential_spectrum(
             h, w, self.lengthscale, *steps, name="lengthscale", value=self.lengthscale
@@ -214,7 +221,7 @@ class MaternNoise(eqx.Module):
         """C_n v for `v (..., H, W)` by the embedding's FFT."""
         h, w = v.shape[-2:]
         lam = jnp.asarray(self._spectrum(h, w), v.dtype)
-        pad = [(0, 0)] * (v.ndim - 2) + [(0, h), (0, w)]
+        pad = [(0, 0)] * (v.ndim - 2) + [(0, h), (0, w)]  # as `RBFNoise.covariance_apply`
         return jnp.fft.ifft2(lam * jnp.fft.fft2(jnp.pad(v, pad))).real[..., :h, :w].astype(v.dtype)
 
     def dense_covariance(self, h: int, w: int) -> np.ndarray:

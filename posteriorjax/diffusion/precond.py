@@ -58,6 +58,7 @@ class EDMDenoiser(eqx.Module):
         if x.ndim != 3 or x.shape[0] != self.channels:
             raise ValueError(f"x: expected a normalized field ({self.channels}, H, W), got shape {x.shape}")
         c_skip, c_out, c_in, c_noise = preconditioning(sigma, self.sigma_data)
+        # the coefficients take sigma's dtype; the network and the result keep the field's
         f = self.net((c_in * x).astype(x.dtype), c_noise, key=key)
         return (c_skip * x + c_out * f).astype(x.dtype)
 

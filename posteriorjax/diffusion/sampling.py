@@ -101,10 +101,11 @@ def sample_ode(
         diffrax.Tsit5() if solver is None else solver,
         t0=sigma_max,
         t1=sigma_min,
-        dt0=-(sigma_max - sigma_min) / 64,
+        dt0=-(sigma_max - sigma_min) / 64,  # sigma decreases: a negative first step, then adaptive
         y0=x0,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps,
     )
     x = sol.ys[-1]
+    # the ODE stops at sigma_min > 0 (the drift's 1/sigma): one denoising removes what noise is left
     return denoise_fn(x, jnp.asarray(sigma_min, x.dtype))

@@ -129,7 +129,8 @@ def _spd_inverse_sqrt(matrix, size: int, name: str) -> tuple[np.ndarray, np.ndar
         raise ValueError(f"{name}: expected finite entries, got non-finite values")
     if not np.allclose(a, a.T, rtol=1e-10, atol=1e-12 * np.max(np.abs(a))):
         raise ValueError(f"{name}: expected a symmetric positive definite matrix, got a non-symmetric one")
-    w, q = np.linalg.eigh(0.5 * (a + a.T))
+    w, q = np.linalg.eigh(0.5 * (a + a.T))  # symmetrized: the check above allows round-off asymmetry
+    # an eigenvalue at round-off level of the largest is singular in float64, not positive
     if w[0] <= size * np.finfo(np.float64).eps * max(w[-1], 0.0) or w[-1] <= 0:
         raise ValueError(
             f"{name}: expected a symmetric positive definite matrix, "
@@ -176,7 +177,7 @@ def jacobian(fn: Callable, c0, *, chunk_size: int | None = None) -> jax.Array:
         return jax.jacfwd(flat_fn)(flat)
     eye = jnp.eye(flat.size, dtype=flat.dtype)
     cols = jax.lax.map(lambda t: jax.jvp(flat_fn, (flat,), (t,))[1], eye, batch_size=chunk_size)
-    return cols.T
+    return cols.T  # one JVP per input direction is a column of J: (m, p) -> (p, m)
 
 
 def from_jacobian(jac, *, noise_cov, metric=None, tau: float = DEFAULT_TAU) -> Geometry:
@@ -195,9 +196,10 @@ def from_jacobian(jac, *, noise_cov, metric=None, tau: float = DEFAULT_TAU) -> G
         g_sqrt, g_isqrt = _spd_inverse_sqrt(metric, m, "metric")
     jw = sigma_isqrt @ j @ g_isqrt
     _, s, vt = np.linalg.svd(jw, full_matrices=True)
-    s = np.concatenate([s, np.zeros(m - s.size)])
+    s = np.concatenate([s, np.zeros(m - s.size)])  # p < m: the m - p unobserved directions have s = 0
     if s[0] <= 0:
         raise ValueError("observe_fn: the whitened Jacobian is zero at c0; no direction is observed")
+    # numpy's matrix_rank tolerance: singular values below it are round-off, so exactly 0
     s = np.where(s > max(p, m) * np.finfo(np.float64).eps * s[0], s, 0.0)
     normalized = s / s[0]
     return Geometry(
@@ -368,6 +370,7 @@ def _expected_claimed(confidence: np.ndarray, positive: np.ndarray) -> np.ndarra
         group = confidence == v
         g, h = int(group.sum()), float(positive[group].sum())
         r = np.arange(1, g + 1)
+        # r of the g tied directions, taken in random order, hold h r / g of their hits on average
         out[done + 1 : done + g + 1] = count + h * r / g
         done, count = done + g, count + h
     return out

@@ -132,9 +132,10 @@ def lc2st(
 
     m = theta.shape[0]
     inputs = jnp.concatenate([jnp.concatenate([theta, x], 1), jnp.concatenate([theta_q, x], 1)])
-    labels = jnp.concatenate([jnp.ones(m), jnp.zeros(m)])
+    labels = jnp.concatenate([jnp.ones(m), jnp.zeros(m)])  # 1: (theta, x) of the joint, 0: (theta_q, x)
     queries = jnp.concatenate([theta_o, jnp.broadcast_to(x_o[:, None], (*theta_o.shape[:2], x.shape[1]))], -1)
     k_init, k_perm = jr.split(key)
+    # a null trial refits on permuted labels, which carry no information whatever q is
     perms = jax.vmap(lambda k: jr.permutation(k, labels))(jr.split(k_perm, num_null))
     all_labels = jnp.concatenate([labels[None], perms])  # trial 0: the observed labels
     keys = jr.split(k_init, num_null + 1)

@@ -141,13 +141,15 @@ def expected_moments(num_counted: int):
 def _distances(centres, points, opts: Options):
     """Distances `(R, N)` (or a monotone transform of them) between `centres (R, d)`, `points (N, d)`."""
     if opts.distance == "l2":
+        # squared distances by the expansion (only their order matters); HIGHEST matmul precision,
+        # as an accelerator's default reduced-precision passes would reorder near-equal distances
         cc = jnp.sum(centres**2, axis=1)
         cross = jnp.matmul(centres, points.T, precision=jax.lax.Precision.HIGHEST)
         return jnp.sum(points**2, axis=1)[None, :] + cc[:, None] - 2.0 * cross
     if opts.distance == "cosine":
         dots = jnp.matmul(centres, points.T, precision=jax.lax.Precision.HIGHEST)
         norms = jnp.linalg.norm(centres, axis=1)[:, None] * jnp.linalg.norm(points, axis=1)[None, :]
-        return 1.0 - dots / jnp.where(norms > 0, norms, 1.0)
+        return 1.0 - dots / jnp.where(norms > 0, norms, 1.0)  # a zero vector: distance 1, not 0 / 0
 
     def one(c):  # (d,) -> (N,); regions one batch at a time keeps memory O(batch N d)
         diff = jnp.abs(points - c)
@@ -184,11 +186,12 @@ def _region_statistics(key, samples, truth, anchor, half_width, *, opts: Options
     centres = _draw_centres(k_centre, num_regions, d, x.dtype, opts)
     if opts.anchored:  # U(-1, 1) draws scaled to the half-width in data units, then normalized
         centres = (anchor + half_width * centres - low) / width
-    ref_index = jr.randint(k_ref, (num_regions,), 0, n)
+    ref_index = jr.randint(k_ref, (num_regions,), 0, n)  # y_r: it sets the radius, so it is not counted
     dx = _distances(centres, x, opts)
     dt = _distances(centres, t[None], opts)[:, 0]
     radius = jnp.take_along_axis(dx, ref_index[:, None], axis=1)[:, 0]
     counted = jnp.arange(n)[None, :] != ref_index[:, None]
+    # strictly inside, as B = {y : d(c, y) < r}: y_r itself (on the boundary) is never inside
     inside = jnp.sum((dx < radius[:, None]) & counted, axis=1)
     k = dt < radius
     m = n - 1
@@ -351,6 +354,7 @@ def _mira(key, x, t, a, h, opts, num_regions, variant, num_bootstrap, batch_size
 
     total, count = jax.lax.map(one, padded, batch_size=batch)
     total, count = total[:num_conditions], count[:num_conditions]
+    # a sufficient-variant condition without a k = 1 region: NaN, and no 0 / 0 computed on the way
     per_condition = jnp.where(count > 0, total / jnp.where(count > 0, count, 1.0), jnp.nan)
     score = jnp.sum(total) / jnp.sum(count)
     idx = jr.randint(k_boot, (num_bootstrap, num_conditions), 0, num_conditions)

@@ -82,6 +82,7 @@ def _pathwise(task, key, idx, *, v, s_inv, y, std, mode_std, basis, batch_size):
         k_x, k_eta = jr.split(jr.fold_in(key, i))
         x0 = _spectral(rng.normal(k_x, v.shape[1:], v.dtype), mode_std.astype(v.dtype), basis)
         r = y - task.forward(x0) - std * rng.normal(k_eta, y.shape, v.dtype)
+        # Matheron's rule: x0 + C A^T S^-1 (y - F(x0) - eta) is an exact posterior draw
         return x0 + jnp.tensordot(s_inv @ r, v, axes=1)
 
     return jax.lax.map(one, idx, batch_size=batch_size)
@@ -94,7 +95,7 @@ def _linearity_defect(task):
     b = task.forward(jnp.zeros_like(x1))
     lhs = task.forward(x1 + x2) - b
     rhs = (task.forward(x1) - b) + (task.forward(x2) - b)
-    return jnp.linalg.norm(lhs - rhs) / (jnp.linalg.norm(rhs) + 1e-30)
+    return jnp.linalg.norm(lhs - rhs) / (jnp.linalg.norm(rhs) + 1e-30)  # a zero map is linear: 0, not NaN
 
 
 def check_linear(task, rtol: float = 1e-3) -> None:
@@ -182,6 +183,8 @@ def condition(task, y_obs, prior=None, *, mode_std=None, adjoint=None) -> Gaussi
     offset, at = adjoint_rows(task) if adjoint is None else adjoint
     mode_std = jnp.asarray(mode_std, at.dtype)
     v, gram = gram_matrix(task, at, offset, mode_std, prior.basis)
+    # float64 from here: S = A C A^T + Sigma of a smooth prior and a small noise is ill-conditioned,
+    # and the solves computed A C A^T only up to round-off symmetry
     gram = np.asarray(gram, np.float64)
     gram = 0.5 * (gram + gram.T)
     noise_var = np.asarray(task.noise.variance(m), np.float64)
@@ -193,6 +196,7 @@ def condition(task, y_obs, prior=None, *, mode_std=None, adjoint=None) -> Gaussi
     v64 = np.asarray(v, np.float64).reshape(m, -1)
     mean = (v64.T @ (s_inv @ r)).reshape(task.unknown_shape)
     w = l_inv @ v64
+    # diag(C - C A^T S^-1 A C), the second term as the column norms of L^-1 A C
     var = prior_pointwise_variance(prior, mode_std).reshape(-1) - np.sum(w**2, axis=0)
     z = l_inv @ r
     log_ev = -0.5 * z @ z - np.sum(np.log(np.diag(chol))) - 0.5 * m * np.log(2 * np.pi)
@@ -201,7 +205,7 @@ def condition(task, y_obs, prior=None, *, mode_std=None, adjoint=None) -> Gaussi
         s_inv=s_inv,
         offset=offset,
         mean=mean,
-        std=np.sqrt(np.maximum(var, 0.0)).reshape(task.unknown_shape),
+        std=np.sqrt(np.maximum(var, 0.0)).reshape(task.unknown_shape),  # round-off can dip below 0
         log_evidence=float(log_ev),
         noise_std=np.sqrt(noise_var),
         mode_std=mode_std,

@@ -103,7 +103,7 @@ def laplace(task, y_obs, *, iterations: int = 12) -> Laplace:
         kind = type(task.noise).__name__
         raise ValueError(f"task: gpcn needs Gaussian noise, task {task.name!r} has {kind}")
     z0, unravel = jax.flatten_util.ravel_pytree(task.prior.latent(jr.key(0)))
-    z0 = jnp.zeros_like(z0)
+    z0 = jnp.zeros_like(z0)  # the prior mean of the whitened latent
 
     def residual(z):
         return ((task.forward(task.prior.transform(unravel(z))) - y_obs) / task.noise.std).ravel()
@@ -123,6 +123,7 @@ def laplace(task, y_obs, *, iterations: int = 12) -> Laplace:
         d = -(g - vt.T @ (s**2 / (1.0 + s**2) * (vt @ g)))  # -(I + J^T J)^-1 g
         sizes = 0.5 ** jnp.arange(8.0)
         values = jax.vmap(lambda t: objective(z + t * d))(sizes)
+        # a step out of the physics' domain gives NaN: never better; no better step keeps z
         better = jnp.isfinite(values) & (values < objective(z))
         t = jnp.where(jnp.any(better), sizes[jnp.argmax(better)], 0.0)
         return z + t * d
@@ -142,6 +143,8 @@ def _kernel(task, y_obs, method: str, precond: Laplace | None = None, unravel=No
         m = precond.mode
 
         def psi(z):
+            # minus the log density of the posterior relative to the proposal's invariant measure
+            # N(m, (I + H)^-1), up to a constant: potential + |v|^2 / 2 - (v - m)^T (I + H) (v - m) / 2
             v, _ = jax.flatten_util.ravel_pytree(z)
             return potential(z) + m @ v - 0.5 * precond.hessian_norm(v - m)
 
@@ -185,6 +188,7 @@ def _kernel(task, y_obs, method: str, precond: Laplace | None = None, unravel=No
     def propose(key, z, neg_lp, grad, h):
         zp = jax.tree.map(lambda a, g, e: a + h * g + jnp.sqrt(2 * h) * e, z, grad, _tree_normal(key, z))
         lpp, gp = value_and_grad(zp)
+        # the proposal is N(z + h grad, 2h I): log q(z | z') - log q(z' | z) = -(bwd - fwd) / (4h)
         fwd = _sqnorm(jax.tree.map(lambda b, a, g: b - a - h * g, zp, z, grad))
         bwd = _sqnorm(jax.tree.map(lambda a, b, g: a - b - h * g, z, zp, gp))
         log_a = lpp + neg_lp - (bwd - fwd) / (4 * h)
@@ -243,6 +247,7 @@ def chains(
             zp, phip, auxp, log_a = propose(k_p, z, phi, aux, jnp.exp(log_s))
             acc = jnp.log(jr.uniform(k_u)) < log_a
             z, phi, aux = jax.tree.map(lambda a, b: jnp.where(acc, a, b), (zp, phip, auxp), (z, phi, aux))
+            # Robbins-Monro on log step: the gain t^-0.6 sums to infinity, its squares do not
             log_s = log_s + (t + 1.0) ** -0.6 * (jnp.exp(log_a) - target)
             if method in ("pcn", "gpcn"):  # beta <= 1: adaptation past it would only slow a later decrease
                 log_s = jnp.minimum(log_s, 0.0)
@@ -253,7 +258,7 @@ def chains(
 
         def move(carry, t):
             z, phi, aux, n_acc = carry
-            k_p, k_u = jr.split(jr.fold_in(ckey, burn_in + t))
+            k_p, k_u = jr.split(jr.fold_in(ckey, burn_in + t))  # step indices continue the burn-in's
             zp, phip, auxp, log_a = propose(k_p, z, phi, aux, step)
             acc = jnp.log(jr.uniform(k_u)) < log_a
             z, phi, aux = jax.tree.map(lambda a, b: jnp.where(acc, a, b), (zp, phip, auxp), (z, phi, aux))
@@ -332,7 +337,7 @@ def _rhat(x: np.ndarray) -> np.ndarray:
     n = x.shape[1]
     w = x.var(axis=1, ddof=1).mean(axis=0)
     b = n * x.mean(axis=1).var(axis=0, ddof=1)
-    return np.sqrt(((n - 1) / n * w + b / n) / np.where(w > 0, w, np.nan))
+    return np.sqrt(((n - 1) / n * w + b / n) / np.where(w > 0, w, np.nan))  # constant dimension: NaN
 
 
 def _z_scale(x: np.ndarray) -> np.ndarray:

@@ -79,7 +79,7 @@ def eps_select(rng: np.random.Generator, mae, *, eps: float, num: int = 100, sig
         )
     keep = np.sort(rng.choice(accepted, size=num, replace=False))
     logw = -(mae[keep] ** 2) / (2 * sigma**2)
-    w = np.exp(logw - logw.max())
+    w = np.exp(logw - logw.max())  # shifted by the largest: the best candidate's weight never underflows
     return keep, w / w.sum(), rate
 
 
@@ -124,7 +124,7 @@ def gaussian_log_weights(y_pool, y_obs, noise_std, *, per_point: bool = False) -
 def normalize_log_weights(log_w) -> tuple[np.ndarray, float]:
     """Normalized weights `(N,)` and the Kish effective sample size."""
     log_w = np.asarray(log_w, np.float64)
-    w = np.exp(log_w - log_w.max())
+    w = np.exp(log_w - log_w.max())  # shifted: at a small noise every raw likelihood underflows to 0
     w /= w.sum()
     return w, float(1.0 / np.sum(w**2))
 
@@ -133,7 +133,7 @@ def systematic_resample(rng: np.random.Generator, weights, num: int) -> np.ndarr
     """Systematic resampling: `num` indices, index j appearing floor or ceil of num * w_j times."""
     num = checks.positive_int("num", num)
     cdf = np.cumsum(np.asarray(weights, np.float64))
-    cdf[-1] = 1.0
+    cdf[-1] = 1.0  # a round-off total below 1 would let a u near 1 fall past the last index
     u = (rng.uniform() + np.arange(num)) / num
     return np.searchsorted(cdf, u, side="right")
 

@@ -122,7 +122,7 @@ class DDISSampler(AbstractSampler):
         (published) or Euler on a geometric one (ours))."""
         k = self.ode_steps
         frac = jnp.arange(k) / max(k - 1, 1)
-        lo = jnp.minimum(self.ode_sigma_min, sigma)
+        lo = jnp.minimum(self.ode_sigma_min, sigma)  # a level below ode_sigma_min still descends
         if self.profile == "published":
             levels = (sigma ** (1 / 7) + frac * (lo ** (1 / 7) - sigma ** (1 / 7))) ** 7
             step = diffusion.heun_step
@@ -141,8 +141,9 @@ class DDISSampler(AbstractSampler):
         lr = hparams["step_size"]
         n = self.num_steps
         if self.profile == "published":
+            # i / N as published: the last level (i = N - 1) stops just above LR_MIN_RATIO
             return lr * (1 + (i / n) * (LR_MIN_RATIO - 1))
-        return lr * (1 - (1 - LR_MIN_RATIO) * i / max(n - 1, 1))
+        return lr * (1 - (1 - LR_MIN_RATIO) * i / max(n - 1, 1))  # reaches LR_MIN_RATIO at the last
 
     def langevin_step(self, z, x0_hat, sigma, *, lr, xi, y_obs, hparams):
         """One Langevin step from z with the noise draw `xi` (the diffusion noise's, unit scale)."""
@@ -154,6 +155,8 @@ class DDISSampler(AbstractSampler):
         if self.profile == "published":
             grad = (z - x0_hat) / sigma**2 + jax.grad(likelihood)(z)
             return z - lr * grad + hparams["temperature"] * jnp.sqrt(2 * lr) * xi
+        # C_n grad U: the prior term's C_n^-1 cancels, so only the likelihood gradient is
+        # preconditioned; xi, a draw of the diffusion noise, already has covariance C_n
         drift = -(z - x0_hat) / sigma**2 - self.prior.noise.covariance_apply(jax.grad(likelihood)(z))
         return z + lr * drift + jnp.sqrt(2 * lr) * xi
 
@@ -184,7 +187,7 @@ class DDISSampler(AbstractSampler):
 
                 k_lan, k_noise = jr.split(kl)
                 z, _ = jax.lax.scan(langevin, x0_hat, jr.split(k_lan, self.langevin_steps))
-                x_next = z + sigma_next * draw(k_noise)
+                x_next = z + sigma_next * draw(k_noise)  # sigma_N = 0: the last level returns z
                 return x_next.astype(x.dtype), None
 
             inputs = (sigmas[:-1], sigmas[1:], jnp.arange(self.num_steps), jr.split(kr, self.num_steps))

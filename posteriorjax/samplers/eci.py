@@ -139,6 +139,7 @@ class ECISampler(AbstractSampler):
     def noise_draw(self, step, mix):
         """Index of the base-noise draw used at mix `mix` of step `step` (published profile):
         draw 0 is the initial latent, a new one starts at every `resample_step`-th mix."""
+        # mixes are counted from 1 over the whole trajectory (`eci_sample`), draw 0 being the latent
         return (step * self.mixing + mix + 1) // self.resample_step
 
     def published_step(self, x, t, t_next, noises, y_obs) -> jax.Array:
@@ -156,6 +157,7 @@ class ECISampler(AbstractSampler):
     def _sample_published(self, key, y_obs, num_samples: int) -> jax.Array:
         shape = (self.prior.channels, *self.task.unknown_shape[1:])
         dtype = jnp.result_type(float)
+        # the grid starts at t = 0: the velocity network has no 1 / t (ours goes through D(x / t))
         ts = jnp.arange(self.num_steps + 1, dtype=dtype) / self.num_steps
 
         def one(k):
@@ -185,7 +187,7 @@ class ECISampler(AbstractSampler):
 
         def one(k):
             k0, ks = jr.split(k)
-            x = (1 - ts[0]) * noise.sample(k0, shape)
+            x = (1 - ts[0]) * noise.sample(k0, shape)  # x_t at t_min without its unknown t_min x_1
 
             def step(x, inputs):
                 t, t_next, kk = inputs
@@ -200,6 +202,8 @@ class ECISampler(AbstractSampler):
                 x, _ = jax.lax.scan(mix, x, (jnp.arange(self.mixing), keys))
                 return x, None
 
+            # the steps end at t_{N-1} and the answer is the x_1 extrapolated from there: at t = 1
+            # the denoiser's level (1 - t) / t would be 0
             x, _ = jax.lax.scan(step, x, (ts[:-2], ts[1:-1], jr.split(ks, self.num_steps - 1)))
             return x1_of(x, ts[-2])
 

@@ -70,6 +70,7 @@ def augmented_update(
     standard normal draws of the observation perturbation.
     """
     n = state.shape[0]
+    # anomalies scaled by 1 / sqrt(N - 1): pa.T @ pa is C_yy and sa.T @ pa is C_sy
     sa = (state - state.mean(0)) / jnp.sqrt(n - 1.0)
     pa = (predictions - predictions.mean(0)) / jnp.sqrt(n - 1.0)
     system = pa.T @ pa + jnp.diag(alpha * std**2)
@@ -78,6 +79,7 @@ def augmented_update(
     )
     innovation = y[None] + jnp.sqrt(alpha) * std * normals - predictions
     weights = jnp.linalg.solve(system, innovation.T)  # (M, N)
+    # C_sy weights, grouped as (N, N) @ (N, D): the D x M cross-covariance is never formed
     return state + (weights.T @ pa.T) @ sa
 
 
@@ -103,7 +105,7 @@ class ESMDASampler(AbstractSampler):
         task = self.task
         k_init, k_obs = jr.split(key)
         latents = jax.vmap(task.prior.latent)(jr.split(k_init, size))
-        unravel = ravel_pytree(task.prior.latent(k_init))[1]
+        unravel = ravel_pytree(task.prior.latent(k_init))[1]  # only the latent's structure is used
         flat = jax.vmap(lambda z: ravel_pytree(z)[0])(latents)
         y = y_obs.astype(flat.dtype)
         std = jnp.broadcast_to(task.noise.std, y.shape).astype(flat.dtype) * hparams["noise_inflation"]
@@ -120,6 +122,7 @@ class ESMDASampler(AbstractSampler):
             # observations (rank(ga) < M), so Cholesky needs no jitter here
             c_gg = ga.T @ ga / (size - 1) + jnp.diag(alpha * std**2)
             w = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(c_gg), (d - g).T)  # (M, N)
+            # C_zg w with C_zg = za.T ga / (N - 1), grouped so that no d x M matrix is formed
             return z + (za.T @ (ga @ w) / (size - 1)).T, None
 
         alphas = jnp.asarray(self.alphas, flat.dtype)

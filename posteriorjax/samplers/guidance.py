@@ -21,6 +21,7 @@ def positive_domain(positive: tuple[str, ...]):
     """`check_domain` requiring > 0 for the names in `positive` and >= 0 for the others."""
 
     def check(self, name, value):
+        # ~(value > 0) rather than value <= 0: a NaN fails the check too
         if name in positive:
             return checks.error_if(value, ~(value > 0), f"hparams: {name} must be > 0", value=value)
         return checks.error_if(value, ~(value >= 0), f"hparams: {name} must be >= 0", value=value)
