@@ -231,10 +231,13 @@ class GuidedDiffusion(AbstractSampler):
             return r * self.prior.denoise((x / r).astype(net), (sigma / r).astype(net)).astype(dtype)
 
         def loss_fn(points, sigma, i):
+            # the objectives read the prior's normalized units, not the trajectory's (module doc)
             model_points = {k: v / r for k, v in points.items()}
             terms = [
                 c(model_points, y_obs, hparams, sigma=sigma, i=i, n=self.num_steps) for c in self.corrections
             ]
+            # a published loop differentiates its batch's mean loss: each sample's guidance gradient
+            # is divided by the size of the batch it was drawn in
             return sum(terms, jnp.zeros((), points["denoised"].dtype)) / divisor
 
         return guided_sample(

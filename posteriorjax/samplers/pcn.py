@@ -58,7 +58,7 @@ class PCNSampler(AbstractSampler):
             self.task,
             y_obs,
             num_chains=num_samples,
-            num_draws=1,
+            num_draws=1,  # one draw thinned by num_steps: each chain's state after its last step
             burn_in=self.burn_in,
             thin=self.num_steps,
             step=step,
