@@ -136,7 +136,7 @@ def _mmd(x, y, wx, wy, bandwidth, scales):
     dxy = squared_distances(x2, y2)
     if bandwidth is None:
         med = ordering.median(dxy)
-        med = jnp.where(med > 0, med, jnp.ones_like(med))
+        med = jnp.where(med > 0, med, jnp.ones_like(med))  # identical ensembles: bandwidth 1, not 0
     else:
         med = bandwidth
     scales = jnp.asarray(scales, x.dtype)
@@ -148,6 +148,7 @@ def _mmd(x, y, wx, wy, bandwidth, scales):
     kyy = kernel(squared_distances(y2, y2))
     kxy = kernel(dxy)
     mmd2 = wx @ kxx @ wx + wy @ kyy @ wy - 2.0 * (wx @ kxy @ wy)
+    # the three terms cancel for equal laws: round-off can leave MMD^2 slightly below 0
     return checks.nan_if_nonfinite(jnp.sqrt(jnp.maximum(mmd2, 0.0)), x)
 
 
@@ -185,6 +186,8 @@ def wasserstein_1d(u, v, u_weights=None, v_weights=None):
             u, v, n, m = v, u, m, n
         dtype = jnp.result_type(u, v)
         us, vs = ordering.sort(u.astype(dtype)), ordering.sort(v.astype(dtype))
+        # equal weights with m dividing n: the quantile functions match n // m sorted values of u to
+        # each sorted value of v, so W1 is a mean of absolute differences
         return jnp.mean(jnp.abs(us.reshape(m, n // m) - vs[:, None]))
     a = jnp.full(u.shape, 1.0 / u.shape[0], u.dtype) if u_weights is None else u_weights
     b = jnp.full(v.shape, 1.0 / v.shape[0], v.dtype) if v_weights is None else v_weights
@@ -229,7 +232,7 @@ def _grf_directions_numpy(shape, num, alpha, tau, seed):
     out = np.empty((num, h, w))
     for i in range(num):
         c = np.sqrt(h * w) * coef * rng.normal(size=(h, w))
-        c[0, 0] = 0.0
+        c[0, 0] = 0.0  # as published: the DCT constant mode, so every direction has zero mean
         v = scipy.fft.idctn(c, type=2, norm="ortho")
         out[i] = v / (np.linalg.norm(v) + 1e-12)
     out.setflags(write=False)
@@ -411,7 +414,7 @@ def _half_plane_bins(h: int, w: int) -> np.ndarray:
     index, num_bins = grids.radial_bins((h, w))
     half = index[:, : w // 2 + 1]
     mult = np.full(w // 2 + 1, 2.0)
-    mult[0] = 1.0
+    mult[0] = 1.0  # k_x = 0 and, for even W, the Nyquist column have no mirror in the other half
     if w % 2 == 0:
         mult[-1] = 1.0
     counts = np.maximum((index.reshape(-1, 1) == np.arange(num_bins)).sum(axis=0), 1)
@@ -454,6 +457,7 @@ def dc_is_roundoff(s_ref, *, rtol=1e-6):
 
 
 def _geometric_mean(err, valid):
+    # the inner where keeps log(NaN) or log(0) of an invalid bin out of the values and the gradient
     logs = jnp.where(valid, jnp.log(jnp.where(valid, err, 1.0) + SPECTRAL_EPS), 0.0)
     count = jnp.sum(valid)
     return jnp.where(count > 0, jnp.exp(jnp.sum(logs) / jnp.maximum(count, 1)), jnp.nan)
