@@ -49,9 +49,8 @@ from posteriorjax.registry import Registry
 SCALES = ("tiny", "medium", "full")
 TINY_STEPS = 300  # about a minute on one CPU at 16 x 16
 # Medium training length: 6000 steps, or for a backbone whose step is slow on a CPU what about 30
-# minutes of a 2-core CPU trains at batch 32 (measured: `ddpmpp_uno` 1.33 s per step, `ddpmpp`
-# 7.4 s, `fno_pad` 1.9-2.8 s on a loaded CPU, docs/networks.md); `medium_steps` is the one place
-# that decides it.
+# minutes of a 2-core CPU trains at batch 32 (the step timings are in docs/networks.md);
+# `medium_steps` is the one place that decides it.
 MEDIUM_STEPS = 6000
 MEDIUM_STEPS_BY_MODEL = {"ddpmpp_uno": 1500, "ddpmpp": 250, "fno_pad": 1500}
 # the task options that set the observation noise only (`tasks.*`: its std, the interface task's floor)
