@@ -23,8 +23,8 @@ G (in the likelihood) is the learned surrogate (``forward="surrogate"``) or the 
   * Darcy 10 steps, lr 1e-4, eta 0.1, w 10; Poisson 35, 7e-5, 0.25, 2; CCS 20, 1e-4, 0.1, 0.4;
     LTMI 20, 1e-4, 0.1, 3.
   The step is gradient descent in per-pixel coordinates, stable only while lr lambda_max < 2 (H
-  the likelihood's Hessian); lambda_max scales as h^2, so the published values, tuned at 128^2
-  (Poisson: lr lambda_max 0.1), diverge on coarse grids (6.8 at 16^2; README, DDIS).
+  the likelihood's Hessian); lambda_max scales as h^2, so the published values, tuned at 128^2,
+  diverge on coarse grids (docs/samplers.md: "Why the published Poisson weight is non-finite").
 
 ``profile="ours"`` (default) — our preconditioned variant: the same skeleton in unit-std units with
 GRF noise, x0_hat by `ode_steps` Euler steps on a geometric schedule to `sigma_min`, and Langevin

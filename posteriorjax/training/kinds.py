@@ -82,8 +82,8 @@ def _inverse_example(task, x_norm, u_norm, key):
     return task.observation.to_grid(y, leading=(u.shape[0],)), x
 
 
-# Full-size backbones: the published PosteriorBench ones (`nn.published`, README "Published
-# backbones"): the FunDPS ``ddpmpp-uno`` prior (also the shared Fun-DDPS / DDIS target prior), the
+# Full-size backbones: the published PosteriorBench ones (`nn.published`, docs/samplers.md
+# "Published backbones"): the FunDPS ``ddpmpp-uno`` prior (also the shared Fun-DDPS / DDIS target prior), the
 # Fun-DDPS neuralop-FNO surrogate, the MC-dropout inverse FNO and the ECI velocity FNO. DiffusionPDE's
 # ``ddpmpp`` and DDIS's ``fno_pad`` share a kind with another method: `nn.published.get(
 # "diffusionpde_prior")` / `("ddis_surrogate")` give their entries for `config.model`.
