@@ -44,6 +44,7 @@ def two_ensemble_ratios(ensembles: dict, ref1, ref2, *, task=None, metrics=RATIO
         for m in metrics:
             r = _ratio(r1[m], r2[m])
             per[name][m] = (r1[m], r2[m], r)
+            # an undefined ratio leaves the worst case undefined: max(nan, r) keeps the NaN
             worst[m] = max(worst[m], r) if np.isfinite(r) else float("nan")
     return {"ratios": worst, "per_ensemble": per}
 
