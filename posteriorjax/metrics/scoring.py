@@ -150,7 +150,7 @@ def _crps(x, y, w, uniform, estimator, method):
         wb = w.reshape((-1,) + (1,) * (x.ndim - 1))
         accuracy = jnp.sum(wb * jnp.abs(x - y), axis=0)
         spread = _sorted_spread(x, w, uniform)
-    if estimator == "fair":
+    if estimator == "fair":  # no i = j pairs: the pair weights sum to 1 - sum_i w_i^2, not 1
         spread = spread / (1.0 - jnp.sum(w**2))
     return checks.nan_if_nonfinite(accuracy - spread, x)
 
@@ -172,7 +172,7 @@ def _energy_score(x, y, w, beta, estimator):
     x2 = x.reshape(x.shape[0], -1)
     accuracy = w @ (jnp.linalg.norm(x2 - y.ravel(), axis=1) ** beta)
     d2 = squared_distances(x2, x2)
-    d2 = d2 * (1.0 - jnp.eye(x2.shape[0], dtype=d2.dtype))
+    d2 = d2 * (1.0 - jnp.eye(x2.shape[0], dtype=d2.dtype))  # the Gram form leaves round-off at i = j
     # sqrt has an infinite derivative at 0 (the diagonal, equal members): the inner where keeps
     # it off the differentiated path, or the gradient of the whole score would be NaN
     pair = jnp.where(d2 > 0, jnp.sqrt(jnp.where(d2 > 0, d2, 1.0)) ** beta, 0.0)

@@ -135,6 +135,7 @@ class OracleGRFDenoiser(eqx.Module):
         """s~^2 / (s~^2 + sigma^2 nu^2) per mode `(n, n)`."""
         n = self.prior.n
         s2 = (self.prior.mode_std() / self.scale).astype(dtype) ** 2
+        # white noise is diagonal in every orthonormal basis (nu = 1); GRF noise in the prior's
         nu2 = jnp.ones((n, n), dtype) if isinstance(self.noise, diffusion.WhiteNoise) else None
         if nu2 is None:
             nu2 = self.noise.mode_std(n).astype(dtype) ** 2

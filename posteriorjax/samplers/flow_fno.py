@@ -135,6 +135,7 @@ class FlowFNOSampler(AbstractSampler):
         term = diffrax.ODETerm(lambda t, x, c: velocity(x, t, c))
         controller = diffrax.StepTo(ts=jnp.linspace(0.0, 1.0, self.num_steps + 1, dtype=dtype))
         eps = jax.vmap(lambda k: self.model.noise.sample(k, shape))(jr.split(key, num_samples))
+        # t from 0 (noise) to 1 (data), fixed steps: Heun costs the 2 evaluations per step counted above
         sol = diffrax.diffeqsolve(
             term,
             diffrax.Heun(),
