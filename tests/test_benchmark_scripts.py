@@ -92,6 +92,8 @@ def test_interleaved_timing_runs_each_function_back_to_back(monkeypatch):
     times = common.best_times_interleaved(fns, repeats=2, warmup=1, calls=2)
     assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2
     assert len(times) == 2 and all(t >= 0 for t in times)
+    rounds = common.times_interleaved(fns, repeats=3, warmup=0, calls=1)
+    assert len(rounds) == 3 and all(len(r) == 2 for r in rounds)
 
 
 def test_peer_benchmark_without_torch_records_nothing(monkeypatch, capsys):
@@ -133,3 +135,24 @@ def test_fno_pad_benchmark_baseline_is_the_full_grid_form(monkeypatch):
     x = jr.normal(jr.key(1), (1, 8, 8))
     np.testing.assert_allclose(bench_nn._fno_pad_full_grid(net, x), net(x), rtol=1e-5, atol=1e-6)
     assert "nn_fno_pad" in _benchmark_module().collect()
+
+
+def test_uno_spectral_benchmark_fixes_each_programs_path(monkeypatch):
+    """`nn_uno_spectral` compiles one program per `TuckerSpectralConv` path: FFTs in the FFT one
+    only, the same numbers, and the layer's own path choice back afterwards."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import jax.random as jr
+    import numpy as np
+    from bench import nn as bench_nn
+
+    from posteriorjax.nn import ddpmpp
+
+    call = ddpmpp.TuckerSpectralConv.__call__
+    conv = ddpmpp.TuckerSpectralConv(2, 2, (4, 4), 0.5, key=jr.key(0))
+    x = jr.normal(jr.key(1), (2, 8, 8))
+    apply = lambda c, v: c(v)  # noqa: E731  (one function for both programs)
+    programs = {p: bench_nn._compiled_on_path(apply, p, conv, x) for p in ("fft", "matmul")}
+    assert [bench_nn._fft_ops(programs[p]) for p in ("fft", "matmul")] == [2, 0]  # rfft2, irfft2
+    np.testing.assert_allclose(programs["matmul"](conv, x), programs["fft"](conv, x), rtol=1e-5, atol=1e-6)
+    assert ddpmpp.TuckerSpectralConv.__call__ is call
+    assert "nn_uno_spectral" in _benchmark_module().collect()

@@ -1,14 +1,16 @@
-"""Spectral layers: the truncated-DFT matmul path against the rfft2/irfft2 path, and the selector."""
+"""Spectral layers (`SpectralConv`, the UNO's `TuckerSpectralConv`): the truncated-DFT matmul path
+against the rfft2/irfft2 path, and the selector."""
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import jax.test_util
 import numpy as np
 import pytest
 
 from posteriorjax import nn
-from posteriorjax.nn import layers
+from posteriorjax.nn import ddpmpp, layers
 
 # (in grid, out grid, modes): square and odd grids, Nyquist row/column kept, UNO-style resampling
 SHAPES = [
@@ -121,7 +123,7 @@ def test_spectral_conv_rejects_an_unknown_path(key):
 def test_dft_matrices_reproduce_numpy_rfft2(key):
     """fw/fh give the kept rfft2 coefficients; eh/pw invert a Hermitian half spectrum like irfft2."""
     h, w, m1, m2 = 12, 10, 3, 6
-    fw, fh, eh, pw = layers.dft_matrices((h, w), (h, w), (m1, m2))
+    fw, fh, eh, pw = layers.dft_matrices((h, w), (h, w), layers.spectral_rows(m1), m2)
     x = np.asarray(jr.normal(key, (h, w)), np.float64)
     g = fh @ (x @ fw)
     f = (g[: 2 * m1, :m2] - g[2 * m1 :, m2:]) + 1j * (g[: 2 * m1, m2:] + g[2 * m1 :, :m2])
@@ -132,3 +134,73 @@ def test_dft_matrices_reproduce_numpy_rfft2(key):
     spec = np.zeros((h, w // 2 + 1), complex)
     spec[rows, :m2] = f
     np.testing.assert_allclose(eh @ z @ pw * (h * w), np.fft.irfft2(spec, s=(h, w)) * (h * w), atol=1e-10)
+
+
+# (in grid, out grid, n_modes, rank): n1 rows k_y = -n1/2 ... n1/2 - 1 and n2 // 2 + 1 columns; even
+# and odd row counts, every row and the Nyquist column kept, UNO-style down- and up-sampling; dense
+# (rank 1) and Tucker-factored weights
+TUCKER_SHAPES = [
+    ((16, 16), (16, 16), (8, 8), 1.0),
+    ((15, 17), (15, 17), (7, 9), 0.5),
+    ((16, 16), (16, 16), (16, 16), 0.5),
+    ((32, 32), (16, 16), (8, 8), 0.3),
+    ((16, 16), (8, 8), (7, 8), 1.0),
+    ((8, 8), (16, 16), (8, 8), 1.0),
+    ((9, 9), (18, 18), (5, 9), 0.5),
+]
+
+
+def _tucker(key, in_size, out_size, n_modes, rank, cin=3, cout=2):
+    k1, k2 = jr.split(key)
+    return ddpmpp.TuckerSpectralConv(cin, cout, n_modes, rank, key=k1), jr.normal(k2, (cin, *in_size))
+
+
+def test_tucker_matmul_path_equals_fft_path_with_gradients(key):
+    pairs = [_tucker(jr.fold_in(key, i), *shape) for i, shape in enumerate(TUCKER_SHAPES)]
+    assert [bool(op.factors) for op, _ in pairs] == [rank < 1 for *_, rank in TUCKER_SHAPES]
+    ops, xs = zip(*pairs, strict=True)
+    _assert_paths_agree(ops, xs, [s[1] for s in TUCKER_SHAPES])
+
+
+def test_tucker_two_product_mixing_equals_fft_path(key, monkeypatch):
+    """The mixing form of the full-size published UNO's layers (above `BLOCK_MIXING_MAX_WEIGHTS`)."""
+    monkeypatch.setattr(layers, "BLOCK_MIXING_MAX_WEIGHTS", 0)
+    shapes = TUCKER_SHAPES[1:2] + TUCKER_SHAPES[5:6]
+    pairs = [_tucker(jr.fold_in(key, i), *shape) for i, shape in enumerate(shapes)]
+    ops, xs = zip(*pairs, strict=True)
+    _assert_paths_agree(ops, xs, [s[1] for s in shapes])
+
+
+@pytest.mark.parametrize("rank", [1.0, 0.5])
+def test_tucker_matmul_path_gradients_check_in_float64(key, x64, rank):
+    op, x = _tucker(key, (9, 8), (12, 10), (5, 6), rank, cin=2, cout=2)
+    op, x = jax.tree.map(lambda a: a.astype(jnp.float64), (op, x))
+    assert op.core.dtype == x.dtype == jnp.float64
+    jax.test_util.check_grads(
+        lambda o, v: o(v, (12, 10), path="matmul"),
+        (op, x),
+        order=1,
+        modes=("fwd", "rev"),
+        atol=1e-6,
+        rtol=1e-6,
+    )
+
+
+def test_tucker_auto_path_follows_the_cost_rule(key):
+    """`path="auto"` traces the FFT exactly where `spectral_path` (n1 / 2 as m1) says "fft"."""
+    cases = [((32, 32), (16, 16), (8, 8), 16, 16), ((16, 16), (16, 16), (16, 16), 2, 2)]
+    cases.append(((64, 64), (64, 64), (64, 64), 1, 1))  # every mode kept on 64^2: the FFT's
+    chosen = []
+    for i, (in_size, out_size, n_modes, cin, cout) in enumerate(cases):
+        op, x = _tucker(jr.fold_in(key, i), in_size, out_size, n_modes, 1.0, cin, cout)
+        rule = layers.spectral_path(in_size, out_size, (n_modes[0] / 2, op.modes[1]), cin, cout)
+        jaxpr = str(jax.make_jaxpr(lambda v, op=op, s=out_size: op(v, s))(x))
+        chosen.append("fft" if "fft" in jaxpr else "matmul")
+        assert chosen[-1] == rule
+    assert chosen == ["matmul", "matmul", "fft"]
+
+
+def test_tucker_rejects_an_unknown_path(key):
+    op, x = _tucker(key, (16, 16), (16, 16), (8, 8), 1.0)
+    with pytest.raises(ValueError, match="path"):
+        op(x, path="dft")

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from posteriorjax.nn.layers import Dropout, check_channels
+from posteriorjax.nn.layers import SPECTRAL_PATHS, Dropout, check_channels, dft_conv, mix_modes, spectral_path
 
 
 def positional_embedding(t: jax.Array, dim: int, max_positions: float = 10000.0) -> jax.Array:
@@ -157,7 +157,11 @@ class TuckerSpectralConv(eqx.Module):
         u = [f[0] + 1j * f[1] for f in self.factors]
         return jnp.einsum("abcd,ia,ob,yc,xd->ioyx", core, *u)
 
-    def __call__(self, x: jax.Array, out_size: tuple[int, int] | None = None) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, out_size: tuple[int, int] | None = None, *, path: str = "auto"
+    ) -> jax.Array:
+        """`(C_in, H, W) -> (C_out, *out_size)`; `path` is ``"fft"``, ``"matmul"`` (truncated-DFT
+        products, `nn.layers.dft_conv`) or ``"auto"`` (`nn.layers.spectral_path`'s cost rule)."""
         h, w = x.shape[-2:]
         sh, sw = (h, w) if out_size is None else tuple(out_size)
         n1, m2 = self.modes
@@ -165,12 +169,37 @@ class TuckerSpectralConv(eqx.Module):
             raise ValueError(
                 f"x: grid {(h, w)} -> {(sh, sw)} resolves fewer Fourier modes than {(n1, m2)} (rows, columns)"
             )
+        if path == "auto":
+            path = spectral_path((h, w), (sh, sw), (n1 / 2, m2), x.shape[0], self.bias.shape[0])
+        if path == "fft":
+            y = self._fft(x, (sh, sw))
+        elif path == "matmul":
+            y = self._matmul(x, (sh, sw))
+        else:
+            raise ValueError(f"path: expected one of {SPECTRAL_PATHS}, got {path!r}")
+        return (y + self.bias[:, None, None]).astype(x.dtype)
+
+    def _rows(self) -> np.ndarray:
+        """The kept k_y, -n1/2 ... n1/2 - 1 (the weight's fftshift row order)."""
+        n1 = self.modes[0]
+        return np.arange(n1) - n1 // 2
+
+    def _fft(self, x, out_size):
+        h, w = x.shape[-2:]
+        sh, sw = out_size
+        ky, m2 = self._rows(), self.modes[1]
         f = jnp.fft.rfft2(x)
-        ky = jnp.arange(n1) - n1 // 2
         z = jnp.einsum("ioyx,iyx->oyx", self.weight().astype(f.dtype), f[:, ky % h, :m2])
         out = jnp.zeros((z.shape[0], sh, sw // 2 + 1), f.dtype).at[:, ky % sh, :m2].set(z)
-        y = jnp.fft.irfft2(out, s=(sh, sw)) * (sh * sw) / (h * w)
-        return (y + self.bias[:, None, None]).astype(x.dtype)
+        return jnp.fft.irfft2(out, s=(sh, sw)) * (sh * sw) / (h * w)
+
+    def _matmul(self, x, out_size):
+        """The same operator as `_fft` by real matmuls with truncated DFT matrices."""
+        wgt = self.weight()
+        # (C_in, C_out, n1, m2) -> `mix_modes`' (C_out, C_in, m2, n1)
+        wr, wi = (jnp.transpose(part, (1, 0, 3, 2)) for part in (jnp.real(wgt), jnp.imag(wgt)))
+        rows = tuple(int(k) for k in self._rows())
+        return dft_conv(x, out_size, rows, self.modes[1], lambda fr, fi: mix_modes(wr, wi, fr, fi))
 
 
 class Attention(eqx.Module):

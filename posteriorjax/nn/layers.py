@@ -170,83 +170,100 @@ class SpectralConv(eqx.Module):
         return (jnp.fft.irfft2(out, s=(sh, sw)) * (sh * sw) / (h * w)).astype(x.dtype)
 
     def _matmul(self, x, out_size):
-        """The same operator as `_fft` by real matmuls with truncated DFT matrices (`dft_matrices`).
-
-        With A = x [cos | -sin] along W (kept k_x) and G the product of A with [cos; -sin]
-        along H (kept k_y), laid out `(C_in, 2 m2, 4 m1)` with blocks G_ab, a the k_x half
-        (c: cos, s: sin) and b the k_y half, the kept rfft2 coefficients are
-        f = (G_cc - G_ss) + i (G_sc + G_cs). After the complex channel mixing Z = R f
-        (`_mix`), the blocks [Z_r | Z_i] (k_x cos half) and [Z_i | -Z_r] (sin half) times
-        [cos | -sin] along H give the real and imaginary parts of the inverse DFT along H,
-        and [c cos; -c sin] / (H W) along W the inverse real DFT, c_k the Hermitian weights
-        (1 at k_x = 0 and Nyquist, 2 elsewhere).
-        """
-        h, w = x.shape[-2:]
+        """The same operator as `_fft` by real matmuls with truncated DFT matrices (`dft_conv`)."""
         m1, m2 = self.modes
-        fw, fh, eh, pw = (jnp.asarray(a, x.dtype) for a in dft_matrices((h, w), tuple(out_size), self.modes))
-        mm = functools.partial(jnp.einsum, precision=DFT_PRECISION)
-        # contracting H with the k_x columns before k_y rows keeps each product a plain GEMM
-        # and the mixing's input one transpose away from its batched layout
-        g = mm("chk,jh->ckj", mm("chw,wk->chk", x, fw), fh)
-        gc, gs = g[:, :m2], g[:, m2:]
-        zr, zi = self._mix(gc[..., : 2 * m1] - gs[..., 2 * m1 :], gs[..., : 2 * m1] + gc[..., 2 * m1 :])
-        z = jnp.concatenate([jnp.concatenate([zr, zi], -1), jnp.concatenate([zi, -zr], -1)], axis=1)
-        return mm("oky,kx->oyx", mm("okj,yj->oky", z, eh), pw).astype(x.dtype)
+        return dft_conv(x, out_size, spectral_rows(m1), m2, self._mix)
 
     def _mix(self, fr: jax.Array, fi: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Z = R f at each kept mode: real and imaginary `(C_in, m2, 2 m1)` -> `(C_out, m2, 2 m1)`.
-
-        Up to `BLOCK_MIXING_MAX_WEIGHTS` complex weights, one real product per mode with the
-        block matrix [[R_r, -R_i], [R_i, R_r]] on [f_r; f_i]; above it (where building the
-        block, four times the weights, costs more than the products it saves), two products,
-        of R_r and R_i with the stacked [f_r, f_i].
-        """
+        """Z = R f at each kept mode (`mix_modes`): `(C_in, m2, 2 m1)` pairs -> `(C_out, m2, 2 m1)`."""
         o, i = self.weight_re.shape[1:3]
         m1, m2 = self.modes
-        if o * i * 2 * m1 * m2 <= BLOCK_MIXING_MAX_WEIGHTS:
-            # (2, o, i, m1, m2) -> (m2, 2 m1, o, i): the modes leading, k_y >= 0 then k_y < 0.
-            # Its own layout, not the two-product branch's (o, i, m2, 2 m1): the batched einsum
-            # below wants the batch (mode) axes first, and the other layout was slower on the
-            # CPU (docs/studies/performance.md)
-            wr, wi = (
-                jnp.transpose(wt, (4, 0, 3, 1, 2)).reshape(m2, 2 * m1, o, i).astype(fr.dtype)
-                for wt in (self.weight_re, self.weight_im)
-            )
-            block = jnp.concatenate([jnp.concatenate([wr, -wi], -1), jnp.concatenate([wi, wr], -1)], -2)
-            f = jnp.transpose(jnp.concatenate([fr, fi]), (1, 2, 0))
-            z = jnp.einsum("kjoi,kji->okj", block, f)
-            return z[:o], z[o:]
+        # (2, o, i, m1, m2) -> (o, i, m2, 2 m1): the rows k_y >= 0 then k_y < 0, as `spectral_rows`
         wr, wi = (
-            jnp.transpose(wt, (1, 2, 4, 0, 3)).reshape(o, i, m2, 2 * m1).astype(fr.dtype)
+            jnp.transpose(wt, (1, 2, 4, 0, 3)).reshape(o, i, m2, 2 * m1)
             for wt in (self.weight_re, self.weight_im)
         )
-        f = jnp.stack([fr, fi])
-        p, q = (jnp.einsum("oikj,sikj->sokj", wt, f) for wt in (wr, wi))
-        return p[0] - q[1], p[1] + q[0]
+        return mix_modes(wr, wi, fr, fi)
+
+
+def spectral_rows(m1: int) -> tuple[int, ...]:
+    """The k_y rows `SpectralConv` keeps: 0, ..., m1 - 1, then -m1, ..., -1."""
+    return (*range(m1), *range(-m1, 0))
+
+
+def dft_conv(x: jax.Array, out_size: tuple[int, int], rows: tuple[int, ...], m2: int, mix) -> jax.Array:
+    """A spectral convolution on the kept modes by real matmuls with truncated DFT matrices.
+
+    `(C_in, H, W) -> (C_out, S_h, S_w)`: y = irfft2(Z) * (S_h S_w) / (H W) on the output grid, where
+    Z = mix(f) on the kept modes (k_y in `rows`, signed, in that order; 0 <= k_x < m2) and zero
+    elsewhere, f the kept rfft2 coefficients of x. `mix(fr, fi)` maps the real and imaginary parts
+    `(C_in, m2, R)` (R = len(rows)) to `(C_out, m2, R)` pairs.
+
+    With A = x [cos | -sin] along W (kept k_x) and G the product of A with [cos; -sin] along H
+    (kept k_y), laid out `(C_in, 2 m2, 2 R)` with blocks G_ab, a the k_x half (c: cos, s: sin) and
+    b the k_y half, f = (G_cc - G_ss) + i (G_sc + G_cs). After the mixing, the blocks [Z_r | Z_i]
+    (k_x cos half) and [Z_i | -Z_r] (sin half) times [cos | -sin] along H give the real and
+    imaginary parts of the inverse DFT along H, and [c cos; -c sin] / (H W) along W the inverse
+    real DFT, c_k the Hermitian weights (1 at k_x = 0 and Nyquist, 2 elsewhere): `dft_matrices`.
+    """
+    h, w = x.shape[-2:]
+    r = len(rows)
+    fw, fh, eh, pw = (jnp.asarray(a, x.dtype) for a in dft_matrices((h, w), tuple(out_size), tuple(rows), m2))
+    mm = functools.partial(jnp.einsum, precision=DFT_PRECISION)
+    # contracting H with the k_x columns before k_y rows keeps each product a plain GEMM
+    # and the mixing's input one transpose away from its batched layout
+    g = mm("chk,jh->ckj", mm("chw,wk->chk", x, fw), fh)
+    gc, gs = g[:, :m2], g[:, m2:]
+    zr, zi = mix(gc[..., :r] - gs[..., r:], gs[..., :r] + gc[..., r:])
+    z = jnp.concatenate([jnp.concatenate([zr, zi], -1), jnp.concatenate([zi, -zr], -1)], axis=1)
+    return mm("oky,kx->oyx", mm("okj,yj->oky", z, eh), pw).astype(x.dtype)
+
+
+def mix_modes(wr: jax.Array, wi: jax.Array, fr: jax.Array, fi: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Complex channel mixing Z = R f at each kept mode, in real arithmetic.
+
+    `wr`, `wi` `(C_out, C_in, m2, R)` the real and imaginary weights; `fr`, `fi` `(C_in, m2, R)`;
+    returns (Z_r, Z_i) `(C_out, m2, R)`. Up to `BLOCK_MIXING_MAX_WEIGHTS` complex weights, one real
+    product per mode with the block matrix [[R_r, -R_i], [R_i, R_r]] on [f_r; f_i]; above it (where
+    building the block, four times the weights, costs more than the products it saves), two
+    products, of R_r and R_i with the stacked [f_r, f_i].
+    """
+    o, i, m2, r = wr.shape
+    wr, wi = wr.astype(fr.dtype), wi.astype(fr.dtype)
+    if o * i * m2 * r <= BLOCK_MIXING_MAX_WEIGHTS:
+        # the modes leading: the batched einsum wants the batch (mode) axes first, and the
+        # two-product layout was slower here on the CPU (docs/studies/performance.md)
+        wr, wi = (jnp.transpose(wt, (2, 3, 0, 1)) for wt in (wr, wi))
+        block = jnp.concatenate([jnp.concatenate([wr, -wi], -1), jnp.concatenate([wi, wr], -1)], -2)
+        f = jnp.transpose(jnp.concatenate([fr, fi]), (1, 2, 0))
+        z = jnp.einsum("kjoi,kji->okj", block, f)
+        return z[:o], z[o:]
+    f = jnp.stack([fr, fi])
+    p, q = (jnp.einsum("oikj,sikj->sokj", wt, f) for wt in (wr, wi))
+    return p[0] - q[1], p[1] + q[0]
 
 
 @functools.lru_cache(maxsize=128)
-def dft_matrices(in_size: tuple[int, int], out_size: tuple[int, int], modes: tuple[int, int]):
-    """Truncated DFT matrices of `SpectralConv._matmul` (float64 NumPy, read-only).
+def dft_matrices(in_size: tuple[int, int], out_size: tuple[int, int], rows: tuple[int, ...], m2: int):
+    """Truncated DFT matrices of `dft_conv` (float64 NumPy, read-only).
 
-    For input grid (H, W), output grid (S_h, S_w), kept rows j in [0, m1) u [n - m1, n)
+    For input grid (H, W), output grid (S_h, S_w), kept rows j in `rows` (signed k_y, R of them)
     and columns k in [0, m2):
       fw `(W, 2 m2)` = [cos | -sin](2 pi x k / W)                  forward, along W;
-      fh `(4 m1, H)` = [cos; -sin](2 pi j y / H)                   forward, along H;
-      eh `(S_h, 4 m1)` = [cos | -sin](2 pi y j / S_h)              inverse, along H;
+      fh `(2 R, H)` = [cos; -sin](2 pi j y / H)                    forward, along H;
+      eh `(S_h, 2 R)` = [cos | -sin](2 pi y j / S_h)               inverse, along H;
       pw `(2 m2, S_w)` = [c cos; -c sin](2 pi k x / S_w) / (H W)   inverse real DFT, along W,
     with c_k = 1 for k = 0 and k = S_w / 2, else 2 (irfft's Hermitian weights; the
     1/(H W) is the operator's normalization, as in the FFT path).
     """
-    (h, w), (sh, sw), (m1, m2) = in_size, out_size, modes
+    (h, w), (sh, sw) = in_size, out_size
+    rows = np.asarray(rows)
     k = np.arange(m2)
     ang = 2 * np.pi * np.outer(np.arange(w), k) / w
     fw = np.concatenate([np.cos(ang), -np.sin(ang)], axis=1)
-    rows = np.concatenate([np.arange(m1), np.arange(h - m1, h)])
-    ang = 2 * np.pi * np.outer(rows, np.arange(h)) / h
+    ang = 2 * np.pi * np.outer(rows % h, np.arange(h)) / h
     fh = np.concatenate([np.cos(ang), -np.sin(ang)], axis=0)
-    rows = np.concatenate([np.arange(m1), np.arange(sh - m1, sh)])
-    ang = 2 * np.pi * np.outer(np.arange(sh), rows) / sh
+    ang = 2 * np.pi * np.outer(np.arange(sh), rows % sh) / sh
     eh = np.concatenate([np.cos(ang), -np.sin(ang)], axis=1)
     c = np.where((k == 0) | (2 * k == sw), 1.0, 2.0)[:, None]
     ang = 2 * np.pi * np.outer(k, np.arange(sw)) / sw
@@ -257,9 +274,11 @@ def dft_matrices(in_size: tuple[int, int], out_size: tuple[int, int], modes: tup
 
 
 def spectral_cost(in_size, out_size, modes, in_channels: int, out_channels: int) -> tuple[float, float]:
-    """`(matmul multiply-adds, FFT cost N log2 N)` of one `SpectralConv` call (channel mixing excluded).
+    """`(matmul multiply-adds, FFT cost N log2 N)` of one `dft_conv` call (channel mixing excluded).
 
-    Matmul: C_in (H W 2 m2 + 4 m1 H 2 m2) + C_out (S_h 4 m1 2 m2 + S_h 2 m2 S_w); FFT:
+    `modes` = (m1, m2): 2 m1 kept k_y rows (`SpectralConv`'s modes; for `TuckerSpectralConv` half
+    its row count, possibly a half-integer) and m2 kept k_x columns. Matmul:
+    C_in (H W 2 m2 + 4 m1 H 2 m2) + C_out (S_h 4 m1 2 m2 + S_h 2 m2 S_w); FFT:
     C_in H W log2(H W) + C_out S_h S_w log2(S_h S_w) for rfft2 and irfft2.
     """
     (h, w), (sh, sw), (m1, m2) = in_size, out_size, modes

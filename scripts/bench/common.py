@@ -53,15 +53,25 @@ def best_times_interleaved(fns, *args, repeats: int = 5, warmup: int = 1, calls:
     neighbour is an FFT program, even for two copies of the same function), so with one call
     per round the order of `fns` would bias the ratio.
     """
+    rounds = times_interleaved(fns, *args, repeats=repeats, warmup=warmup, calls=calls)
+    return [min(r[i] for r in rounds) for i in range(len(fns))]
+
+
+def times_interleaved(fns, *args, repeats: int = 5, warmup: int = 1, calls: int = 2) -> list[list[float]]:
+    """Per round, the best of `calls` wall times of each `fn(*args)`: `repeats` lists of `len(fns)`
+    (the alternation of `best_times_interleaved`, whose minimum over rounds it is; the rounds give
+    a ratio's spread)."""
     for fn in fns:
         for _ in range(warmup):
             jax.block_until_ready(fn(*args))
     time.sleep(SETTLE_SECONDS)
-    best = [float("inf")] * len(fns)
+    rounds = []
     for _ in range(repeats):
+        best = [float("inf")] * len(fns)
         for i, fn in enumerate(fns):
             for _ in range(calls):
                 start = time.perf_counter()
                 jax.block_until_ready(fn(*args))
                 best[i] = min(best[i], time.perf_counter() - start)
-    return best
+        rounds.append(best)
+    return rounds

@@ -5,12 +5,15 @@ pass (numpy.fft, einsum; outputs checked equal). U-Net: the vmapped batch beside
 of per-sample jitted calls. Training: jitted DSM steps per second of `training.make_step` (no
 baseline). Batch 32 at 64 x 64 with `--device`; batch 8 at 32 x 32 and small widths on a CPU.
 ``fno_pad``: DDIS's medium surrogate with its per-point tail on the crop against the full-grid
-form it replaced (`bench_fno_pad`).
+form it replaced (`bench_fno_pad`). ``uno_spectral``: the medium FunDPS UNO prior with its
+`TuckerSpectralConv` layers on the automatic path (truncated-DFT matmuls on the CPU) against the
+FFT path (`bench_uno_spectral`).
 """
 
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import equinox as eqx
 import jax
@@ -18,9 +21,9 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from bench.common import best_time, best_times_interleaved, record
+from bench.common import best_time, best_times_interleaved, record, times_interleaved
 from posteriorjax import diffusion, nn, training
-from posteriorjax.nn import neuralop_fno
+from posteriorjax.nn import ddpmpp, neuralop_fno, published
 from posteriorjax.training.checkpoints import init_state
 from posteriorjax.training.losses import DiffusionLoss
 
@@ -187,6 +190,84 @@ def bench_fno_pad(args):
     return records
 
 
+def _compiled_on_path(fn, path: str, *args):
+    """`jax.jit(fn)` compiled ahead of time for `args` with every `TuckerSpectralConv` on `path`
+    (``"auto"``: the layer's own choice); the executable keeps the path after the patch is gone."""
+    call = ddpmpp.TuckerSpectralConv.__call__
+    forced = lambda self, x, out_size=None: call(self, x, out_size, path=path)  # noqa: E731
+    with mock.patch.object(ddpmpp.TuckerSpectralConv, "__call__", forced):
+        # a fresh function: jit's trace cache, keyed on the function, would return the other path
+        return jax.jit(lambda *a: fn(*a)).lower(*args).compile()
+
+
+def _fft_ops(compiled) -> int:
+    """FFT instructions in a compiled program's optimized HLO (which path its layers took)."""
+    return sum(" fft(" in line for line in compiled.as_text().splitlines())
+
+
+def bench_uno_spectral(args):
+    """The medium FunDPS UNO prior (`published.get("fundps_prior", "medium")`, 88 Tucker spectral
+    layers) as an EDM denoiser on 32^2, its spectral layers on the automatic path (ours; the CPU
+    picks the truncated-DFT matmuls at every level) against the FFT path (baseline), interleaved:
+    forward + input VJP of a batch of 64 without dropout (a guided sampler's step) and forward +
+    parameter gradient of a batch of 32 with dropout keys (a training step). Outputs and gradients
+    checked equal; the record holds each round's ratio (`round_ratios`) beside the best-time ratio
+    and the 1-minute load before and after the rounds."""
+    b_guided, b_train, n, repeats = (256, 128, 64, 5) if args.device else (64, 32, 32, 9)
+    channels = 2  # the joint (coefficient, state) prior of the learned FunDPS rows
+    name, options = published.get("fundps_prior", "medium")
+    net = nn.get(name, jr.key(0), in_channels=channels, out_channels=channels, **options)
+    den = diffusion.EDMDenoiser(net, nn.Normalizer([0.0] * channels, [1.0] * channels), sigma_data=0.5)
+    params, static = eqx.partition(den, eqx.is_inexact_array)
+    convs = [
+        m
+        for m in jax.tree.leaves(net, is_leaf=lambda m: isinstance(m, ddpmpp.TuckerSpectralConv))
+        if isinstance(m, ddpmpp.TuckerSpectralConv)
+    ]
+
+    def guided(p, x, sigma):
+        d = eqx.combine(p, static)
+
+        def one(v, s):  # D and the gradient of |D(v)|^2 / 2 w.r.t. v, the guidance's reverse pass
+            y, pull = jax.vjp(lambda u: d(u, s), v)
+            return y, pull(y)[0]
+
+        return jax.vmap(one)(x, sigma)
+
+    def train(p, x, sigma, keys):
+        def loss(p):
+            d = eqx.combine(p, static)
+            y = jax.vmap(lambda v, s, k: d(v, s, key=k))(x, sigma, keys)
+            return jnp.mean((y - x) ** 2)
+
+        return jax.grad(loss)(p)
+
+    records = []
+    for what, fn, b, extra in (
+        ("forward_vjp", guided, b_guided, ()),
+        ("forward_grad", train, b_train, (jr.split(jr.key(3), b_train),)),
+    ):
+        x = jr.normal(jr.key(1), (b, channels, n, n))
+        sigma = jnp.exp(jr.uniform(jr.key(2), (b,), minval=-3.0, maxval=3.0))
+        ours, fft = (_compiled_on_path(fn, path, params, x, sigma, *extra) for path in ("auto", "fft"))
+        got, ref = (jax.tree.leaves(f(params, x, sigma, *extra)) for f in (ours, fft))
+        # each leaf to float32 rounding of its own scale; a leaf whose sum cancels to ~0 (a bias
+        # gradient of the 1e-5-scaled output layer) to that of the largest leaf
+        scale = max(float(jnp.max(jnp.abs(r))) for r in ref)
+        for a, r in zip(got, ref, strict=True):
+            np.testing.assert_allclose(a, r, atol=2e-5 * float(jnp.max(jnp.abs(r))) + 1e-6 * scale)
+        load = _load_average()
+        rounds = times_interleaved([ours, fft], params, x, sigma, *extra, repeats=repeats)
+        t_ours, t_fft = (min(r[i] for r in rounds) for i in range(2))
+        config = dict(batch=b, n=n, load=[load, _load_average()], layers=len(convs))
+        config["fft_ops"] = [_fft_ops(ours), _fft_ops(fft)]  # in the two programs
+        config["round_ratios"] = [r[1] / r[0] for r in rounds]
+        records.append(
+            record(f"uno_spectral_{what}", "batches/s", 1 / t_ours, 1 / t_fft, "FFT path", **config)
+        )
+    return records
+
+
 def _load_average() -> float | None:
     """The 1-minute load average (the machine is shared; recorded beside the timings)."""
     try:
@@ -195,4 +276,9 @@ def _load_average() -> float | None:
         return None
 
 
-BENCHMARKS = {"nn_denoiser": bench_denoiser, "nn_train": bench_train, "nn_fno_pad": bench_fno_pad}
+BENCHMARKS = {
+    "nn_denoiser": bench_denoiser,
+    "nn_train": bench_train,
+    "nn_fno_pad": bench_fno_pad,
+    "nn_uno_spectral": bench_uno_spectral,
+}
