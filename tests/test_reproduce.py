@@ -141,3 +141,22 @@ def test_the_script_passes_its_arguments_and_status_runs_nothing(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "2 of 2 step(s) still to run" and "resolution" in out.stdout
     assert not (tmp_path / "r").exists()
+
+
+def test_the_medium_oracle_variant_runs_only_when_named(tmp_path):
+    """`guidance_calibration_medium_oracle`: one sweep per threshold of the variant's config (whatever
+    the scale), then the guidance-calibration report; never part of the default plan."""
+    assert all(s.study not in reproduce.VARIANTS for s in reproduce.steps("tiny", tmp_path))
+    name = "guidance_calibration_medium_oracle"
+    for scale in reproduce.SCALES:
+        plan = reproduce.steps(scale, tmp_path, (name,))
+        *sweeps, report = plan
+        eps = guidance_calibration.thresholds_medium_oracle()
+        assert [s.workdir for s in sweeps] == [tmp_path / name / f"eps={e!r}" for e in eps]
+        for s, e in zip(sweeps, eps, strict=True):
+            assert s.kind == "sweep" and s.args[1] == "--config=configs/guidance_calibration.py:medium_oracle"
+            assert s.args[3] == f"--config.noise_threshold={e!r}"
+        assert report.kind == "report" and report.study == name
+        assert report.workdir == tmp_path / name / "guidance_calibration.md"
+        assert "--study=guidance_calibration" in report.args
+        assert report.needs == tuple(s.workdir for s in sweeps)
