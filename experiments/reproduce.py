@@ -18,7 +18,9 @@ Scales: ``tiny`` (the CPU scale of every config, `:tiny`) and ``full`` (the publ
 Labelled variants (`VARIANTS`) run only when named, at their one scale whatever `--scale` says:
 ``guidance_calibration_medium_oracle`` is `configs/guidance_calibration.py:medium_oracle` (FunDPS
 with the exact prior score on ``poisson_fixed`` at 32 x 32) over its thresholds, then the
-``guidance_calibration`` report.
+``guidance_calibration`` report; ``noise_levels_medium_oracle`` is `configs/noise_levels.py:
+medium_oracle` (the oracle guided samplers and ES-MDA) over its noise levels, then the
+``noise_levels`` report.
 """
 
 from __future__ import annotations
@@ -41,10 +43,15 @@ STUDIES = (
     "quickstart", "reference_validation", "main_table", "guidance_calibration", "noise_levels", "resolution",
     "ood_prior_range", "pointwise_vs_distributional", "calibration_protocol", "model_comparison",
 )  # fmt: skip
-# labelled variants of a study, run only when named: {name: (study, config argument, grid function)}
+# labelled variants of a study, run only when named, one sweep per noise level: {name: (study, config
+# argument, the config module's function listing the levels, the config field set per sweep, the
+# workdir prefix)}
 VARIANTS = {
     "guidance_calibration_medium_oracle": (
-        "guidance_calibration", "medium_oracle", "thresholds_medium_oracle",
+        "guidance_calibration", "medium_oracle", "thresholds_medium_oracle", "noise_threshold", "eps",
+    ),
+    "noise_levels_medium_oracle": (
+        "noise_levels", "medium_oracle", "noise_levels_medium_oracle", "noise_std", "noise",
     ),
 }  # fmt: skip
 SCALES = ("tiny", "full")
@@ -117,13 +124,13 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
                         f"--config.task={task}", f"--workdir={w}")  # fmt: skip
                 out.append(Step(study, "reference", w, args))
         elif study in VARIANTS:  # one scale: the variant's own
-            base_study, variant, grid = VARIANTS[study]
+            base_study, variant, grid, field, prefix = VARIANTS[study]
             module = importlib.import_module(f"configs.{base_study}")
             sweeps = []
-            for eps in getattr(module, grid)():
-                w = here / f"eps={eps!r}"
+            for level in getattr(module, grid)():
+                w = here / f"{prefix}={level!r}"
                 args = ("experiments.sweep", f"--config=configs/{base_study}.py:{variant}", f"--workdir={w}",
-                        f"--config.noise_threshold={eps!r}")  # fmt: skip
+                        f"--config.{field}={level!r}")  # fmt: skip
                 sweeps.append(Step(study, "sweep", w, args))  # no network to share
             out += [*sweeps, report(base_study, here, here, [s.workdir for s in sweeps], label=study)]
         elif study == "guidance_calibration":

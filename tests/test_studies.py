@@ -109,6 +109,33 @@ def test_noise_levels_run_the_papers_guided_samplers_at_their_published_profiles
     assert config.tasks.poisson.noise_std == sigmas[3] and config.reference.eps == pytest.approx(6e-4)
 
 
+def test_noise_levels_medium_oracle_runs_the_oracle_guided_samplers_and_esmda_on_poisson_fixed():
+    """Our variant: the medium table's oracle rows (no network) and ES-MDA, uncalibrated, at x 1/4, x 1,
+    x 4 of each Poisson value, on `poisson_fixed` 32 x 32 against its exact posterior, noise sigma."""
+    default = _plain(noise_levels.get_config(""))
+    config = noise_levels.get_config("medium_oracle")
+    assert _plain(noise_levels.get_config("")) == default
+    assert list(config.tasks) == ["poisson_fixed"] and config.tasks.poisson_fixed.resolution == 32
+    assert config.reference.method == "exact"
+    assert set(config.samplers) == {"fundps_oracle", "dps_oracle", "diffusionpde_oracle", "esmda"}
+    medium = main_table.get_config("medium:poisson_fixed").samplers
+    for label, entry in config.samplers.items():
+        assert "calibrate" not in entry and _plain(entry.networks) == {}
+        assert _plain(entry.options) == _plain(medium[label].options), label
+    assert {k: tuple(v.axes.get("guidance", ())) for k, v in config.samplers.items()} == {
+        "fundps_oracle": (400.0, 1600.0, 6400.0),  # published Poisson 1600
+        "dps_oracle": (400.0, 1600.0, 6400.0),  # ours 1600: DPS has no published profile
+        "diffusionpde_oracle": (5000.0, 20000.0, 80000.0),  # published Poisson 20000
+        "esmda": (),
+    }
+    assert config.samplers.esmda.options.profile == "published"
+    assert noise_levels.noise_levels_medium_oracle() == noise_levels.noise_levels(False)
+    for sigma in noise_levels.noise_levels_medium_oracle():
+        config.noise_std = sigma
+        assert config.tasks.poisson_fixed.noise_std == sigma
+    assert all(spec.calibrate is None for spec in settings(config).samplers)
+
+
 @pytest.mark.parametrize(("module", "field", "grid"), [
     (noise_levels, "noise_std", noise_levels.noise_levels),
     (guidance_calibration, "noise_threshold", guidance_calibration.thresholds),
