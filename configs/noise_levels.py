@@ -22,11 +22,28 @@ calibration for FunDPS only (Fig. 7); extending it to the other guided samplers 
 
 Tiny: 16 x 16, noise levels x 10 (the tiny pool reaches no published threshold), 2 cases x
 16 samples, tiny networks and short schedules.
+
+``medium_oracle`` (our variant, not the published study): the same noise levels on
+``poisson_fixed`` at 32 x 32 against its exact linear-Gaussian posterior (1000 draws), with the
+exact GRF prior score in place of every prior network: the medium table's oracle rows
+``fundps_oracle``, ``diffusionpde_oracle`` (published profiles) and ``dps_oracle`` (ours: DPS has
+no published profile) over x 1/4, x 1, x 4 of their Poisson value (`ORACLE_AXES`; DPS: our 1600),
+uncalibrated, 100 steps, beside ES-MDA (published profile, no network); 10 cases x 64 samples.
+The networks-free samplers of the study, so it runs on a CPU now:
+
+    for s in $(python -c "from configs import noise_levels as m; print(*m.noise_levels_medium_oracle())"); do
+      python -m experiments.sweep --config=configs/noise_levels.py:medium_oracle \
+          --config.noise_std=$s --workdir=DIR/noise=$s
+    done
+    python -m experiments.studies --study=noise_levels --workdir=DIR
+
+(`scripts/reproduce.sh full ROOT noise_levels_medium_oracle` runs the same.)
 """
 
 import ml_collections
 
-from configs import base, guidance_calibration
+from configs import base, guidance_calibration, main_table
+from posteriorjax.report import split
 from posteriorjax.samplers import tuned
 
 FACTORS = (0.25, 1.0, 4.0)
@@ -39,6 +56,16 @@ PUBLISHED_POISSON = {
 }
 GUIDANCE_AXES = {name: {axis: tuple(f * v for f in FACTORS)} for name, (axis, v) in PUBLISHED_POISSON.items()}
 SAMPLERS = ("esmda", "mc_dropout", *GUIDANCE_AXES)
+# ``medium_oracle``: the oracle twins of the guided samplers without a surrogate network, x 1/4, x 1,
+# x 4 of their Poisson value (DPS: our default, `tuned.DEFAULTS`; it has no published profile)
+ORACLE_AXES = {
+    name + split.ORACLE_SUFFIX: {"guidance": tuple(f * value for f in FACTORS)}
+    for name, value in (
+        ("fundps", PUBLISHED_POISSON["fundps"][1]),
+        ("dps", tuned.DEFAULTS["dps"]["guidance"]),
+        ("diffusionpde", PUBLISHED_POISSON["diffusionpde"][1]),
+    )
+}
 
 
 def noise_levels(tiny: bool) -> tuple[float, ...]:
@@ -46,7 +73,29 @@ def noise_levels(tiny: bool) -> tuple[float, ...]:
     return tuple(round(eps / 3.0, 12) for eps in guidance_calibration.thresholds(tiny))
 
 
+def noise_levels_medium_oracle() -> tuple[float, ...]:
+    """The noise levels of the ``medium_oracle`` variant: the published ones, `noise_levels(False)`."""
+    return noise_levels(False)
+
+
+def medium_oracle_config():
+    """The ``medium_oracle`` variant (module docstring) at noise std `noise_std`."""
+    noise = ml_collections.FieldReference(noise_levels_medium_oracle()[0])
+    config = main_table.medium_config(("poisson_fixed",), ",".join(["esmda", *ORACLE_AXES]))
+    samplers = {}
+    for label, entry in config.samplers.to_dict().items():
+        entry.pop("calibrate", None)
+        entry["axes"] = ORACLE_AXES.get(label, {})
+        samplers[label] = entry
+    config.samplers = ml_collections.ConfigDict(samplers)
+    config.tasks.poisson_fixed.noise_std = noise
+    config.noise_std = noise
+    return config
+
+
 def get_config(arg: str | None = None):
+    if arg == "medium_oracle":
+        return medium_oracle_config()
     tiny = base.is_tiny(arg)
     noise = ml_collections.FieldReference(noise_levels(tiny)[0])
     tasks, reference = guidance_calibration.poisson_at_threshold(tiny, noise * 3.0)

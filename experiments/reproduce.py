@@ -15,6 +15,12 @@ started", "waiting for <step>") and how many are left.
 Extra sweep flags (e.g. ``--config.num_cases=10``) come from the SWEEP_FLAGS environment variable.
 
 Scales: ``tiny`` (the CPU scale of every config, `:tiny`) and ``full`` (the published scale).
+Labelled variants (`VARIANTS`) run only when named, at their one scale whatever `--scale` says:
+``guidance_calibration_medium_oracle`` is `configs/guidance_calibration.py:medium_oracle` (FunDPS
+with the exact prior score on ``poisson_fixed`` at 32 x 32) over its thresholds, then the
+``guidance_calibration`` report; ``noise_levels_medium_oracle`` is `configs/noise_levels.py:
+medium_oracle` (the oracle guided samplers and ES-MDA) over its noise levels, then the
+``noise_levels`` report.
 """
 
 from __future__ import annotations
@@ -45,6 +51,25 @@ STUDIES = (
     "calibration_protocol",
     "model_comparison",
 )
+# labelled variants of a study, run only when named, one sweep per noise level: {name: (study, config
+# argument, the config module's function listing the levels, the config field set per sweep, the
+# workdir prefix)}
+VARIANTS = {
+    "guidance_calibration_medium_oracle": (
+        "guidance_calibration",
+        "medium_oracle",
+        "thresholds_medium_oracle",
+        "noise_threshold",
+        "eps",
+    ),
+    "noise_levels_medium_oracle": (
+        "noise_levels",
+        "medium_oracle",
+        "noise_levels_medium_oracle",
+        "noise_std",
+        "noise",
+    ),
+}
 SCALES = ("tiny", "full")
 # the studies reported by `experiments.studies` after their sweeps
 REPORTED = ("guidance_calibration", "noise_levels", "resolution", "ood_prior_range")
@@ -87,9 +112,9 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
     """The steps of `studies` at `scale` under `root`, in order, each workdir once."""
     if scale not in SCALES:
         raise ValueError(f"scale: expected one of {SCALES}, got {scale!r}")
-    unknown = [s for s in studies if s not in STUDIES]
+    unknown = [s for s in studies if s not in STUDIES and s not in VARIANTS]
     if unknown:
-        raise ValueError(f"studies: unknown {unknown}; expected some of {list(STUDIES)}")
+        raise ValueError(f"studies: unknown {unknown}; expected some of {[*STUDIES, *VARIANTS]}")
     root, tiny = Path(root), scale == "tiny"
     arg = ":tiny" if tiny else ""
 
@@ -97,9 +122,9 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
         args = ("experiments.sweep", f"--config=configs/{config}.py{arg}", f"--workdir={workdir}", *flags_)
         return Step(study, "sweep", workdir, args, networks=networks)
 
-    def report(study, workdir, out, needs):
+    def report(study, workdir, out, needs, label=None):
         args = ("experiments.studies", f"--study={study}", f"--workdir={workdir}", f"--out={out}")
-        return Step(study, "report", out / f"{study}.md", args, tuple(needs))
+        return Step(label or study, "report", out / f"{study}.md", args, tuple(needs))
 
     out: list[Step] = []
     for study in studies:
@@ -118,6 +143,20 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
                     f"--workdir={w}",
                 )
                 out.append(Step(study, "reference", w, args))
+        elif study in VARIANTS:  # one scale: the variant's own
+            base_study, variant, grid, field, prefix = VARIANTS[study]
+            module = importlib.import_module(f"configs.{base_study}")
+            sweeps = []
+            for level in getattr(module, grid)():
+                w = here / f"{prefix}={level!r}"
+                args = (
+                    "experiments.sweep",
+                    f"--config=configs/{base_study}.py:{variant}",
+                    f"--workdir={w}",
+                    f"--config.{field}={level!r}",
+                )
+                sweeps.append(Step(study, "sweep", w, args))  # no network to share
+            out += [*sweeps, report(base_study, here, here, [s.workdir for s in sweeps], label=study)]
         elif study == "guidance_calibration":
             sweeps = [
                 sweep(study, study, here / f"eps={eps!r}", f"--config.noise_threshold={eps!r}", networks=nets)

@@ -8,6 +8,9 @@
 #                   full-size networks): for accelerators (see README, "Running on a GPU / TPU pod").
 #   ROOT:           root workdir (default ./reproduce-<scale>); each study writes ROOT/<study>[/<variant>].
 #   STUDY ...:      run only these studies (default all, in order: `python -m experiments.reproduce --help`).
+#                   A labelled variant runs only when named, at its own scale whatever SCALE says:
+#                   guidance_calibration_medium_oracle (`configs/guidance_calibration.py:medium_oracle`),
+#                   noise_levels_medium_oracle (`configs/noise_levels.py:medium_oracle`).
 #   --status:       run nothing; list every step's workdir and state (done, partial n/N records,
 #                   not started, waiting for another step) and how many steps are left.
 #

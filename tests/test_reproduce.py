@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from configs import guidance_calibration
+from configs import guidance_calibration, noise_levels
 from experiments import reproduce
 from posteriorjax.sweep.store import prepare_workdir
 
@@ -141,3 +141,25 @@ def test_the_script_passes_its_arguments_and_status_runs_nothing(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "2 of 2 step(s) still to run" and "resolution" in out.stdout
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("name", "study", "levels", "flag"), [
+    ("guidance_calibration_medium_oracle", "guidance_calibration",
+     guidance_calibration.thresholds_medium_oracle(), "noise_threshold"),
+    ("noise_levels_medium_oracle", "noise_levels", noise_levels.noise_levels_medium_oracle(), "noise_std"),
+])  # fmt: skip
+def test_a_medium_oracle_variant_runs_only_when_named(tmp_path, name, study, levels, flag):
+    """A variant: one sweep per noise level of its config (whatever the scale), then its study's
+    report; never part of the default plan."""
+    assert all(s.study not in reproduce.VARIANTS for s in reproduce.steps("tiny", tmp_path))
+    prefix = "eps" if flag == "noise_threshold" else "noise"
+    for scale in reproduce.SCALES:
+        *sweeps, report = reproduce.steps(scale, tmp_path, (name,))
+        assert len(sweeps) == 6
+        assert [s.workdir for s in sweeps] == [tmp_path / name / f"{prefix}={v!r}" for v in levels]
+        for s, v in zip(sweeps, levels, strict=True):
+            assert s.kind == "sweep" and s.args[1] == f"--config=configs/{study}.py:medium_oracle"
+            assert s.args[3] == f"--config.{flag}={v!r}" and s.networks is None
+        assert report.kind == "report" and report.study == name
+        assert report.workdir == tmp_path / name / f"{study}.md"
+        assert f"--study={study}" in report.args and report.needs == tuple(s.workdir for s in sweeps)

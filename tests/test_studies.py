@@ -53,6 +53,40 @@ def test_guidance_calibration_is_fundps_on_poisson_over_the_published_thresholds
     assert studies.STUDIES["guidance_calibration"] == ("sweeps", POSTERIOR)  # the five metrics of Fig. 8
 
 
+def test_guidance_calibration_medium_oracle_is_the_published_grid_with_the_exact_prior_on_poisson_fixed():
+    """Our variant: FunDPS (published profile, exact GRF prior score: the medium table's
+    ``fundps_oracle`` row, uncalibrated) on `poisson_fixed` at 32 x 32 against its exact posterior,
+    the published thresholds and weights, noise eps / 3; the published protocol is untouched."""
+    default = _plain(guidance_calibration.get_config(""))
+    config = guidance_calibration.get_config("medium_oracle")
+    assert _plain(guidance_calibration.get_config("")) == default  # building the variant changes nothing
+    assert list(config.tasks) == ["poisson_fixed"] and config.tasks.poisson_fixed.resolution == 32
+    assert config.reference.method == "exact" and _plain(config.references) == {
+        "poisson_fixed": _plain(config.reference)
+    }
+    assert list(config.samplers) == ["fundps_oracle"]
+    entry = config.samplers.fundps_oracle
+    assert entry.sampler == "fundps" and _plain(entry.networks) == {} and "calibrate" not in entry
+    assert _plain(entry.options) == {"profile": "published", "prior": "oracle", "num_steps": 100}
+    assert _plain(entry.axes) == {"guidance": list(guidance_calibration.PUBLISHED_GUIDANCE)}
+    assert len(entry.axes.guidance) == 11 and max(entry.axes.guidance) == 1000.0
+    medium = main_table.get_config("medium:poisson_fixed:fundps_oracle").samplers.fundps_oracle
+    assert _plain(medium.options) == _plain(entry.options)  # the medium table's oracle row
+    assert (config.num_cases, config.num_samples, config.training.scale) == (10, 64, "medium")
+    assert guidance_calibration.thresholds_medium_oracle() == (3e-4, 4e-4, 5e-4, 6e-4, 7e-4, 8e-4)
+    for eps in guidance_calibration.thresholds_medium_oracle():
+        config.noise_threshold = eps
+        assert config.tasks.poisson_fixed.noise_std == pytest.approx(eps / 3, rel=1e-12)
+    (spec,) = settings(config).samplers
+    assert spec.calibrate is None and spec.axes == {"guidance": guidance_calibration.PUBLISHED_GUIDANCE}
+    # the published default: Poisson at 128 x 128, the eps rule, the trained joint prior
+    assert list(default["tasks"]) == ["poisson"] and default["reference"]["method"] == "rejection"
+    fundps = default["samplers"]["fundps"]
+    assert fundps["networks"]["model"] and "prior" not in fundps["options"]
+    with pytest.raises(ValueError, match="config argument"):
+        guidance_calibration.get_config("medium")
+
+
 def test_noise_levels_run_the_papers_guided_samplers_at_their_published_profiles_and_noise():
     config = noise_levels.get_config("")
     assert set(config.samplers) == {"fundps", "funddps", "ddis", "diffusionpde", "esmda", "mc_dropout"}
@@ -73,6 +107,33 @@ def test_noise_levels_run_the_papers_guided_samplers_at_their_published_profiles
     assert sigmas == pytest.approx([e / 3 for e in guidance_calibration.thresholds(False)], rel=1e-8)
     config.noise_std = sigmas[3]
     assert config.tasks.poisson.noise_std == sigmas[3] and config.reference.eps == pytest.approx(6e-4)
+
+
+def test_noise_levels_medium_oracle_runs_the_oracle_guided_samplers_and_esmda_on_poisson_fixed():
+    """Our variant: the medium table's oracle rows (no network) and ES-MDA, uncalibrated, at x 1/4, x 1,
+    x 4 of each Poisson value, on `poisson_fixed` 32 x 32 against its exact posterior, noise sigma."""
+    default = _plain(noise_levels.get_config(""))
+    config = noise_levels.get_config("medium_oracle")
+    assert _plain(noise_levels.get_config("")) == default
+    assert list(config.tasks) == ["poisson_fixed"] and config.tasks.poisson_fixed.resolution == 32
+    assert config.reference.method == "exact"
+    assert set(config.samplers) == {"fundps_oracle", "dps_oracle", "diffusionpde_oracle", "esmda"}
+    medium = main_table.get_config("medium:poisson_fixed").samplers
+    for label, entry in config.samplers.items():
+        assert "calibrate" not in entry and _plain(entry.networks) == {}
+        assert _plain(entry.options) == _plain(medium[label].options), label
+    assert {k: tuple(v.axes.get("guidance", ())) for k, v in config.samplers.items()} == {
+        "fundps_oracle": (400.0, 1600.0, 6400.0),  # published Poisson 1600
+        "dps_oracle": (400.0, 1600.0, 6400.0),  # ours 1600: DPS has no published profile
+        "diffusionpde_oracle": (5000.0, 20000.0, 80000.0),  # published Poisson 20000
+        "esmda": (),
+    }
+    assert config.samplers.esmda.options.profile == "published"
+    assert noise_levels.noise_levels_medium_oracle() == noise_levels.noise_levels(False)
+    for sigma in noise_levels.noise_levels_medium_oracle():
+        config.noise_std = sigma
+        assert config.tasks.poisson_fixed.noise_std == sigma
+    assert all(spec.calibrate is None for spec in settings(config).samplers)
 
 
 @pytest.mark.parametrize(("module", "field", "grid"), [
