@@ -29,7 +29,9 @@ writes the reports (`summary.md`, `results.json`, `figures/`):
   calibration split only): validation: NRMSE_i <= delta; spread: member std /
   coordinate std <= delta; conformal: half-width / std <= z delta (z the
   standard normal quantile of the level: the half-width of a Gaussian residual
-  of NRMSE delta); geometric: the retained directions; none: all.
+  of NRMSE delta); geometric: the retained directions; none: all. The raw readings
+  (``*_raw``: the signals in the coordinates' own units) have no scale-free operating point
+  and get ranking scores only.
   `figures/learned_*.png`: seed-mean Y and Z curves against the random reference (Figs. 5, 6).
 * Tables 5 / 6 and the budget table (`conformal_tables`): the conformal-width rule per
   configuration and family (ID): geometric AUROC and D, D against the geometric reference
@@ -75,7 +77,9 @@ PAPER_TABLE6 = {
 # the paper's Fig. 7 budgets: Z of conformal-width rankings at Q = 10/17 ... 16/17 (Flooding M12:
 # 0.067 at 14/17 against the random 3/17)
 BUDGETS = (10, 11, 12, 13, 14, 15, 16)
-RULES = ("validation", "spread", "conformal", "oracle", "none")
+# rules with no scale-free operating point (`estimators.confidences`: the raw readings): ranked only
+RANKING_ONLY = ("validation_raw", "spread_raw", "conformal_raw")
+RULES = ("validation", "spread", "conformal", "oracle", "none", *RANKING_ONLY)
 SCRS = ("none", "validation", "oracle")
 SELECTION = ("crc_auc", "geometric_auroc", "excess_abstention")
 
@@ -286,8 +290,11 @@ def _interface_field(c, *, grid, width):
     return interface.indicator(c, grid, width)
 
 
-def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray:
-    """The rule's operating point (see module doc): bool claims `(m,)` from its confidence `u`."""
+def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray | None:
+    """The rule's operating point (see module doc): bool claims `(m,)` from its confidence `u`
+    (None for the ranking-only raw rules)."""
+    if rule in RANKING_ONLY:
+        return None
     if rule == "validation" or rule == "spread":
         return -u <= delta
     if rule == "conformal":
@@ -384,8 +391,9 @@ def _plot_budgets(path: Path, items: list) -> None:
     plt.close(fig)
 
 
-def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, dict]:
-    """Tables 3-6 and the budget table (see module doc and `conformal_tables`), per-seed results."""
+def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, tuple, dict]:
+    """Tables 3-6 and the budget table (see module doc and `conformal_tables`), the same three
+    tables for the raw conformal widths, per-seed results."""
     cfg = config.learned
     train_config = est.train_config(
         num_steps=cfg.num_steps,
@@ -459,7 +467,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                         claimed = _claimed(rule, u, config.delta, cfg.level)
                         hit = geo.hits(g, r["directional_nrmse"], config.delta)
                         sel = geo.selection(u, g.retained, hit)
-                        sc = geo.scrs(claimed, g.retained, hit)
+                        sc = None if claimed is None else geo.scrs(claimed, g.retained, hit)
                         combos[rule].append((label, family, split, claimed, sc, sel, g))
             rows3.append(f"| {label} | {family} | {counts} | {seeds} | {cells[0]} | {cells[1]} |")
             results[label][family] = rec | {"final_loss": final_loss, "problems": problems}
@@ -493,11 +501,12 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         scrs_m, crc, auc, d, dr = [], [], [], [], []
         for key in keys:
             sub = [it for it in items if it[:3] == key]
-            below = np.mean([np.sum(it[3] & ~it[6].retained) for it in sub])
-            mean_scrs = np.mean([it[4].value or 0.0 for it in sub])
-            overclaims += below > 0
-            passes += below == 0 and mean_scrs > 0
-            scrs_m.append(mean_scrs)
+            if rule not in RANKING_ONLY:
+                below = np.mean([np.sum(it[3] & ~it[6].retained) for it in sub])
+                mean_scrs = np.mean([it[4].value or 0.0 for it in sub])
+                overclaims += below > 0
+                passes += below == 0 and mean_scrs > 0
+                scrs_m.append(mean_scrs)
             for it in sub:
                 sel, gg = it[5], it[6]
                 if sel.crc_auc.defined:
@@ -507,12 +516,19 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                 if sel.excess_abstention.defined:
                     d.append(sel.excess_abstention.value)
                     dr.append(sel.excess_abstention.value / (gg.num_retained / (2 * gg.retained.size)))
+        fixed = (
+            f"{passes} / {len(keys)} | {overclaims} | {np.mean(scrs_m):.3f}"
+            if rule not in RANKING_ONLY
+            else "– (ranking only) | – | –"
+        )
         rows4.append(
-            f"| {rule} | {passes} / {len(keys)} | {overclaims} | {np.mean(scrs_m):.3f} | "
+            f"| {rule} | {fixed} | "
             + " | ".join(_mean_std(v) if v else "undefined" for v in (crc, auc, d, dr))
             + " |"
         )
     t5, t6, t7, results["conformal"] = conformal_tables(combos["conformal"])
+    raw = conformal_tables(combos["conformal_raw"])
+    results["conformal_raw"] = raw[3]
     if path:
         _plot_budgets(path / "figures" / "budgets_conformal.png", combos["conformal"])
     t3 = _table(
@@ -546,7 +562,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         rows4,
     )
     results["invalid"] = invalid
-    return t3, t4, t5, t6, t7, results
+    return t3, t4, t5, t6, t7, raw[:3], results
 
 
 def run(config, workdir: str | None = None) -> dict:
@@ -568,7 +584,7 @@ def run(config, workdir: str | None = None) -> dict:
         f"OOD shift {config.controlled.ood_shift} std, scale x{config.controlled.ood_scale})\n\n{t2}\n"
     )
     if config.learned.configurations:
-        t3, t4, t5, t6, t7, results["learned"] = learned(config, path)
+        t3, t4, t5, t6, t7, (r5, r6, r7), results["learned"] = learned(config, path)
         lc = config.learned
         text += (
             f"\n## Table 3: learned estimators, ID and OOD ({lc.num_seeds} seeds x {lc.num_members} members, "
@@ -578,6 +594,9 @@ def run(config, workdir: str | None = None) -> dict:
             "## Table 6: excess abstention D of conformal-width rankings against the geometric "
             f"reference (ID)\n\n{t6}\n\n"
             f"## Below-threshold abstention at fixed claim budgets (conformal width, ID; Fig. 7)\n\n{t7}\n\n"
+            "## Tables 5, 6 and the budgets again, raw conformal widths (not divided by the direction's "
+            "calibration std; the other reading of the paper, `estimators.confidences`)\n\n"
+            f"{r5}\n\n{r6}\n\n{r7}\n\n"
             "## Invalid seeds (excluded from every mean above; `posteriorjax.training.health`)\n\n"
             + ("\n".join(results["learned"]["invalid"]) or "none")
             + "\n"
