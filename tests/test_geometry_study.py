@@ -80,3 +80,14 @@ def test_invalid_seeds_leave_the_learned_tables(monkeypatch):
     assert set(rows) == set(study.RULES)
     for rule, passes in rows.items():
         assert passes == "– (ranking only)" if rule in study.RANKING_ONLY else passes.endswith("/ 2"), rule
+
+
+def test_floor_table_bounds_the_directional_nrmse():
+    """The exact linearized posterior never does worse than the prior (floor <= 1), and on Flooding
+    M12 (16²) it sees every retained direction to better than delta / 2."""
+    config = _config((("Flooding M12", "interface_transport", 12),), ("mlp",))
+    text, out = study.floor_table(config)
+    floor, retained = np.asarray(out["Flooding M12"]["floor"]), np.asarray(out["Flooding M12"]["retained"])
+    assert floor.shape == (17,) and np.all((floor > 0) & (floor <= 1 + 1e-12))
+    assert np.all(floor[retained] < 0.15)
+    assert "| Flooding M12 | 13 / 4 | 13 / 13 |" in text

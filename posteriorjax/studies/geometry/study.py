@@ -33,6 +33,9 @@ writes the reports (`summary.md`, `results.json`, `figures/`):
   (``*_raw``: the signals in the coordinates' own units) have no scale-free operating point
   and get ranking scores only.
   `figures/learned_*.png`: seed-mean Y and Z curves against the random reference (Figs. 5, 6).
+* The Bayes-linear floor (`floor_table`): per learning configuration, the directional NRMSE
+  of the exact posterior mean of the linearized problem, the hits and below-threshold claims
+  an estimator at that floor would make, and the AUROC of its conformal widths.
 * Tables 5 / 6 and the budget table (`conformal_tables`): the conformal-width rule per
   configuration and family (ID): geometric AUROC and D, D against the geometric reference
   R / (2m), and Z at the paper's budgets Q = 10/17 ... 16/17; `figures/budgets_conformal.png`
@@ -391,6 +394,53 @@ def _plot_budgets(path: Path, items: list) -> None:
     plt.close(fig)
 
 
+def floor_table(config) -> tuple[str, dict]:
+    """The Bayes-linear floor of every learned configuration (`metrics.geometry.linear_posterior_nrmse`).
+
+    Per configuration: the directional NRMSE of the exact posterior mean of the problem
+    linearized at the prior mean (the task's diagonal Gaussian prior, its noise), i.e. what an
+    estimator trained on prior draws approaches; from it, the retained directions that can be
+    hits (floor <= delta), the below-threshold directions a delta-gated calibration error would
+    claim at the floor (floor <= delta), and the geometric AUROC of the conformal widths the
+    exact posterior would have (2 z floor_i normalized; times the direction's prior std raw).
+    """
+    z = norm.ppf(0.5 + config.learned.level / 2)
+    rows, out = [], {}
+    for entry in config.learned.configurations:
+        label, name, frames, options = unpack(entry)
+        task = build_task(name, frames, config.resolution, **options)
+        with jax.enable_x64(True):
+            g, _, _, cov = analyze_task(task, config.tau)
+        prior = np.asarray(task.prior.std, np.float64).reshape(-1) ** 2
+        floor = geo.linear_posterior_nrmse(g, prior, cov)
+        w = g.metric_sqrt @ g.V
+        prior_std = np.sqrt(np.einsum("ji,j,ji->i", w, prior, w))
+        below_ok = np.flatnonzero(~g.retained & (floor <= config.delta))
+        auc = geo.auroc(-2 * z * floor, g.retained), geo.auroc(-2 * z * floor * prior_std, g.retained)
+        rows.append(
+            f"| {label} | {g.num_retained} / {g.num_below} | "
+            f"{int(np.sum(g.retained & (floor <= config.delta)))} / {g.num_retained} | "
+            f"{', '.join(f'{v:.3f}' for v in floor[~g.retained])} | {len(below_ok)} | "
+            f"{auc[0]:.3f} | {auc[1]:.3f} |"
+        )
+        out[label] = {
+            "floor": floor.tolist(),
+            "retained": g.retained.tolist(),
+            "prior_std": prior_std.tolist(),
+            "below_within_delta": below_ok.tolist(),
+        }
+    header = [
+        "configuration",
+        "retained / below",
+        f"possible hits (floor <= {config.delta})",
+        "floor NRMSE of the below-threshold directions",
+        f"below-threshold within {config.delta}",
+        "AUROC, floor widths",
+        "AUROC, raw floor widths",
+    ]
+    return _table(header, rows), out
+
+
 def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, tuple, dict]:
     """Tables 3-6 and the budget table (see module doc and `conformal_tables`), the same three
     tables for the raw conformal widths, per-seed results."""
@@ -585,6 +635,7 @@ def run(config, workdir: str | None = None) -> dict:
     )
     if config.learned.configurations:
         t3, t4, t5, t6, t7, (r5, r6, r7), results["learned"] = learned(config, path)
+        t_floor, results["floor"] = floor_table(config)
         lc = config.learned
         text += (
             f"\n## Table 3: learned estimators, ID and OOD ({lc.num_seeds} seeds x {lc.num_members} members, "
@@ -597,6 +648,8 @@ def run(config, workdir: str | None = None) -> dict:
             "## Tables 5, 6 and the budgets again, raw conformal widths (not divided by the direction's "
             "calibration std; the other reading of the paper, `estimators.confidences`)\n\n"
             f"{r5}\n\n{r6}\n\n{r7}\n\n"
+            "## Bayes-linear floor (the exact posterior mean of the linearized problem; `floor_table`)"
+            f"\n\n{t_floor}\n\n"
             "## Invalid seeds (excluded from every mean above; `posteriorjax.training.health`)\n\n"
             + ("\n".join(results["learned"]["invalid"]) or "none")
             + "\n"
