@@ -18,9 +18,9 @@ families, 160/60/80, 2 seeds x 3 members, 300 steps. `reference`: Tables 1 and 2
 at full scale only (no learned estimators). `medium`: 64² and the full splits, controlled
 3 seeds; learned MLP and GRU only, 3 seeds x 3 members, 2000 steps. `medium_unipde`: `medium`
 plus UniPDE and UniPDE-noalign (FNO and DeepONet at this scale need hours of the shared CPU:
-`experiments.geometry_dryrun`). `medium_long` / `medium_long8`: Flooding M12 alone, MLP and GRU / the MLP
-alone as in `medium` but 8000 / 16000 steps (a training-length experiment; controlled problems
-1 seed).
+`experiments.geometry_dryrun`). `medium_flood` / `medium_long` / `medium_long8`: Flooding M12 alone as in
+`medium` (the same numbers: streams are keyed by name), MLP and GRU for 2000 / 8000 steps, the
+MLP alone for 16000 (a training-length experiment; controlled problems 1 seed).
 """
 
 import ml_collections
@@ -123,19 +123,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.learned.num_members = 3
         config.learned.num_steps = 2000
         config.learned.options.gru = dict(hidden=64)
-    elif arg in ("medium_long", "medium_long8"):  # Flooding M12, 4x (MLP, GRU) / 8x (MLP) the steps
+    elif arg in ("medium_flood", "medium_long", "medium_long8"):  # Flooding M12, 1x / 4x / 8x the steps
         config.controlled.num_seeds = 1
         config.learned.configurations = (("Flooding M12", "interface_transport", 12),)
-        config.learned.estimators = ("mlp", "gru") if arg == "medium_long" else ("mlp",)
+        config.learned.estimators = ("mlp",) if arg == "medium_long8" else ("mlp", "gru")
         config.learned.num_seeds = 3
         config.learned.num_members = 3
-        config.learned.num_steps = 8000 if arg == "medium_long" else 16000
+        config.learned.num_steps = {"medium_flood": 2000, "medium_long": 8000, "medium_long8": 16000}[arg]
         config.learned.options.gru = dict(hidden=64)
     elif arg == "reference":  # Tables 1 and 2 at full scale, no learned estimators
         config.learned.configurations = ()
     elif arg not in (None, ""):
         raise ValueError(
-            "config argument: expected '', 'tiny', 'medium', 'medium_unipde', 'medium_long', "
-            f"'medium_long8' or 'reference', got {arg!r}"
+            "config argument: expected '', 'tiny', 'medium', 'medium_unipde', 'medium_flood', "
+            f"'medium_long', 'medium_long8' or 'reference', got {arg!r}"
         )
     return config

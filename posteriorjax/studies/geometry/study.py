@@ -509,6 +509,12 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                     "scrs_validation": val,
                     "scrs_oracle": ora,
                     "hits": [r["hits"] for r in ev],
+                    # per seed, per direction (the order of V): test NRMSE and each rule's confidence
+                    "directional_nrmse": [np.asarray(r["directional_nrmse"]).tolist() for r in ev],
+                    "confidence": {
+                        rule: [np.asarray(run["confidence"][rule]).tolist() for run in runs]
+                        for rule in runs[0]["confidence"]
+                    },
                 }
                 for r, run in zip(ev, runs, strict=True):
                     conf = run["confidence"]
