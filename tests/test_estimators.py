@@ -212,6 +212,10 @@ def test_raw_confidences_rank_a_prior_pinned_unobserved_direction_first():
     assert geo.auroc(conf["conformal"], g.retained).value == 1.0
     assert geo.auroc(conf["conformal_raw"], g.retained).value == 0.0
     assert geo.auroc(conf["validation_raw"], g.retained).value == 0.0
+    # on one common scale (RMS of the two stds, ~0.71) the prior-pinned direction is within delta
+    np.testing.assert_allclose(-conf["validation_global"], rmse / np.sqrt(np.mean(d_true.std(0) ** 2)))
+    assert (-conf["validation_global"] <= 0.3).tolist() == [True, True]
+    assert (-conf["validation"] <= 0.3).tolist() == [True, False]
 
 
 def test_bad_confidences_are_rejected(problem, trained):

@@ -56,7 +56,16 @@ from posteriorjax.reference import registry
 from posteriorjax.training import health
 
 ESTIMATORS = ("mlp", "gru", "fno", "deeponet", "unipde", "unipde_noalign")
-CONFIDENCES = ("validation", "spread", "conformal", "oracle", "validation_raw", "spread_raw", "conformal_raw")
+CONFIDENCES = (
+    "validation",
+    "spread",
+    "conformal",
+    "oracle",
+    "validation_raw",
+    "spread_raw",
+    "conformal_raw",
+    "validation_global",
+)
 
 
 # ----------------------------------------------------------------------------
@@ -516,7 +525,10 @@ def confidences(geometry: geo.Geometry, cal_pred, cal_truth, *, level: float = 0
 
     Raw readings (the same signals not divided by s_i, in the units of the coordinate
     d_i = v_i^T G^(1/2) c, i.e. of the state metric G): ``validation_raw`` = -RMSE_i,
-    ``spread_raw`` = -(mean member std), ``conformal_raw`` = -(conformal interval width).
+    ``spread_raw`` = -(mean member std), ``conformal_raw`` = -(conformal interval width);
+    ``validation_global`` = -RMSE_i / sqrt(mean_j s_j^2), the raw calibration error on one
+    scale common to all directions (so that a tolerance delta applies to it; it ranks as
+    ``validation_raw``).
     The paper ranks by "calibration error", "conformal interval width" and "ensemble
     spread" (Sec. 5.5) and does not say (its formulas are lost) whether they are
     normalized per direction. The two readings rank differently whenever the
@@ -541,6 +553,7 @@ def confidences(geometry: geo.Geometry, cal_pred, cal_truth, *, level: float = 0
         "validation_raw": -nrmse * scale,
         "spread_raw": -spread,
         "conformal_raw": -width,
+        "validation_global": -nrmse * scale / np.sqrt(np.mean(scale**2)),
     }
 
 

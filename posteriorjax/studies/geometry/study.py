@@ -29,7 +29,8 @@ writes the reports (`summary.md`, `results.json`, `figures/`):
   calibration split only): validation: NRMSE_i <= delta; spread: member std /
   coordinate std <= delta; conformal: half-width / std <= z delta (z the
   standard normal quantile of the level: the half-width of a Gaussian residual
-  of NRMSE delta); geometric: the retained directions; none: all. The raw readings
+  of NRMSE delta); geometric: the retained directions; none: all; validation_global
+  (`estimators.confidences`): RMSE_i / (RMS of the directions' calibration stds) <= delta. The raw readings
   (``*_raw``: the signals in the coordinates' own units) have no scale-free operating point
   and get ranking scores only.
   `figures/learned_*.png`: seed-mean Y and Z curves against the random reference (Figs. 5, 6).
@@ -82,7 +83,7 @@ PAPER_TABLE6 = {
 BUDGETS = (10, 11, 12, 13, 14, 15, 16)
 # rules with no scale-free operating point (`estimators.confidences`: the raw readings): ranked only
 RANKING_ONLY = ("validation_raw", "spread_raw", "conformal_raw")
-RULES = ("validation", "spread", "conformal", "oracle", "none", *RANKING_ONLY)
+RULES = ("validation", "spread", "conformal", "oracle", "none", "validation_global", *RANKING_ONLY)
 SCRS = ("none", "validation", "oracle")
 SELECTION = ("crc_auc", "geometric_auroc", "excess_abstention")
 
@@ -298,7 +299,7 @@ def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray
     (None for the ranking-only raw rules)."""
     if rule in RANKING_ONLY:
         return None
-    if rule == "validation" or rule == "spread":
+    if rule in ("validation", "spread", "validation_global"):
         return -u <= delta
     if rule == "conformal":
         return -u / 2 <= norm.ppf(0.5 + level / 2) * delta
