@@ -2,9 +2,12 @@
 
 import json
 
+import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 
 from configs import geometry as geometry_config
+from posteriorjax.metrics import geometry as geo
 from posteriorjax.studies import estimators as est
 from posteriorjax.studies.geometry import study
 from posteriorjax.training import health
@@ -91,3 +94,15 @@ def test_floor_table_bounds_the_directional_nrmse():
     assert floor.shape == (17,) and np.all((floor > 0) & (floor <= 1 + 1e-12))
     assert np.all(floor[retained] < 0.15)
     assert "| Flooding M12 | 13 / 4 | 13 / 13 |" in text
+    assert 0 < out["Flooding M12"]["linearization_residual"] < 2
+
+
+def test_linearization_residual_is_zero_for_a_linear_map_and_not_for_a_quadratic(x64):
+    jac = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
+    g = geo.from_jacobian(jac, noise_cov=0.5)
+    c0 = np.array([0.3, -0.2])
+    args = (g, c0, 0.5, np.array([1.0, 0.5]), jr.key(0))
+    linear = study.linearization_residual(lambda c: jnp.asarray(jac) @ c, *args)
+    assert linear < 1e-12
+    quad = study.linearization_residual(lambda c: jnp.asarray(jac) @ c + 0.5 * jnp.sum((c - c0) ** 2), *args)
+    assert quad > 0.05
