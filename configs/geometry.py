@@ -16,7 +16,11 @@ controlled 1600/500/800 x 5 seeds, learned 1600/500/800, 5 seeds x 5 members,
 controlled 160/50/80 x 2 seeds; learned Battery M0, M2 and Flooding M12, the six
 families, 160/60/80, 2 seeds x 3 members, 300 steps. `reference`: Tables 1 and 2
 at full scale only (no learned estimators). `medium`: 64² and the full splits, controlled
-3 seeds; learned MLP and GRU only, 3 seeds x 3 members, 2000 steps.
+3 seeds; learned MLP and GRU only, 3 seeds x 3 members, 2000 steps. `medium_unipde`: `medium`
+plus UniPDE and UniPDE-noalign (FNO and DeepONet at this scale need hours of the shared CPU:
+`experiments.geometry_dryrun`). `medium_flood` / `medium_long` / `medium_long8`: Flooding M12 alone as in
+`medium` (the same numbers: streams are keyed by name), MLP and GRU for 2000 / 8000 steps, the
+MLP alone for 16000 (a training-length experiment; controlled problems 1 seed).
 """
 
 import ml_collections
@@ -112,8 +116,26 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.learned.num_members = 3
         config.learned.num_steps = 2000
         config.learned.options.gru = dict(hidden=64)
+    elif arg == "medium_unipde":  # `medium` plus UniPDE and UniPDE-noalign (what the CPU allows)
+        config.controlled.num_seeds = 3
+        config.learned.estimators = ("mlp", "gru", "unipde", "unipde_noalign")
+        config.learned.num_seeds = 3
+        config.learned.num_members = 3
+        config.learned.num_steps = 2000
+        config.learned.options.gru = dict(hidden=64)
+    elif arg in ("medium_flood", "medium_long", "medium_long8"):  # Flooding M12, 1x / 4x / 8x the steps
+        config.controlled.num_seeds = 1
+        config.learned.configurations = (("Flooding M12", "interface_transport", 12),)
+        config.learned.estimators = ("mlp",) if arg == "medium_long8" else ("mlp", "gru")
+        config.learned.num_seeds = 3
+        config.learned.num_members = 3
+        config.learned.num_steps = {"medium_flood": 2000, "medium_long": 8000, "medium_long8": 16000}[arg]
+        config.learned.options.gru = dict(hidden=64)
     elif arg == "reference":  # Tables 1 and 2 at full scale, no learned estimators
         config.learned.configurations = ()
     elif arg not in (None, ""):
-        raise ValueError(f"config argument: expected '', 'tiny', 'medium' or 'reference', got {arg!r}")
+        raise ValueError(
+            "config argument: expected '', 'tiny', 'medium', 'medium_unipde', 'medium_flood', "
+            f"'medium_long', 'medium_long8' or 'reference', got {arg!r}"
+        )
     return config

@@ -186,6 +186,38 @@ def test_confidences_cover_held_out_data_and_have_the_right_length(problem, trai
     assert ev["selection"]["oracle"].geometric_auroc.value == 1.0
 
 
+def test_raw_confidences_rank_a_prior_pinned_unobserved_direction_first():
+    """Two coefficients, only the first observed (J = [1, 0]); the unobserved one has a prior 50x
+    tighter and is predicted at its prior mean. Normalized by the calibration std, its width is the
+    widest (NRMSE 1), so the observed direction is claimed first; as raw widths, the prior-pinned
+    direction is the narrowest and is claimed first (the paper's "prior ... leading to narrower
+    intervals", Sec. 5.6)."""
+    g = geo.from_jacobian(np.array([[1.0, 0.0]]), noise_cov=1.0)
+    assert g.retained.tolist() == [True, False] and np.allclose(np.abs(g.V), np.eye(2))
+    rng = np.random.default_rng(0)
+    n = 400
+    truth = rng.standard_normal((n, 2)) * np.array([1.0, 0.02])
+    err = 0.2 * rng.standard_normal((2, n))  # two members, each 0.2 off on the observed coefficient
+    pred = np.stack([np.stack([truth[:, 0] + e, np.zeros(n)], axis=1) for e in err])
+    conf = est.confidences(g, pred, truth, level=0.9)
+    d_true = geo.project(g, truth)
+    resid = geo.project(g, pred.mean(0)) - d_true
+    width = 2 * est.conformal_halfwidths(resid, 0.9)
+    np.testing.assert_allclose(-conf["conformal_raw"], width, rtol=1e-12)
+    np.testing.assert_allclose(-conf["conformal"], width / d_true.std(0), rtol=1e-12)
+    rmse = np.sqrt(np.mean(resid**2, axis=0))
+    np.testing.assert_allclose(-conf["validation_raw"], rmse, rtol=1e-12)
+    np.testing.assert_allclose(-conf["spread_raw"], pred.std(0).mean(0) @ np.abs(g.V), rtol=1e-12)
+    # widths: observed ~ 2 x 1.645 x 0.14 = 0.47 (std 1), unobserved ~ 2 x 1.645 x 0.02 = 0.066 (std 0.02)
+    assert geo.auroc(conf["conformal"], g.retained).value == 1.0
+    assert geo.auroc(conf["conformal_raw"], g.retained).value == 0.0
+    assert geo.auroc(conf["validation_raw"], g.retained).value == 0.0
+    # on one common scale (RMS of the two stds, ~0.71) the prior-pinned direction is within delta
+    np.testing.assert_allclose(-conf["validation_global"], rmse / np.sqrt(np.mean(d_true.std(0) ** 2)))
+    assert (-conf["validation_global"] <= 0.3).tolist() == [True, True]
+    assert (-conf["validation"] <= 0.3).tolist() == [True, False]
+
+
 def test_bad_confidences_are_rejected(problem, trained):
     g = problem["geometry"]
     pred = trained["mlp"][2]

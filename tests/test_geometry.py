@@ -96,6 +96,27 @@ def _brute_force_yield(u, hit):
     return np.mean(curves, axis=0)
 
 
+def test_linear_posterior_nrmse_closed_forms():
+    """y = c_1 + e, e ~ N(0, s^2): the observed direction's NRMSE is s / sqrt(1 + s^2) (unit prior),
+    the null direction's 1 under an independent prior and sqrt(1 - rho^2 / (1 + s^2)) under a prior
+    with correlation rho; a Monte Carlo posterior mean gives the same."""
+    s2, rho = 0.25, 0.8
+    g = geo.from_jacobian(np.array([[1.0, 0.0]]), noise_cov=s2)
+    np.testing.assert_allclose(np.abs(g.V), np.eye(2), atol=1e-15)
+    np.testing.assert_allclose(geo.linear_posterior_nrmse(g, 1.0, s2), [np.sqrt(s2 / (1 + s2)), 1.0])
+    prior = np.array([[1.0, rho], [rho, 1.0]])
+    expect = [np.sqrt(s2 / (1 + s2)), np.sqrt(1 - rho**2 / (1 + s2))]
+    np.testing.assert_allclose(geo.linear_posterior_nrmse(g, prior, s2), expect, rtol=1e-12)
+    rng = np.random.default_rng(0)
+    c = rng.multivariate_normal(np.zeros(2), prior, size=200_000)
+    y = c[:, 0] + np.sqrt(s2) * rng.standard_normal(len(c))
+    mean = np.outer(y / (1 + s2), [1.0, rho])  # E[c | y] = P J^T (J P J^T + s^2)^-1 y
+    d_mean, d_true = geo.project(g, mean), geo.project(g, c)
+    np.testing.assert_allclose(geo.directional_nrmse(d_mean, d_true), expect, rtol=1e-2)
+    with pytest.raises(ValueError, match="prior_cov"):
+        geo.linear_posterior_nrmse(g, np.ones(3), s2)
+
+
 def test_ties_are_averaged_over_orderings():
     u = np.array([0.5, 0.2, 0.5, 0.5, 0.1, 0.2])
     hit = np.array([True, False, False, True, False, True])

@@ -2,9 +2,12 @@
 
 import json
 
+import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 
 from configs import geometry as geometry_config
+from posteriorjax.metrics import geometry as geo
 from posteriorjax.studies import estimators as est
 from posteriorjax.studies.geometry import study
 from posteriorjax.training import health
@@ -74,5 +77,32 @@ def test_invalid_seeds_leave_the_learned_tables(monkeypatch):
         "- Flooding M12 / gru: seed 0: near-constant prediction: median prediction spread ratio 0 < 0.01"
     ]
     assert "nrmse" not in results["Flooding M12"]["gru"]
-    # Table 4 counts the (configuration, family, split) combinations of valid runs only: mlp's two
-    assert all(line.split("|")[2].strip().endswith("/ 2") for line in t4.splitlines()[2:])
+    # Table 4 counts the (configuration, family, split) combinations of valid runs only: mlp's two;
+    # the raw readings have no operating point and are ranked only
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in t4.splitlines()[2:]}
+    assert set(rows) == set(study.RULES)
+    for rule, passes in rows.items():
+        assert passes == "– (ranking only)" if rule in study.RANKING_ONLY else passes.endswith("/ 2"), rule
+
+
+def test_floor_table_bounds_the_directional_nrmse():
+    """The exact linearized posterior never does worse than the prior (floor <= 1), and on Flooding
+    M12 (16²) it sees every retained direction to better than delta / 2."""
+    config = _config((("Flooding M12", "interface_transport", 12),), ("mlp",))
+    text, out = study.floor_table(config)
+    floor, retained = np.asarray(out["Flooding M12"]["floor"]), np.asarray(out["Flooding M12"]["retained"])
+    assert floor.shape == (17,) and np.all((floor > 0) & (floor <= 1 + 1e-12))
+    assert np.all(floor[retained] < 0.15)
+    assert "| Flooding M12 | 13 / 4 | 13 / 13 |" in text
+    assert 0 < out["Flooding M12"]["linearization_residual"] < 2
+
+
+def test_linearization_residual_is_zero_for_a_linear_map_and_not_for_a_quadratic(x64):
+    jac = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
+    g = geo.from_jacobian(jac, noise_cov=0.5)
+    c0 = np.array([0.3, -0.2])
+    args = (g, c0, 0.5, np.array([1.0, 0.5]), jr.key(0))
+    linear = study.linearization_residual(lambda c: jnp.asarray(jac) @ c, *args)
+    assert linear < 1e-12
+    quad = study.linearization_residual(lambda c: jnp.asarray(jac) @ c + 0.5 * jnp.sum((c - c0) ** 2), *args)
+    assert quad > 0.05

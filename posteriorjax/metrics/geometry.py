@@ -488,6 +488,33 @@ def scrs(claimed, retained, hit) -> Score:
 # Posterior samplers through the geometry
 
 
+def linear_posterior_nrmse(geometry: Geometry, prior_cov, noise_cov) -> np.ndarray:
+    """Directional NRMSE `(m,)` of the exact posterior mean of the linearized Gaussian problem.
+
+    c ~ N(c0, P) with `prior_cov` P, y = J (c - c0) + N(0, Sigma) with the geometry's
+    Jacobian J and `noise_cov` Sigma (each a scalar, a diagonal or a matrix, SPD). The
+    posterior covariance is Q = (P^-1 + J^T Sigma^-1 J)^-1, and along the coordinate
+    d_i = v_i^T G^(1/2) c (`project`) the mean squared error of the posterior mean over the
+    prior is v_i^T G^(1/2) Q G^(1/2) v_i, so its NRMSE is
+
+        sqrt(w_i^T Q w_i / w_i^T P w_i),  w_i = G^(1/2) v_i.
+
+    No estimator of the linearized problem does better in mean square; this is the floor of
+    `directional_nrmse` that an estimator trained on prior draws approaches (up to the map's
+    nonlinearity): 1 on the exact null space when P is diagonal in V, below 1 where the
+    prior correlates a direction with observed ones or the data see it at all.
+    """
+    m = geometry.V.shape[0]
+    p_sqrt, _ = _spd_inverse_sqrt(prior_cov, m, "prior_cov")
+    _, sigma_isqrt = _spd_inverse_sqrt(noise_cov, geometry.jacobian.shape[0], "noise_cov")
+    a = sigma_isqrt @ geometry.jacobian @ p_sqrt  # whitened by the noise, in prior-standard units
+    # Q = P^(1/2) (I + A^T A)^-1 P^(1/2)
+    q = p_sqrt @ np.linalg.solve(np.eye(m) + a.T @ a, p_sqrt)
+    w = geometry.metric_sqrt @ geometry.V
+    prior = p_sqrt @ p_sqrt
+    return np.sqrt(np.einsum("ji,jk,ki->i", w, q, w) / np.einsum("ji,jk,ki->i", w, prior, w))
+
+
 def std_ratios(geometry: Geometry, samples, ref_samples, ref_weights=None) -> dict:
     """Per-direction ratio of sampler to reference posterior std, and per-class medians.
 
@@ -530,6 +557,7 @@ __all__ = [
     "from_jacobian",
     "hits",
     "jacobian",
+    "linear_posterior_nrmse",
     "perturbation_ratio",
     "project",
     "scrs",

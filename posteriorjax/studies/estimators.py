@@ -30,7 +30,9 @@ from the calibration split, never from test errors: ensemble spread of the
 projected predictions, split-conformal interval width of the absolute projected
 residual (`metrics.calibration.conformal_quantile`), calibration (validation)
 NRMSE and the geometric reference (oracle), each scale-free (divided by the
-calibration std of that direction's coordinate). `evaluate` scores test
+calibration std of that direction's coordinate); the ``*_raw`` rules are the same signals
+in the coordinate's own units (d = V^T G^(1/2) c: the interval width itself, the RMSE, the member
+std), the other reading of the paper, whose formulas are lost. `evaluate` scores test
 predictions: directional NRMSE, hits, sCRS under no abstention / validation
 gating / oracle gating, and the ranking scores of every confidence rule
 (`metrics.geometry.selection`). `run_configuration` does all of it for one task:
@@ -54,7 +56,16 @@ from posteriorjax.reference import registry
 from posteriorjax.training import health
 
 ESTIMATORS = ("mlp", "gru", "fno", "deeponet", "unipde", "unipde_noalign")
-CONFIDENCES = ("validation", "spread", "conformal", "oracle")
+CONFIDENCES = (
+    "validation",
+    "spread",
+    "conformal",
+    "oracle",
+    "validation_raw",
+    "spread_raw",
+    "conformal_raw",
+    "validation_global",
+)
 
 
 # ----------------------------------------------------------------------------
@@ -511,6 +522,18 @@ def confidences(geometry: geo.Geometry, cal_pred, cal_truth, *, level: float = 0
     -NRMSE_i of the ensemble mean; ``spread`` = -(mean over cases of the member
     std) / s_i; ``conformal`` = -(conformal interval width) / s_i; ``oracle`` =
     1 on retained directions, 0 below threshold.
+
+    Raw readings (the same signals not divided by s_i, in the units of the coordinate
+    d_i = v_i^T G^(1/2) c, i.e. of the state metric G): ``validation_raw`` = -RMSE_i,
+    ``spread_raw`` = -(mean member std), ``conformal_raw`` = -(conformal interval width);
+    ``validation_global`` = -RMSE_i / sqrt(mean_j s_j^2), the raw calibration error on one
+    scale common to all directions (so that a tolerance delta applies to it; it ranks as
+    ``validation_raw``).
+    The paper ranks by "calibration error", "conformal interval width" and "ensemble
+    spread" (Sec. 5.5) and does not say (its formulas are lost) whether they are
+    normalized per direction. The two readings rank differently whenever the
+    directions' calibration spreads differ: a raw width is narrow on a direction
+    the prior already pins down, whether or not the observations see it.
     """
     d_pred, d_true = _projected(geometry, cal_pred, cal_truth)
     if d_pred.shape[0] < 2:
@@ -521,13 +544,17 @@ def confidences(geometry: geo.Geometry, cal_pred, cal_truth, *, level: float = 0
         raise ValueError("cal_truth: a direction has zero calibration spread; its confidences are undefined")
     spread = d_pred.std(axis=0).mean(axis=0)
     width = 2.0 * conformal_halfwidths(mean - d_true, level)
-    out = {
-        "validation": -geo.directional_nrmse(mean, d_true),
+    nrmse = geo.directional_nrmse(mean, d_true)
+    return {
+        "validation": -nrmse,
         "spread": -spread / scale,
         "conformal": -width / scale,
         "oracle": geometry.retained.astype(np.float64),
+        "validation_raw": -nrmse * scale,
+        "spread_raw": -spread,
+        "conformal_raw": -width,
+        "validation_global": -nrmse * scale / np.sqrt(np.mean(scale**2)),
     }
-    return out
 
 
 def evaluate(

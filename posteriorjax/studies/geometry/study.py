@@ -29,8 +29,14 @@ writes the reports (`summary.md`, `results.json`, `figures/`):
   calibration split only): validation: NRMSE_i <= delta; spread: member std /
   coordinate std <= delta; conformal: half-width / std <= z delta (z the
   standard normal quantile of the level: the half-width of a Gaussian residual
-  of NRMSE delta); geometric: the retained directions; none: all.
+  of NRMSE delta); geometric: the retained directions; none: all; validation_global
+  (`estimators.confidences`): RMSE_i / (RMS of the directions' calibration stds) <= delta. The raw readings
+  (``*_raw``: the signals in the coordinates' own units) have no scale-free operating point
+  and get ranking scores only.
   `figures/learned_*.png`: seed-mean Y and Z curves against the random reference (Figs. 5, 6).
+* The Bayes-linear floor (`floor_table`): per learning configuration, the directional NRMSE
+  of the exact posterior mean of the linearized problem, the hits and below-threshold claims
+  an estimator at that floor would make, and the AUROC of its conformal widths.
 * Tables 5 / 6 and the budget table (`conformal_tables`): the conformal-width rule per
   configuration and family (ID): geometric AUROC and D, D against the geometric reference
   R / (2m), and Z at the paper's budgets Q = 10/17 ... 16/17; `figures/budgets_conformal.png`
@@ -75,7 +81,9 @@ PAPER_TABLE6 = {
 # the paper's Fig. 7 budgets: Z of conformal-width rankings at Q = 10/17 ... 16/17 (Flooding M12:
 # 0.067 at 14/17 against the random 3/17)
 BUDGETS = (10, 11, 12, 13, 14, 15, 16)
-RULES = ("validation", "spread", "conformal", "oracle", "none")
+# rules with no scale-free operating point (`estimators.confidences`: the raw readings): ranked only
+RANKING_ONLY = ("validation_raw", "spread_raw", "conformal_raw")
+RULES = ("validation", "spread", "conformal", "oracle", "none", "validation_global", *RANKING_ONLY)
 SCRS = ("none", "validation", "oracle")
 SELECTION = ("crc_auc", "geometric_auroc", "excess_abstention")
 
@@ -286,9 +294,12 @@ def _interface_field(c, *, grid, width):
     return interface.indicator(c, grid, width)
 
 
-def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray:
-    """The rule's operating point (see module doc): bool claims `(m,)` from its confidence `u`."""
-    if rule == "validation" or rule == "spread":
+def _claimed(rule: str, u: np.ndarray, delta: float, level: float) -> np.ndarray | None:
+    """The rule's operating point (see module doc): bool claims `(m,)` from its confidence `u`
+    (None for the ranking-only raw rules)."""
+    if rule in RANKING_ONLY:
+        return None
+    if rule in ("validation", "spread", "validation_global"):
         return -u <= delta
     if rule == "conformal":
         return -u / 2 <= norm.ppf(0.5 + level / 2) * delta
@@ -384,8 +395,77 @@ def _plot_budgets(path: Path, items: list) -> None:
     plt.close(fig)
 
 
-def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, dict]:
-    """Tables 3-6 and the budget table (see module doc and `conformal_tables`), per-seed results."""
+def linearization_residual(fn, g: geo.Geometry, c0, noise_cov, prior_std, key, num: int = 20) -> float:
+    """How far the map is from its linearization over the prior: sqrt(sum ||r||^2 / sum ||dy||^2),
+    dy = Sigma^(-1/2) (H(c) - H(c0)), r = dy - Sigma^(-1/2) J (c - c0), over `num` prior draws
+    c = c0 + prior_std * N(0, I) (0 for a linear map; near 1 when the Jacobian misses the response)."""
+    c0 = np.asarray(c0, np.float64).reshape(-1)
+    w = 1.0 / np.sqrt(np.broadcast_to(np.asarray(noise_cov, np.float64), (g.jacobian.shape[0],)))
+    cs = c0 + np.asarray(prior_std) * np.asarray(jr.normal(key, (num, c0.size), jnp.float64))
+    y0 = np.asarray(fn(jnp.asarray(c0)))
+    dy = np.stack([(np.asarray(fn(jnp.asarray(c))) - y0) * w for c in cs])
+    lin = ((cs - c0) @ g.jacobian.T) * w
+    return float(np.sqrt(np.sum((dy - lin) ** 2) / np.sum(dy**2)))
+
+
+def floor_table(config) -> tuple[str, dict]:
+    """The Bayes-linear floor of every learned configuration (`metrics.geometry.linear_posterior_nrmse`).
+
+    Per configuration: the directional NRMSE of the exact posterior mean of the problem
+    linearized at the prior mean (the task's diagonal Gaussian prior, its noise), i.e. what an
+    estimator trained on prior draws approaches; from it, the retained directions that can be
+    hits (floor <= delta), the below-threshold directions a delta-gated calibration error would
+    claim at the floor (floor <= delta), and the geometric AUROC of the conformal widths the
+    exact posterior would have (2 z floor_i normalized; times the direction's prior std raw),
+    and `linearization_residual` over 20 prior draws: the floor describes the learned problem
+    only where that residual is small.
+    """
+    z = norm.ppf(0.5 + config.learned.level / 2)
+    rows, out = [], {}
+    for entry in config.learned.configurations:
+        label, name, frames, options = unpack(entry)
+        task = build_task(name, frames, config.resolution, **options)
+        with jax.enable_x64(True):
+            g, fn, c0, cov = analyze_task(task, config.tau)
+            std = np.asarray(task.prior.std, np.float64).reshape(-1)
+            nonlinear = linearization_residual(
+                fn, g, c0, cov, std, registry.stream(jr.key(config.seed), f"linearization/{label}")
+            )
+        prior = std**2
+        floor = geo.linear_posterior_nrmse(g, prior, cov)
+        w = g.metric_sqrt @ g.V
+        prior_std = np.sqrt(np.einsum("ji,j,ji->i", w, prior, w))
+        below_ok = np.flatnonzero(~g.retained & (floor <= config.delta))
+        auc = geo.auroc(-2 * z * floor, g.retained), geo.auroc(-2 * z * floor * prior_std, g.retained)
+        rows.append(
+            f"| {label} | {g.num_retained} / {g.num_below} | "
+            f"{int(np.sum(g.retained & (floor <= config.delta)))} / {g.num_retained} | "
+            f"{', '.join(f'{v:.3f}' for v in floor[~g.retained])} | {len(below_ok)} | "
+            f"{auc[0]:.3f} | {auc[1]:.3f} | {nonlinear:.2f} |"
+        )
+        out[label] = {
+            "floor": floor.tolist(),
+            "retained": g.retained.tolist(),
+            "prior_std": prior_std.tolist(),
+            "below_within_delta": below_ok.tolist(),
+            "linearization_residual": nonlinear,
+        }
+    header = [
+        "configuration",
+        "retained / below",
+        f"possible hits (floor <= {config.delta})",
+        "floor NRMSE of the below-threshold directions",
+        f"below-threshold within {config.delta}",
+        "AUROC, floor widths",
+        "AUROC, raw floor widths",
+        "linearization residual over the prior",
+    ]
+    return _table(header, rows), out
+
+
+def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, tuple, dict]:
+    """Tables 3-6 and the budget table (see module doc and `conformal_tables`), the same three
+    tables for the raw conformal widths, per-seed results."""
     cfg = config.learned
     train_config = est.train_config(
         num_steps=cfg.num_steps,
@@ -451,6 +531,12 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                     "scrs_validation": val,
                     "scrs_oracle": ora,
                     "hits": [r["hits"] for r in ev],
+                    # per seed, per direction (the order of V): test NRMSE and each rule's confidence
+                    "directional_nrmse": [np.asarray(r["directional_nrmse"]).tolist() for r in ev],
+                    "confidence": {
+                        rule: [np.asarray(run["confidence"][rule]).tolist() for run in runs]
+                        for rule in runs[0]["confidence"]
+                    },
                 }
                 for r, run in zip(ev, runs, strict=True):
                     conf = run["confidence"]
@@ -459,7 +545,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                         claimed = _claimed(rule, u, config.delta, cfg.level)
                         hit = geo.hits(g, r["directional_nrmse"], config.delta)
                         sel = geo.selection(u, g.retained, hit)
-                        sc = geo.scrs(claimed, g.retained, hit)
+                        sc = None if claimed is None else geo.scrs(claimed, g.retained, hit)
                         combos[rule].append((label, family, split, claimed, sc, sel, g))
             rows3.append(f"| {label} | {family} | {counts} | {seeds} | {cells[0]} | {cells[1]} |")
             results[label][family] = rec | {"final_loss": final_loss, "problems": problems}
@@ -493,11 +579,12 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         scrs_m, crc, auc, d, dr = [], [], [], [], []
         for key in keys:
             sub = [it for it in items if it[:3] == key]
-            below = np.mean([np.sum(it[3] & ~it[6].retained) for it in sub])
-            mean_scrs = np.mean([it[4].value or 0.0 for it in sub])
-            overclaims += below > 0
-            passes += below == 0 and mean_scrs > 0
-            scrs_m.append(mean_scrs)
+            if rule not in RANKING_ONLY:
+                below = np.mean([np.sum(it[3] & ~it[6].retained) for it in sub])
+                mean_scrs = np.mean([it[4].value or 0.0 for it in sub])
+                overclaims += below > 0
+                passes += below == 0 and mean_scrs > 0
+                scrs_m.append(mean_scrs)
             for it in sub:
                 sel, gg = it[5], it[6]
                 if sel.crc_auc.defined:
@@ -507,12 +594,19 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
                 if sel.excess_abstention.defined:
                     d.append(sel.excess_abstention.value)
                     dr.append(sel.excess_abstention.value / (gg.num_retained / (2 * gg.retained.size)))
+        fixed = (
+            f"{passes} / {len(keys)} | {overclaims} | {np.mean(scrs_m):.3f}"
+            if rule not in RANKING_ONLY
+            else "– (ranking only) | – | –"
+        )
         rows4.append(
-            f"| {rule} | {passes} / {len(keys)} | {overclaims} | {np.mean(scrs_m):.3f} | "
+            f"| {rule} | {fixed} | "
             + " | ".join(_mean_std(v) if v else "undefined" for v in (crc, auc, d, dr))
             + " |"
         )
     t5, t6, t7, results["conformal"] = conformal_tables(combos["conformal"])
+    raw = conformal_tables(combos["conformal_raw"])
+    results["conformal_raw"] = raw[3]
     if path:
         _plot_budgets(path / "figures" / "budgets_conformal.png", combos["conformal"])
     t3 = _table(
@@ -546,7 +640,7 @@ def learned(config, path: Path | None = None) -> tuple[str, str, str, str, str, 
         rows4,
     )
     results["invalid"] = invalid
-    return t3, t4, t5, t6, t7, results
+    return t3, t4, t5, t6, t7, raw[:3], results
 
 
 def run(config, workdir: str | None = None) -> dict:
@@ -568,7 +662,8 @@ def run(config, workdir: str | None = None) -> dict:
         f"OOD shift {config.controlled.ood_shift} std, scale x{config.controlled.ood_scale})\n\n{t2}\n"
     )
     if config.learned.configurations:
-        t3, t4, t5, t6, t7, results["learned"] = learned(config, path)
+        t3, t4, t5, t6, t7, (r5, r6, r7), results["learned"] = learned(config, path)
+        t_floor, results["floor"] = floor_table(config)
         lc = config.learned
         text += (
             f"\n## Table 3: learned estimators, ID and OOD ({lc.num_seeds} seeds x {lc.num_members} members, "
@@ -578,6 +673,11 @@ def run(config, workdir: str | None = None) -> dict:
             "## Table 6: excess abstention D of conformal-width rankings against the geometric "
             f"reference (ID)\n\n{t6}\n\n"
             f"## Below-threshold abstention at fixed claim budgets (conformal width, ID; Fig. 7)\n\n{t7}\n\n"
+            "## Tables 5, 6 and the budgets again, raw conformal widths (not divided by the direction's "
+            "calibration std; the other reading of the paper, `estimators.confidences`)\n\n"
+            f"{r5}\n\n{r6}\n\n{r7}\n\n"
+            "## Bayes-linear floor (the exact posterior mean of the linearized problem; `floor_table`)"
+            f"\n\n{t_floor}\n\n"
             "## Invalid seeds (excluded from every mean above; `posteriorjax.training.health`)\n\n"
             + ("\n".join(results["learned"]["invalid"]) or "none")
             + "\n"
