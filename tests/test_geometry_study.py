@@ -101,8 +101,10 @@ def test_linearization_residual_is_zero_for_a_linear_map_and_not_for_a_quadratic
     jac = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
     g = geo.from_jacobian(jac, noise_cov=0.5)
     c0 = np.array([0.3, -0.2])
-    args = (g, c0, 0.5, np.array([1.0, 0.5]), jr.key(0))
-    linear = study.linearization_residual(lambda c: jnp.asarray(jac) @ c, *args)
+    args, kwargs = (g, c0, 0.5), dict(prior_std=np.array([1.0, 0.5]), key=jr.key(0))
+    linear = study.linearization_residual(lambda c: jnp.asarray(jac) @ c, *args, **kwargs)
     assert linear < 1e-12
-    quad = study.linearization_residual(lambda c: jnp.asarray(jac) @ c + 0.5 * jnp.sum((c - c0) ** 2), *args)
+    quad = study.linearization_residual(
+        lambda c: jnp.asarray(jac) @ c + 0.5 * jnp.sum((c - c0) ** 2), *args, **kwargs
+    )
     assert quad > 0.05

@@ -395,7 +395,7 @@ def _plot_budgets(path: Path, items: list) -> None:
     plt.close(fig)
 
 
-def linearization_residual(fn, g: geo.Geometry, c0, noise_cov, prior_std, key, num: int = 20) -> float:
+def linearization_residual(fn, g: geo.Geometry, c0, noise_cov, *, prior_std, key, num: int = 20) -> float:
     """How far the map is from its linearization over the prior: sqrt(sum ||r||^2 / sum ||dy||^2),
     dy = Sigma^(-1/2) (H(c) - H(c0)), r = dy - Sigma^(-1/2) J (c - c0), over `num` prior draws
     c = c0 + prior_std * N(0, I) (0 for a linear map; near 1 when the Jacobian misses the response)."""
@@ -429,7 +429,12 @@ def floor_table(config) -> tuple[str, dict]:
             g, fn, c0, cov = analyze_task(task, config.tau)
             std = np.asarray(task.prior.std, np.float64).reshape(-1)
             nonlinear = linearization_residual(
-                fn, g, c0, cov, std, registry.stream(jr.key(config.seed), f"linearization/{label}")
+                fn,
+                g,
+                c0,
+                cov,
+                prior_std=std,
+                key=registry.stream(jr.key(config.seed), f"linearization/{label}"),
             )
         prior = std**2
         floor = geo.linear_posterior_nrmse(g, prior, cov)
