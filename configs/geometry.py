@@ -109,16 +109,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.learned.options.deeponet = dict(width=8, conv_layers=2, basis=16, trunk_depth=2)
         config.learned.options.unipde = dict(width=32, depth=2, latent=16, align_weight=0.1)
         config.learned.options.unipde_noalign = dict(width=32, depth=2, latent=16)
-    elif arg == "medium":  # 64² geometry; the two cheap families, 3 seeds x 3 members, 2000 steps
+    elif arg in ("medium", "medium_unipde"):  # 64²; the two cheap families (+ UniPDE, UniPDE-noalign)
         config.controlled.num_seeds = 3
-        config.learned.estimators = ("mlp", "gru")
-        config.learned.num_seeds = 3
-        config.learned.num_members = 3
-        config.learned.num_steps = 2000
-        config.learned.options.gru = dict(hidden=64)
-    elif arg == "medium_unipde":  # `medium` plus UniPDE and UniPDE-noalign (what the CPU allows)
-        config.controlled.num_seeds = 3
-        config.learned.estimators = ("mlp", "gru", "unipde", "unipde_noalign")
+        unipde = ("unipde", "unipde_noalign") if arg == "medium_unipde" else ()
+        config.learned.estimators = ("mlp", "gru", *unipde)
         config.learned.num_seeds = 3
         config.learned.num_members = 3
         config.learned.num_steps = 2000
