@@ -820,17 +820,18 @@ def test_tarp_normalization_is_fixed_per_channel():
 @pytest.mark.parametrize(
     "todo, chunk_size, devices, batch_size, chunk",
     [
-        (10, 8, 1, 2, 6),  # 2 calls of 6 (2 repeats), not 2 of 8 (6 repeats)
-        (20, 8, 1, 2, 8),  # 3 calls of 7 rounded to whole batches
+        (10, 8, 1, 2, 2),  # 5 calls of 2, none repeated (2 of 6 would repeat 2)
+        (20, 8, 1, 2, 4),  # 5 calls of 4, not 3 of 8 with 4 repeated
+        (16, 8, 1, 2, 8),
         (10, 8, 1, 1, 5),
-        (9, 4, 2, 1, 4),  # 3 calls of 3, a multiple of the 2 devices
+        (13, 8, 1, 2, 2),  # an odd count: one repeat, the fewest possible in whole batches
+        (9, 4, 2, 1, 2),  # a multiple of the 2 devices: 5 x 2 (one repeat), not 3 x 4 (three)
         (9, 4, 2, 2, 4),  # a share of 2 per device: one whole batch each
         (3, 8, 1, 4, 3),  # a share below one batch: padded to the devices only
         (1, 8, 4, 2, 4),
         (0, 8, 1, 2, 1),
     ],
 )
-def test_balanced_chunk_evens_out_calls_in_whole_batches(todo, chunk_size, devices, batch_size, chunk):
+def test_balanced_chunk_repeats_the_fewest_configurations(todo, chunk_size, devices, batch_size, chunk):
     assert pair.balanced_chunk(todo, chunk_size, devices, batch_size) == chunk
-    calls = -(-max(todo, 1) // chunk)
-    assert calls == -(-max(todo, 1) // max(1, min(chunk_size, todo)))  # no more calls than chunk_size needs
+    assert chunk % devices == 0

@@ -50,9 +50,10 @@ def run_pair(
 
     `task` is the true task (`sampler.task` may be a misspecified copy with the same shapes);
     `reference`: `(ref_samples (K, M, C, H, W), ref_weights (K, M))`. Chunks of `chunk_size`
-    configurations (`balanced_chunk`: evened out, a multiple of the device count) are compiled once and their
-    records appended to `results` (this process's file) as they finish; `skip`: ids not to
-    compute (default: those in `results`); `labels`: the recorded `{"task", "sampler"}` names;
+    configurations (`balanced_chunk`: the least padding, a multiple of the device count) are
+    compiled once and their records appended to `results` (this process's file) as they finish;
+    `skip`: ids not to compute (default: those in `results`); `labels`: the recorded
+    `{"task", "sampler"}` names;
     `progress(done, todo, compile_s, run_s)` after each chunk. The compiled chunk program's
     memory estimate is checked against the device (`program.check_memory`, `memory_limit_bytes`)
     before it runs. Hyperparameter values and reference weights are checked on the host before
@@ -129,16 +130,18 @@ def run_pair(
 
 
 def balanced_chunk(todo: int, chunk_size: int, devices: int, batch_size: int = 1) -> int:
-    """The configurations per compiled call of `todo` configurations: as few calls as chunks of at
-    most `chunk_size` need, their sizes evened out so the last call is not mostly padding (10
-    configurations in chunks of 8 and batches of 2 run as 2 x 6, not 2 x 8 with 6 repeated).
-    The result is a multiple of `devices` and, where each device's share reaches `batch_size`, of
-    `devices * batch_size`: `lax.map` then runs whole batches and compiles one body (a remainder
-    batch compiles the whole program a second time). Every call has this one shape."""
+    """The configurations per compiled call of `todo` configurations: the size of at most
+    `chunk_size` (rounded up to a whole unit) that repeats the fewest configurations to fill its
+    last call, the largest such (fewest calls) on a tie. Every call has this one shape, so its
+    padding costs as much as real work on any device: 20 configurations in chunks of 8 and
+    batches of 2 run as 5 x 4, not 3 x 8 with 4 repeated. The unit is `devices * batch_size`
+    where each device's share reaches a whole batch (`lax.map` then runs whole batches and
+    compiles one body; a remainder batch compiles the whole program a second time), else
+    `devices`."""
     per_call = max(1, min(chunk_size, todo))
-    even = math.ceil(max(todo, 1) / math.ceil(max(todo, 1) / per_call))
-    unit = devices * batch_size if even >= devices * batch_size else devices
-    return int(math.ceil(even / unit) * unit)
+    unit = devices * batch_size if per_call >= devices * batch_size else devices
+    sizes = range(unit, math.ceil(per_call / unit) * unit + 1, unit)
+    return min(sizes, key=lambda size: (math.ceil(todo / size) * size, -size))
 
 
 def _record(grid, ids, i: int, *, metrics: dict, labels, task: Task, fields: dict) -> record_store.Record:
