@@ -314,15 +314,19 @@ def test_profiles_and_task_defaults_are_checked(setup):
     # the published Fun-DDPS surrogate: FNO, 16 modes, 48 hidden channels, 4 layers
     name, options = training.kinds.get("surrogate").models["full"]
     assert (name, options["modes"], options["width"], options["layers"]) == ("fno", 16, 48, 4)
-    darcy = samplers.get(
-        "fundps", tasks.get("darcy", resolution=8, num_sensors=6), model=joint, profile="published"
-    )
+    darcy_task = tasks.get("darcy", resolution=8, num_sensors=6)
+    darcy = samplers.get("fundps", darcy_task, model=joint, profile="published")
     assert (darcy.sigma_min, darcy.sigma_max, darcy.defaults["guidance"], darcy.num_steps) == (
         0.002,
         80.0,
         4000.0,
         500,
     )
+    # `postprocess.discrete_values` of every published Darcy profile; none on Poisson or in ours
+    for name in ("fundps", "diffusionpde"):
+        assert samplers.get(name, darcy_task, model=joint, profile="published").discrete_values == (3.0, 12.0)
+        assert samplers.get(name, darcy_task, model=joint).discrete_values is None
+    assert (published.discrete_values, fundps.discrete_values) == (None, None)
 
 
 # Oracle-prior proof on poisson_fixed 16^2 (24 sensors, noise 1e-3, 256 samples): each sampler at its

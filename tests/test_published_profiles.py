@@ -12,6 +12,8 @@ import inspect
 import logging
 import types
 
+import jax
+import numpy as np
 import pytest
 
 from posteriorjax import samplers, tasks
@@ -60,6 +62,8 @@ YAML = {
     },
     "fundiff": {"darcy": 20, "poisson": 20, "ccs": 100, "ltmi": 20},  # sampling.num_steps
 }
+# postprocess.discrete_values, the same in every method's config of a dataset ({} elsewhere)
+DISCRETE_VALUES = {"darcy": (3.0, 12.0), "poisson": None, "ccs": None, "ltmi": None}
 # every published profile's DDIS schedule (all four configs): annealing sigma 10 -> 0.01, rho 7;
 # clean estimate 5 steps to 0.001; lr_min_ratio 0.01, lr_rho 1, tau 1e-3
 DDIS_SCHEDULE = {"sigma_max": 10.0, "sigma_min": 0.01, "ode_steps": 5, "ode_sigma_min": 0.001, "tau": 1e-3}
@@ -113,8 +117,23 @@ def test_our_values_by_exact_task_name(name):
     for sampler, (on_darcy, elsewhere) in OURS.items():
         assert tuned.ours(task, sampler) == {"guidance": on_darcy if darcy else elsewhere}
     assert tuned.ours(task, "ddis") == {"num_steps": 200 if darcy else 100}
-    # FunDiff's binary projection: the published Darcy profile's, by exact name
-    assert tuned.ours(task, "fundiff") == {"discrete_values": (3.0, 12.0) if name == "darcy" else None}
+
+
+@pytest.mark.parametrize("name", sorted(tuned.TASKS))
+def test_published_output_projection_by_dataset(name):
+    """Every published profile of a dataset projects its output onto the config's discrete values
+    (the task's own binary values: Darcy's {3, 12}); our profile never does."""
+    task = tasks.get(name, **({"resolution": 16} if name not in ("ccs", "ltmi", "ltmi_full") else {}))
+    expected = DISCRETE_VALUES[tuned.TASKS[name].dataset]
+    assert tuned.published_discrete_values(task) == expected
+    assert tuned.profile_discrete_values(task, "published") == expected
+    assert tuned.profile_discrete_values(task, "ours") is None
+    assert tuned.resolve_discrete_values(task, "published") == expected
+    assert tuned.resolve_discrete_values(task, None) is None
+    assert tuned.resolve_discrete_values(task, (1, 2)) == (1.0, 2.0)
+    for bad in ("round", (2.0, 1.0), (1.0,), 3.0):
+        with pytest.raises(ValueError, match="discrete_values"):
+            tuned.resolve_discrete_values(task, bad)
 
 
 @pytest.fixture
@@ -149,3 +168,25 @@ def test_a_new_task_gets_an_error_or_a_logged_default(new_task, caplog):
         given = samplers.get("funddps", new_task, prior="oracle", forward="exact", guidance_weight=5.0)
     assert given.defaults["guidance"] == 5.0
     assert not [r for r in caplog.records if "poisson_fixed_new" in r.getMessage()]
+
+
+def test_published_darcy_output_is_projected_as_published():
+    """A published profile's Darcy output is its raw output projected onto {3, 12} on both entry
+    points (`sample`, `sample_traced`); our profile's is left as sampled (our ES-MDA updates the
+    prior's latent, so its members are binary already)."""
+    task = tasks.get("darcy", resolution=8, num_sensors=6)
+    y = task.cases(3, 1).y_obs[0]
+    published = samplers.get("esmda", task, profile="published", ensemble_size=16)
+    ours = samplers.get("esmda", task, ensemble_size=16)
+    assert (published.discrete_values, ours.discrete_values) == ((3.0, 12.0), None)
+    key, hp = jax.random.key(0), published.hparams()
+    raw = published._sample(key, y, 16, published.check_hparams(hp))
+    assert len(np.unique(np.asarray(raw))) > 2  # the ensemble update leaves the two levels
+    expected = np.where(np.asarray(raw) > 7.5, 12.0, 3.0)
+    np.testing.assert_array_equal(published.sample(key, y, 16, hp), expected)
+    traced = jax.jit(lambda k: published.sample_traced(k, y, 16, hp))(key)
+    np.testing.assert_array_equal(traced, expected)
+    hp = ours.hparams()
+    np.testing.assert_array_equal(
+        ours.sample(key, y, 16, hp), ours._sample(key, y, 16, ours.check_hparams(hp))
+    )

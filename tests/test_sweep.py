@@ -125,6 +125,32 @@ def test_one_program_equals_per_configuration_loop(setup, full):
         _assert_same(rec["metrics"], expected, rtol=2e-5)
 
 
+class NaNMembers(AbstractSampler):
+    """Test sampler: Darcy prior draws, the first `num_nan` members NaN (a diverged run)."""
+
+    def _sample(self, key, y_obs, num_samples, hparams):
+        x = jax.vmap(self.task.prior.sample)(jr.split(key, num_samples))
+        diverged = jnp.arange(num_samples) < hparams["num_nan"]
+        return jnp.where(diverged[:, None, None, None], jnp.nan, x) + 0.0 * y_obs.sum()
+
+
+def test_published_projection_keeps_diverged_members_counted(setup):
+    """Under the published Darcy projection a NaN member comes out as the all-3 field (scored, as
+    published), and `num_nonfinite` still counts it; without the projection the scores are NaN."""
+    task, _, cases, reference = setup
+    data = program_data(task, cases, reference, seed=0)
+    config = {"case": 0, "seed": 0, "hparams": {"num_nan": jnp.asarray(2.0)}}
+    projected = NaNMembers(task, {"num_nan": 0.0}, discrete_values=(3.0, 12.0))
+    raw = NaNMembers(task, {"num_nan": 0.0})
+    out = jax.jit(case_program(task, projected, 6, seed=0))(data, config)
+    assert int(out["num_nonfinite"]) == 2 and int(out["num_invalid"]) == 0
+    assert np.isfinite(float(out["mean_error"])) and np.isfinite(float(out["obs_misfit"]))
+    samples = projected.sample_traced(jr.key(0), data["y_obs"][0], 6, {"num_nan": jnp.asarray(2.0)})
+    np.testing.assert_array_equal(samples[:2], 3.0)
+    out = jax.jit(case_program(task, raw, 6, seed=0))(data, config)
+    assert int(out["num_nonfinite"]) == 2 and np.isnan(float(out["mean_error"]))
+
+
 def test_invalid_members_are_counted_not_fatal(full):
     """Negative Darcy permeabilities: NaN misfit and PDE residual, the right count, other metrics kept."""
     grid, records = full

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from posteriorjax import tasks, testing
+from posteriorjax.tasks import base
 
 RES = 16
 CORE = ["darcy", "darcy_lowres", "poisson", "poisson_fixed", "poisson_lowres", "poisson_fixed_lowres"]
@@ -64,6 +65,21 @@ def test_likelihood_misfit_and_evaluation_field(built, key):
     np.testing.assert_array_equal(task.evaluation_field(x), x)
     smooth = built["poisson"].prior.sample(key)
     np.testing.assert_array_equal(built["poisson"].evaluation_field(smooth), smooth)
+
+
+def published_postprocess(x, low, high):
+    """PosteriorBench's `ModelNormalizer.apply_postprocess` (one binary field), in NumPy:
+    torch.where(x > (low + high) / 2, high, low)."""
+    threshold = (low + high) / 2
+    return np.where(x > threshold, high, low).astype(x.dtype)
+
+
+def test_binary_projection_is_the_published_postprocess():
+    x = np.array([-np.inf, -7.5, 3.0, 7.4999, 7.5, 7.5001, 12.0, 23.5, np.inf, np.nan], np.float32)
+    got = np.asarray(base.binary_projection(jnp.asarray(x), (3.0, 12.0)))
+    np.testing.assert_array_equal(got, published_postprocess(x, 3.0, 12.0))
+    assert got[4] == 3.0 and got[-1] == 3.0  # the midpoint and a NaN go to the low value, as published
+    assert got.dtype == np.float32
 
 
 def test_bad_shapes_are_named(built):

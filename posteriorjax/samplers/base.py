@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from posteriorjax import checks
 from posteriorjax.registry import Registry
-from posteriorjax.tasks.base import Task
+from posteriorjax.tasks.base import Task, binary_projection
 
 
 class AbstractSampler(eqx.Module):
@@ -29,10 +29,15 @@ class AbstractSampler(eqx.Module):
     Attributes:
       task: the inverse problem (its prior, forward map, observation, noise).
       defaults: static mapping of every numeric hyperparameter name to its default.
+      discrete_values: `(low, high)`: every output member is `binary_projection`-ed onto the two
+        values, as a published evaluation profile does on a binary prior (PosteriorBench's
+        `postprocess.discrete_values`, Darcy {3, 12}: `tuned.published_discrete_values`); None
+        (default): the output as sampled. Keyword-only, static.
     """
 
     task: Task
     defaults: Mapping[str, float] = eqx.field(static=True)
+    discrete_values: tuple[float, float] | None = eqx.field(static=True, default=None, kw_only=True)
 
     @property
     def name(self) -> str:
@@ -83,11 +88,20 @@ class AbstractSampler(eqx.Module):
         return _compiled_sample(self, key, jnp.asarray(y_obs), num_samples, hparams)
 
     def sample_traced(
-        self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array]
+        self, key, y_obs: jax.Array, num_samples: int, hparams: Mapping[str, jax.Array], *, finish=True
     ) -> jax.Array:
         """`sample` inside a traced program (jit, vmap, shard_map): no host-side checks of `y_obs`;
-        hyperparameter names and domains are checked by `check_hparams` (`checks.error_if`)."""
-        return self._sample(key, y_obs, num_samples, self.check_hparams(hparams))
+        hyperparameter names and domains are checked by `check_hparams` (`checks.error_if`).
+        `finish=False`: the samples before `finish` (a caller that applies it itself)."""
+        samples = self._sample(key, y_obs, num_samples, self.check_hparams(hparams))
+        return self.finish(samples) if finish else samples
+
+    def finish(self, samples: jax.Array) -> jax.Array:
+        """The output of `_sample`, `(N, C, H, W)`, as the sampler returns it: projected onto
+        `discrete_values` where set."""
+        if self.discrete_values is None:
+            return samples
+        return binary_projection(samples, self.discrete_values)
 
     @abc.abstractmethod
     def _sample(self, key, y_obs: jax.Array, num_samples: int, hparams: dict[str, jax.Array]) -> jax.Array:
@@ -96,7 +110,7 @@ class AbstractSampler(eqx.Module):
 
 @eqx.filter_jit
 def _compiled_sample(sampler: AbstractSampler, key, y_obs, num_samples: int, hparams) -> jax.Array:
-    return sampler._sample(key, y_obs, num_samples, sampler.check_hparams(hparams))
+    return sampler.finish(sampler._sample(key, y_obs, num_samples, sampler.check_hparams(hparams)))
 
 
 @dataclasses.dataclass(frozen=True)

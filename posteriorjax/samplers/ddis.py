@@ -285,6 +285,7 @@ def build(
         float(values["ode_sigma_min"]),
         units=guided.units(p, data_scale),
         precision=precision,
+        discrete_values=tuned.profile_discrete_values(task, profile),
     )
 
 

@@ -42,7 +42,7 @@ Hyperparameters: ``guidance`` zeta_obs >= 0, ``pde_weight`` zeta_pde >= 0. Cost 
 from __future__ import annotations
 
 from posteriorjax import checks
-from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers import guidance, guided, tuned
 from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
 
@@ -101,6 +101,7 @@ def build(
         float(sigma_max),
         units=guided.units(p, data_scale),
         batch_mean=batch,
+        discrete_values=tuned.profile_discrete_values(task, profile),
     )
 
 

@@ -296,7 +296,17 @@ def _build_published(task, *, prior, model, num_steps, mixing, t_min, noise, res
             "model: the published ECI velocity is trained with MaternNoise (or white), got "
             f"{type(model.noise).__name__}"
         )
-    return ECISampler(task, {}, model, num_steps, mixing, 0.0, "published", resample_step)
+    return ECISampler(
+        task,
+        {},
+        model,
+        num_steps,
+        mixing,
+        0.0,
+        "published",
+        resample_step,
+        discrete_values=tuned.published_discrete_values(task),
+    )
 
 
 register("eci", build, networks={"model": "joint"})

@@ -179,7 +179,14 @@ def build(task, *, ensemble_size: int | None = None, alphas=None, profile: str =
         raise ValueError(f"alphas: expected a non-empty sequence of positive numbers, got {alphas}")
     if not math.isclose(sum(1.0 / a for a in alphas), 1.0, rel_tol=1e-6):
         raise ValueError(f"alphas: expected sum(1 / alpha_i) = 1, got {sum(1.0 / a for a in alphas):.6g}")
-    return ESMDASampler(task, defaults, alphas, ensemble_size, profile)
+    return ESMDASampler(
+        task,
+        defaults,
+        alphas,
+        ensemble_size,
+        profile,
+        discrete_values=tuned.profile_discrete_values(task, profile),
+    )
 
 
 register("esmda", build)

@@ -31,7 +31,7 @@ surrogate (or solver) forward/backward passes.
 from __future__ import annotations
 
 from posteriorjax import checks
-from posteriorjax.samplers import guidance, guided
+from posteriorjax.samplers import guidance, guided, tuned
 from posteriorjax.samplers import precision as precisions
 from posteriorjax.samplers.base import register
 from posteriorjax.samplers.denoisers import build_prior
@@ -90,6 +90,7 @@ def build(
         float(sigma_max),
         units=guided.units(p, data_scale),
         precision=precision,
+        discrete_values=tuned.profile_discrete_values(task, profile),
     )
 
 

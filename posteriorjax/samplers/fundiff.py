@@ -193,7 +193,6 @@ class FunDiffSampler(AbstractSampler):
     target: TargetAutoencoder
     condition: ConditionAutoencoder
     num_steps: int = eqx.field(static=True)
-    discrete_values: tuple[float, float] | None = eqx.field(static=True)
 
     @property
     def evaluations_per_sample(self) -> int:
@@ -214,11 +213,7 @@ class FunDiffSampler(AbstractSampler):
         z0 = rng.normal(key, (num_samples, *zc.shape), dtype)
         z, _ = jax.lax.scan(step, z0, jnp.arange(self.num_steps, dtype=dtype))
         h, w = self.task.unknown_shape[1:]
-        x = jax.vmap(lambda zi: self.target.x_norm.denormalize(self.target.net.decode_grid(zi, h, w)))(z)
-        if self.discrete_values is not None:
-            low, high = self.discrete_values
-            x = jnp.where(x > (low + high) / 2, high, low).astype(x.dtype)
-        return x
+        return jax.vmap(lambda zi: self.target.x_norm.denormalize(self.target.net.decode_grid(zi, h, w)))(z)
 
 
 def build(
@@ -235,8 +230,9 @@ def build(
 
     `num_steps`: default the task's published value (`tuned`; 20, logged, elsewhere).
 
-    `discrete_values`: ``"published"`` (the binary projection of the task's published profile:
-    Darcy {3, 12}, none elsewhere), None, or a (low, high) pair.
+    `discrete_values`: ``"published"`` (the binary projection of the task's published profile,
+    `tuned.published_discrete_values`: Darcy {3, 12}, none elsewhere), None, or a (low, high) pair
+    (`AbstractSampler.discrete_values`).
     """
     if num_steps is None:
         num_steps = tuned.published_or_default(task, "fundiff")["num_steps"]
@@ -257,17 +253,15 @@ def build(
     digests = (files.parameter_digest(target), files.parameter_digest(condition))
     if digests != (model.target_digest, model.condition_digest):
         raise ValueError("target, condition: not the autoencoders the model (the DiT) was trained on")
-    if isinstance(discrete_values, str):
-        if discrete_values != "published":
-            raise ValueError(
-                f"discrete_values: expected 'published', None or (low, high), got {discrete_values!r}"
-            )
-        discrete_values = tuned.ours(task, "fundiff")["discrete_values"]
-    if discrete_values is not None:
-        discrete_values = tuple(sorted(float(v) for v in discrete_values))
-        if len(discrete_values) != 2:
-            raise ValueError(f"discrete_values: expected a (low, high) pair, got {discrete_values!r}")
-    return FunDiffSampler(task, {}, model, target, condition, num_steps, discrete_values)
+    return FunDiffSampler(
+        task,
+        {},
+        model,
+        target,
+        condition,
+        num_steps,
+        discrete_values=tuned.resolve_discrete_values(task, discrete_values),
+    )
 
 
 register(

@@ -97,6 +97,7 @@ def build(
         float(values["sigma_max"] if sigma_max is None else sigma_max),
         units=guided.units(p, data_scale),
         precision=precision,
+        discrete_values=tuned.profile_discrete_values(task, profile),
     )
 
 

@@ -3,8 +3,9 @@
 Sample j = InverseNet(to_grid(y), mask; dropout key k_j): the observations written back on the
 grid (`observation.to_grid`) and the observation mask go through an `nn.InverseNet` whose
 channel-MLP dropout stays active. The spread of the ensemble is the dropout's, not a posterior
-derived from a likelihood: the method is amortized (no task physics at sampling time). No
-hyperparameters. Cost per sample: one network evaluation.
+derived from a likelihood: the method is amortized (no task physics at sampling time). On Darcy
+the output is projected onto {3, 12} as PosteriorBench's MC-dropout profile does
+(`discrete_values`). No hyperparameters. Cost per sample: one network evaluation.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import jax
 import jax.random as jr
 
 from posteriorjax import nn
+from posteriorjax.samplers import tuned
 from posteriorjax.samplers.base import AbstractSampler, register
 
 
@@ -36,8 +38,12 @@ def _has_dropout(model) -> bool:
     return any(isinstance(m, nn.Dropout) and m.rate > 0 for m in leaves)
 
 
-def build(task, *, model=None) -> MCDropoutSampler:
-    """`model`: a trained `nn.InverseNet` (`configs/train/network.py:...,kind=inverse`), dropout > 0."""
+def build(task, *, model=None, discrete_values="published") -> MCDropoutSampler:
+    """`model`: a trained `nn.InverseNet` (`configs/train/network.py:...,kind=inverse`), dropout > 0.
+
+    `discrete_values`: ``"published"`` (the binary projection of the task's published profile,
+    `tuned.published_discrete_values`: Darcy {3, 12}, none elsewhere), None, or a (low, high) pair.
+    """
     if model is None:
         raise ValueError(f"model: mc_dropout needs a trained nn.InverseNet for {task.name!r}, got None")
     if not isinstance(model, nn.InverseNet):
@@ -49,7 +55,8 @@ def build(task, *, model=None) -> MCDropoutSampler:
         )
     if not _has_dropout(model):
         raise ValueError("model: the inverse network has no dropout layer; MC dropout needs dropout > 0")
-    return MCDropoutSampler(task, {}, model)
+    discrete_values = tuned.resolve_discrete_values(task, discrete_values)
+    return MCDropoutSampler(task, {}, model, discrete_values=discrete_values)
 
 
 register("mc_dropout", build, networks={"model": "inverse"})

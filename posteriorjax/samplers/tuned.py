@@ -9,7 +9,9 @@ and gives our profile's values for it, by sampler. No prefix matching: ``darcy_n
 `PUBLISHED[dataset][sampler]` transcribes PosteriorBench's `configs/evaluations/<sampler>_<
 dataset>.yaml` (`tests/test_published_profiles.py` pins every number). A builder reads them with
 `published(task, sampler, instead)`: a task without published values is an error naming the
-tasks that have them and what to pass instead.
+tasks that have them and what to pass instead. `PUBLISHED_DISCRETE_VALUES[dataset]` transcribes
+their `postprocess.discrete_values` (every profile of a dataset has the same); a builder reads it
+with `profile_discrete_values(task, profile)` or `resolve_discrete_values(task, option)`.
 
 Our profile's values are tuned on Darcy (guidance weights, DDIS's annealing levels) and otherwise
 the same on every task. A builder reads them with `ours(task, sampler)`, and the published values
@@ -25,6 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from absl import logging
+
+from posteriorjax import checks
 
 # configs/evaluations/<sampler>_<dataset>.yaml, per PosteriorBench dataset (light_transport: ltmi).
 # fundps: field_weights of the observed state and the sigma range (in the published 0.5-scaled
@@ -74,9 +78,14 @@ PUBLISHED: dict[str, dict[str, dict[str, Any]]] = {
     },
 }  # fmt: skip
 
+# `postprocess.discrete_values` of every evaluation profile of the dataset (the same in each
+# method's YAML): the published output is projected onto the two values at their midpoint
+# (`tasks.base.binary_projection`). Only Darcy's binary permeability has one.
+PUBLISHED_DISCRETE_VALUES: dict[str, tuple[float, float]] = {"darcy": (3.0, 12.0)}
+
 # Our profile's values for a task without tuned ones (logged when used), and the published values
 # a sampler falls back to on a task without a PosteriorBench dataset: ES-MDA one assimilation,
-# ECI's published profile fresh noise every mix, FunDiff 20 steps and no binary projection.
+# ECI's published profile fresh noise every mix, FunDiff 20 steps.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "dps": {"guidance": 1600.0},
     "fundps": {"guidance": 1600.0},
@@ -85,7 +94,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "ddis": {"num_steps": 100},
     "esmda": {"alphas": (1.0,)},
     "eci": {"resample_step": 1},
-    "fundiff": {"num_steps": 20, "discrete_values": None},
+    "fundiff": {"num_steps": 20},
 }
 
 # Our profile on Darcy (both resolutions): the guidance weights and DDIS's 200 annealing levels
@@ -100,8 +109,6 @@ _OURS_DARCY = {
     "ddis": {"num_steps": 200},
 }
 _OURS = {k: DEFAULTS[k] for k in ("dps", "fundps", "funddps", "diffusionpde", "ddis")}
-# FunDiff's binary projection of the published Darcy profile (`postprocess.discrete_values`)
-_NO_PROJECTION = {"fundiff": {"discrete_values": None}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,15 +125,15 @@ class Tuned:
 
 
 TASKS: dict[str, Tuned] = {
-    "darcy": Tuned("darcy", {**_OURS_DARCY, "fundiff": {"discrete_values": (3.0, 12.0)}}),
-    "darcy_lowres": Tuned("darcy", {**_OURS_DARCY, **_NO_PROJECTION}),
-    "poisson": Tuned("poisson", {**_OURS, **_NO_PROJECTION}),
-    "poisson_fixed": Tuned("poisson", {**_OURS, **_NO_PROJECTION}),
-    "poisson_lowres": Tuned("poisson", {**_OURS, **_NO_PROJECTION}),
-    "poisson_fixed_lowres": Tuned("poisson", {**_OURS, **_NO_PROJECTION}),
-    "ccs": Tuned("ccs", {**_OURS, **_NO_PROJECTION}),
-    "ltmi": Tuned("ltmi", {**_OURS, **_NO_PROJECTION}),
-    "ltmi_full": Tuned("ltmi", {**_OURS, **_NO_PROJECTION}),
+    "darcy": Tuned("darcy", _OURS_DARCY),
+    "darcy_lowres": Tuned("darcy", _OURS_DARCY),
+    "poisson": Tuned("poisson", _OURS),
+    "poisson_fixed": Tuned("poisson", _OURS),
+    "poisson_lowres": Tuned("poisson", _OURS),
+    "poisson_fixed_lowres": Tuned("poisson", _OURS),
+    "ccs": Tuned("ccs", _OURS),
+    "ltmi": Tuned("ltmi", _OURS),
+    "ltmi_full": Tuned("ltmi", _OURS),
 }
 
 _WARNED: set[tuple[str, str]] = set()
@@ -182,3 +189,30 @@ def published_or_default(task, sampler: str) -> dict[str, Any]:
     if name is not None and sampler in PUBLISHED[name]:
         return dict(PUBLISHED[name][sampler])
     return _default(task, sampler, "published")
+
+
+def published_discrete_values(task) -> tuple[float, float] | None:
+    """The binary projection of every published profile on `task`'s dataset
+    (`PUBLISHED_DISCRETE_VALUES`), taken as the task's own `binary_values` (on the default Darcy task
+    the published {3, 12}); None on a dataset without one or a task without a PosteriorBench dataset."""
+    if dataset(task) not in PUBLISHED_DISCRETE_VALUES:
+        return None
+    return getattr(task, "binary_values", None)
+
+
+def resolve_discrete_values(task, given) -> tuple[float, float] | None:
+    """A builder's `discrete_values` option: ``"published"`` (`published_discrete_values`), None (no
+    projection) or a `(low, high)` pair, validated (ValueError naming the option)."""
+    if isinstance(given, str) and given == "published":
+        return published_discrete_values(task)
+    if given is None:
+        return None
+    if isinstance(given, str) or not hasattr(given, "__len__") or len(given) != 2:
+        raise ValueError(f"discrete_values: expected 'published', None or (low, high), got {given!r}")
+    return checks.ordered("discrete_values", *given)
+
+
+def profile_discrete_values(task, profile: str) -> tuple[float, float] | None:
+    """The output projection of a sampler built with `profile`: the published one
+    (`published_discrete_values`) for ``"published"``, none for our profile."""
+    return published_discrete_values(task) if profile == "published" else None

@@ -124,7 +124,9 @@ def case_program(
     `task` is the true task (cases, reference and scoring); the sampler may be
     built on a misspecified copy of it. `data` comes from `statistics.program_data` (same
     `seed`). Metrics: `suite.compute`'s, `observation_values`,
-    `calibration_statistics` (with `calibration_options`) and the requested `diagnostic_values`.
+    `calibration_statistics` (with `calibration_options`) and the requested `diagnostic_values`,
+    of the samples as the sampler returns them (`AbstractSampler.finish`); `num_nonfinite` counts
+    the members non-finite before a published binary projection, which maps a NaN to a level.
     """
     score = score_program(
         task,
@@ -139,8 +141,12 @@ def case_program(
     def one(data, config):
         case = config["case"]
         key = config_key(keys["sampler"], case, config["seed"])
-        samples = sampler.sample_traced(key, data["y_obs"][case], num_samples, config["hparams"])
-        return score(data, case, samples)
+        raw = sampler.sample_traced(key, data["y_obs"][case], num_samples, config["hparams"], finish=False)
+        out = score(data, case, sampler.finish(raw))
+        if sampler.discrete_values is not None and "num_nonfinite" in out:
+            # the published projection maps a NaN to a level: count the members that diverged
+            out["num_nonfinite"] = checks.count_nonfinite(raw).astype(out["num_nonfinite"].dtype)
+        return out
 
     return one
 

@@ -102,6 +102,14 @@ def sensors_or_pooled(grid: Grid, kind: str, *, num_sensors: int, sensor_seed: i
     raise ValueError(f"observation: expected one of {OBSERVATION_KINDS}, got {kind!r}")
 
 
+def binary_projection(x: jax.Array, values: tuple[float, float]) -> jax.Array:
+    """`x` (any shape) projected onto `values` = (low, high): high where x > (low + high) / 2, low
+    elsewhere (a NaN included). PosteriorBench's binary post-processing
+    (`ModelNormalizer.apply_postprocess`, the evaluation profiles' `postprocess.discrete_values`)."""
+    low, high = values
+    return jnp.where(x > 0.5 * (low + high), high, low).astype(x.dtype)
+
+
 class Task(eqx.Module):
     """An inverse problem: recover `x` from noisy observations `y = observation(physics(x)) + noise`.
 
@@ -235,12 +243,11 @@ class Task(eqx.Module):
     def evaluation_field(self, x: jax.Array) -> jax.Array:
         """The field the posterior metrics score, `(C', H, W)`.
 
-        Identity, except for binary priors: projection onto `binary_values` at their midpoint.
+        Identity, except for binary priors: `binary_projection` onto `binary_values`.
         """
         if self.binary_values is None:
             return x
-        low, high = self.binary_values
-        return jnp.where(x >= 0.5 * (low + high), high, low).astype(x.dtype)
+        return binary_projection(x, self.binary_values)
 
     @property
     def evaluation_name(self) -> str:
