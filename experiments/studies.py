@@ -6,7 +6,9 @@
     python -m experiments.studies --study=ood_prior_range --workdir=ROOT/ood_prior_range
     python -m experiments.studies --study=resolution --workdir=ROOT/resolution
 
-The V-shape (Sec. 4.3, Fig. 4) reads a main-table workdir: one point per (task, sampler) row,
+The V-shape (Sec. 4.3, Fig. 4) reads a main-table workdir, or several comma-separated for a table
+run in parts (`--workdir=A,B`: a row held by two parts is read from the first): one point per
+(task, sampler) row,
 pointwise relative L2 against one reference sample (`--pointwise`, default
 ``rel_l2_one_reference``) against each posterior metric. The noise studies read one sweep per
 noise level (the subfolders of `--workdir`, as `scripts/reproduce.sh` writes them) and report
@@ -30,7 +32,10 @@ STUDIES = (
 POINTWISE = "rel_l2_one_reference"  # `studies.POINTWISE`
 _STUDY = flags.DEFINE_enum("study", None, STUDIES, "The study to report.")
 _WORKDIR = flags.DEFINE_string(
-    "workdir", None, "The study's workdir (noise studies: the folder of its sweeps)."
+    "workdir",
+    None,
+    "The study's workdir (noise studies: the folder of its sweeps; pointwise_vs_distributional: "
+    "one main-table workdir, or several comma-separated for a table run in parts).",
 )
 _OUT = flags.DEFINE_string("out", None, "Where to write <study>.md and the figures (default: the workdir).")
 _POINTWISE = flags.DEFINE_string(
@@ -43,7 +48,9 @@ def main(argv):
     from posteriorjax.report import studies
 
     console.setup_logging()
-    text, paths = studies.report(_STUDY.value, _WORKDIR.value, _OUT.value, pointwise=_POINTWISE.value)
+    workdirs = _WORKDIR.value.split(",")
+    workdir = workdirs if len(workdirs) > 1 else workdirs[0]
+    text, paths = studies.report(_STUDY.value, workdir, _OUT.value, pointwise=_POINTWISE.value)
     print(text)
     print(f"{len(paths)} figure(s):")
     for path in paths:

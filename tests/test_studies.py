@@ -357,6 +357,38 @@ def test_vshape_and_table_reports_from_a_workdir(tmp_path):
         studies.report("noise_levels", w)
 
 
+def test_vshape_reads_a_main_table_run_in_parts(tmp_path):
+    """Parts of one table in several workdirs: their rows together, a row two parts hold (the
+    ``prior`` every part runs) read once, from the first part, and the report says so."""
+
+    def part(name, rows):
+        w = tmp_path / name
+        w.mkdir()
+        recs = []
+        for task, sampler, shift in rows:
+            for case in range(2):
+                metrics = {m: 1.0 + shift + 0.1 * case for m in POSTERIOR}
+                metrics["rel_l2_one_reference"] = 0.5 + shift
+                recs.append(_record(task, sampler, case, metrics))
+        (w / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        (w / "config.json").write_text(json.dumps({"tasks": {}}))
+        return w
+
+    a = part("a", [("darcy", "prior", 0.0), ("darcy", "fundps", -0.5)])
+    b = part("b", [("darcy", "prior", 9.0), ("poisson", "prior", 1.0), ("poisson", "fundps", 0.5)])
+    records, notes = studies.parts_records([a, b])
+    assert len(records) == 8 and notes == [f"darcy / prior (-): also in {b}, taken from {a}"]
+    darcy_prior = [r for r in records if (r["task"], r["sampler"]) == ("darcy", "prior")]
+    assert {r["metrics"]["mean_error"] for r in darcy_prior} == {1.0, 1.1}  # part a's, not b's
+    text, paths = studies.report("pointwise_vs_distributional", [a, b])
+    assert paths == [a / "vshape.png"] and (a / "pointwise_vs_distributional.md").is_file()
+    assert text.count("| darcy |") == 2 and text.count("| poisson |") == 2 and "taken from" in text
+    with pytest.raises(ValueError, match="ood_prior_range reads one workdir"):
+        studies.report("ood_prior_range", [a, b])
+    with pytest.raises(ValueError, match="at least one"):
+        studies.parts_records([])
+
+
 def test_the_entry_point_lists_the_report_studies():
     """`experiments/studies.py` writes the names out (its --help imports no JAX); read, not imported
     (an entry point's flags live on absl's one registry, which another entry point's test shares)."""

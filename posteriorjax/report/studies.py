@@ -296,10 +296,32 @@ def _verified(workdir: Path) -> tuple[list[dict], dict]:
     return records, config
 
 
+def parts_records(workdirs: Sequence) -> tuple[list[dict], list[str]]:
+    """The records of a main table run in parts (one workdir per part, each verified): a (task,
+    sampler, hparams) row comes from the first workdir that holds it, and a part's copy of a row
+    already read (e.g. the ``prior`` row every part runs) is left out with a note saying so."""
+    if not workdirs:
+        raise ValueError("workdir: expected at least one main-table workdir, got none")
+    records: list[dict] = []
+    notes: list[str] = []
+    owner: dict[tuple, Path] = {}
+    for workdir in map(Path, workdirs):
+        for key, recs in _row_groups(_verified(workdir)[0]).items():
+            if key in owner:
+                task, sampler, hparams = key
+                label = tables.hparam_label(dict(hparams)) or "-"
+                notes.append(f"{task} / {sampler} ({label}): also in {workdir}, taken from {owner[key]}")
+                continue
+            owner[key] = workdir
+            records += recs
+    return records, notes
+
+
 def report(study: str, workdir, out=None, *, pointwise: str = POINTWISE) -> tuple[str, list[Path]]:
     """The table (Markdown) and figures of `study` from its workdir(s); both written under `out`.
 
-    ``pointwise_vs_distributional``: `workdir` is a main-table workdir; the V-shape points
+    ``pointwise_vs_distributional``: `workdir` is a main-table workdir, or a sequence of them (a
+    table run in parts: `parts_records`; `out` defaults to the first); the V-shape points
     (`vshape_points`, `pointwise` on x), their table and `vshape.png`. ``guidance_calibration``,
     ``noise_levels``: `workdir` holds one sweep per noise level (`sweep_dirs`); per (task,
     sampler, axis) the optima table (`noise_optima_se`, `optima_table`) and
@@ -309,7 +331,10 @@ def report(study: str, workdir, out=None, *, pointwise: str = POINTWISE) -> tupl
     """
     if study not in STUDIES:
         raise ValueError(f"study: expected one of {sorted(STUDIES)}, got {study!r}")
-    workdir = Path(workdir)
+    workdirs = [Path(w) for w in ([workdir] if isinstance(workdir, str | Path) else workdir)]
+    if study != "pointwise_vs_distributional" and len(workdirs) != 1:
+        raise ValueError(f"workdir: {study} reads one workdir, got {len(workdirs)}: {workdirs}")
+    workdir = workdirs[0]
     out = workdir if out is None else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     kind, metrics = STUDIES[study]
@@ -336,8 +361,8 @@ def report(study: str, workdir, out=None, *, pointwise: str = POINTWISE) -> tupl
             f"({BOOTSTRAP} resamples); the last row: Spearman rank correlation of the optimum with 1/sigma^2."
         )
     else:
-        records, _ = _verified(workdir)
         if study == "pointwise_vs_distributional":
+            records, notes = parts_records(workdirs)
             metrics = (pointwise, *POSTERIOR)
             points = vshape_points(records, POSTERIOR, pointwise)
             title = f"pointwise ({registry.HEADERS.get(pointwise, pointwise)}) vs posterior metrics"
@@ -349,7 +374,11 @@ def report(study: str, workdir, out=None, *, pointwise: str = POINTWISE) -> tupl
                 "",
                 vshape_table(points, POSTERIOR, pointwise),
             ]
+            if len(workdirs) > 1:
+                parts += ["", "Read from " + ", ".join(map(str, workdirs)) + "."]
+                parts += [f"- {note}" for note in notes]
         else:
+            records, _ = _verified(workdir)
             parts = [f"# {study}", "", study_table(study_rows(records, metrics), metrics)]
         parts += ["", "mean ± standard error (std / sqrt(n)) over the n cases and seeds of each row."]
     text = "\n".join(parts) + "\n"
