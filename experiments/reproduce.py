@@ -14,7 +14,9 @@ nothing: it prints each step's workdir and state ("done", "partial: n/N records"
 started", "waiting for <step>") and how many are left.
 Extra sweep flags (e.g. ``--config.num_cases=10``) come from the SWEEP_FLAGS environment variable.
 
-Scales: ``tiny`` (the CPU scale of every config, `:tiny`) and ``full`` (the published scale).
+Scales: ``tiny`` (the CPU scale of every config, `:tiny`), ``medium`` (`MEDIUM`: the main table at
+`configs/main_table.py:medium`, one sweep per task into ROOT/main_table/<task>, and the V-shape
+report reading those parts together; hours on a CPU) and ``full`` (the published scale).
 Labelled variants (`VARIANTS`) run only when named, at their one scale whatever `--scale` says:
 ``guidance_calibration_medium_oracle`` is `configs/guidance_calibration.py:medium_oracle` (FunDPS
 with the exact prior score on ``poisson_fixed`` at 32 x 32) over its thresholds, then the
@@ -70,12 +72,19 @@ VARIANTS = {
         "noise",
     ),
 }
-SCALES = ("tiny", "full")
+SCALES = ("tiny", "medium", "full")
+# the studies with a medium form (a CPU study of hours: `configs/main_table.py:medium`), run as one
+# sweep per main-table task (`main_table.MEDIUM_DEFAULT`), the V-shape reading the parts together
+MEDIUM = ("main_table", "pointwise_vs_distributional")
 # the studies reported by `experiments.studies` after their sweeps
 REPORTED = ("guidance_calibration", "noise_levels", "resolution", "ood_prior_range")
 
 _SCALE = flags.DEFINE_enum(
-    "scale", "tiny", SCALES, "tiny: every config at :tiny (CPU); full: the published scale."
+    "scale",
+    "tiny",
+    SCALES,
+    "tiny: every config at :tiny (CPU); medium: the main table at :medium, one sweep per task, and "
+    "its V-shape (CPU hours); full: the published scale.",
 )
 _ROOT = flags.DEFINE_string(
     "root", None, "Root workdir (default ./reproduce-<scale>); each study writes ROOT/<study>."
@@ -108,13 +117,24 @@ def _grid(module: str, function: str, tiny: bool) -> tuple:
     return tuple(getattr(importlib.import_module(f"configs.{module}"), function)(tiny))
 
 
-def steps(scale: str, root, studies=STUDIES) -> list[Step]:
-    """The steps of `studies` at `scale` under `root`, in order, each workdir once."""
+def default_studies(scale: str) -> tuple[str, ...]:
+    """The studies a run at `scale` covers when none is named: `MEDIUM` at medium, else all."""
+    return MEDIUM if scale == "medium" else STUDIES
+
+
+def steps(scale: str, root, studies=None) -> list[Step]:
+    """The steps of `studies` (default `default_studies(scale)`) at `scale` under `root`, in order,
+    each workdir once."""
     if scale not in SCALES:
         raise ValueError(f"scale: expected one of {SCALES}, got {scale!r}")
+    studies = default_studies(scale) if studies is None else studies
     unknown = [s for s in studies if s not in STUDIES and s not in VARIANTS]
     if unknown:
         raise ValueError(f"studies: unknown {unknown}; expected some of {[*STUDIES, *VARIANTS]}")
+    if scale == "medium":
+        absent = [s for s in studies if s not in MEDIUM and s not in VARIANTS]
+        if absent:
+            raise ValueError(f"studies: {absent} have no medium form; at medium: {[*MEDIUM, *VARIANTS]}")
     root, tiny = Path(root), scale == "tiny"
     arg = ":tiny" if tiny else ""
 
@@ -169,6 +189,13 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
                 for s in _grid(study, "noise_levels", tiny)
             ]
             out += [*sweeps, report(study, here, here, [s.workdir for s in sweeps])]
+        elif scale == "medium" and study in ("main_table", "pointwise_vs_distributional"):
+            tasks = importlib.import_module("configs.main_table").MEDIUM_DEFAULT
+            parts = [medium_part(root / "main_table", task) for task in tasks]
+            out += parts
+            if study == "pointwise_vs_distributional":  # the parts' records read together
+                dirs = [p.workdir for p in parts]
+                out.append(report(study, ",".join(map(str, dirs)), here, dirs))
         elif study == "pointwise_vs_distributional":  # a report of the main table's records
             main = sweep("main_table", "main_table", root / "main_table")
             out += [main, report(study, main.workdir, here, [main.workdir])]
@@ -189,6 +216,13 @@ def steps(scale: str, root, studies=STUDIES) -> list[Step]:
             seen.add(step.workdir)
             unique.append(step)
     return unique
+
+
+def medium_part(root: Path, task: str) -> Step:
+    """The medium main table's sweep of one task (`configs/main_table.py:medium:<task>`, every
+    sampler) into `root/<task>`."""
+    args = ("experiments.sweep", f"--config=configs/main_table.py:medium:{task}", f"--workdir={root / task}")
+    return Step("main_table", "sweep", root / task, args)
 
 
 def expected_records(config: dict) -> int:
@@ -299,7 +333,7 @@ def run(plan: list[Step], root: Path) -> None:
 def main(argv):
     del argv
     root = Path(_ROOT.value or f"./reproduce-{_SCALE.value}")
-    plan = steps(_SCALE.value, root, tuple(_STUDIES.value) or STUDIES)
+    plan = steps(_SCALE.value, root, tuple(_STUDIES.value) or None)
     if _STATUS.value:
         print(status(plan))
         return

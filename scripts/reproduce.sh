@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Run every study of the paper reproduction in order, at one scale, into one root workdir.
 #
-#   scripts/reproduce.sh [tiny|full] [ROOT] [STUDY ...] [--status]
+#   scripts/reproduce.sh [tiny|medium|full] [ROOT] [STUDY ...] [--status]
 #
 #   tiny (default): the CPU scale of every config (`configs/<name>.py:tiny`), minutes per study.
+#   medium:         the main table at `configs/main_table.py:medium`, one sweep per task into
+#                   ROOT/main_table/<task>, and its V-shape (pointwise_vs_distributional) read from
+#                   those parts: hours per task on a 2-core CPU, resumable.
 #   full:           the published scale (128 x 128, published sampler profiles and case counts,
 #                   full-size networks): for accelerators (see README, "Running on a GPU / TPU pod").
 #   ROOT:           root workdir (default ./reproduce-<scale>); each study writes ROOT/<study>[/<variant>].
