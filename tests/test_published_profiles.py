@@ -124,6 +124,7 @@ def test_published_output_projection_by_dataset(name):
     """Every published profile of a dataset projects its output onto the config's discrete values
     (the task's own binary values: Darcy's {3, 12}); our profile never does."""
     task = tasks.get(name, **({"resolution": 16} if name not in ("ccs", "ltmi", "ltmi_full") else {}))
+    assert tuned.PUBLISHED_DISCRETE_VALUES == {d: v for d, v in DISCRETE_VALUES.items() if v is not None}
     expected = DISCRETE_VALUES[tuned.TASKS[name].dataset]
     assert tuned.published_discrete_values(task) == expected
     assert tuned.profile_discrete_values(task, "published") == expected
