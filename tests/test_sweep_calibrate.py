@@ -2,6 +2,7 @@
 selection rule, and a tiny sweep that calibrates a hyperparameter before its test pair."""
 
 import json
+import types
 
 import ml_collections
 import numpy as np
@@ -67,6 +68,22 @@ def test_rank_mean_and_metric_rules_pick_the_argmin_of_their_score():
     assert calibrate.select(tied, "rank_mean") == ([1.5, 1.5, 3.0], 0)
     with pytest.raises(ValueError, match="non-finite"):
         calibrate.select({"mmd": [nan, nan]}, "mmd")
+
+
+def test_a_weight_with_a_diverged_member_scores_non_finite():
+    """A member that diverged (`num_nonfinite`) makes its grid value non-finite on every metric, even
+    where a published binary projection left its metrics finite."""
+
+    def record(weight, mean, diverged=0):
+        metrics = {"mean_error": mean, "num_nonfinite": diverged}
+        return types.SimpleNamespace(hparams={"guidance": weight}, metrics=metrics)
+
+    records = [record(1.0, 0.5), record(1.0, 0.7), record(3.0, 0.2), record(3.0, 0.3, diverged=2)]
+    curve = calibrate.curves(records, "guidance", (1.0, 3.0), ["mean_error"])["mean_error"]
+    np.testing.assert_allclose(curve, [0.6, np.nan])
+    records[-1].metrics["num_nonfinite"] = 0
+    curve = calibrate.curves(records, "guidance", (1.0, 3.0), ["mean_error"])["mean_error"]
+    np.testing.assert_allclose(curve, [0.6, 0.25])
 
 
 @pytest.mark.parametrize(

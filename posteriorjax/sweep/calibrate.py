@@ -90,12 +90,16 @@ def values(cal: CalibrateSettings, default: float) -> tuple[float, ...]:
 
 
 def curves(records: Sequence, hparam: str, grid: Sequence[float], metrics: Sequence[str]) -> dict:
-    """{metric: [mean over the records at each grid value]} (NaN when any is missing or non-finite)."""
+    """{metric: [mean over the records at each grid value]}: NaN when any is missing or non-finite,
+    or when a record has a member that diverged (`num_nonfinite` > 0; a published binary projection
+    turns such a member into a finite field, `AbstractSampler.finish`), so no weight at which the
+    sampler diverges is chosen."""
     out = {}
     for m in metrics:
         row = []
         for v in grid:
-            vals = [r.metrics.get(m) for r in records if np.float32(r.hparams[hparam]) == np.float32(v)]
+            at = [r for r in records if np.float32(r.hparams[hparam]) == np.float32(v)]
+            vals = [np.nan if r.metrics.get("num_nonfinite") else r.metrics.get(m) for r in at]
             vals = [np.nan if x is None else float(x) for x in vals]
             row.append(float(np.mean(vals)) if vals and all(map(math.isfinite, vals)) else float("nan"))
         out[m] = row
