@@ -405,3 +405,21 @@ def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tm
     resumed, resumed_ema, state = training.fit(model, surrogate_loss, source, cfg, tmp_path / "b")
     assert int(state.step) == 6 and _equal(full_ema, resumed_ema)
     assert _equal(eqx.filter(full, eqx.is_array), eqx.filter(resumed, eqx.is_array))
+
+
+def test_the_last_checkpoint_is_written_before_the_final_scores(setup, tmp_path):
+    """A process killed while scoring the finished network (minutes for a diffusion prior) keeps
+    its training: the checkpoint of the last step is on disk before the scores start."""
+    model, source = _model(setup), setup[3]
+    cfg = dataclasses.replace(CFG, checkpoint_every=100)  # the last step's checkpoint only
+
+    def killed_while_scoring(_):
+        assert (tmp_path / "checkpoints" / "6").is_dir()
+        raise SystemExit("killed")
+
+    with pytest.raises(SystemExit):
+        training.fit(
+            model, surrogate_loss, source, cfg, tmp_path, score_fn=killed_while_scoring, score_every=100
+        )
+    _, _, state = training.fit(model, surrogate_loss, source, cfg, tmp_path)  # nothing left to train
+    assert int(state.step) == 6

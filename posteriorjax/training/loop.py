@@ -135,15 +135,20 @@ class _Logger:
         self.schedule = schedule(cfg)
         self.tick, self.tick_step = time.perf_counter(), start
 
-    def record(self, step: int, end: int, state: TrainState, loss) -> dict | None:
-        cfg, record = self.cfg, None
-        if step % cfg.log_every == 0 or step == end:
-            loss = float(loss)
-            now = time.perf_counter()
-            # optax counts updates from 0: step s (1-based) ran at schedule(s - 1)
-            record = {"step": step, "loss": loss, "learning_rate": float(self.schedule(step - 1))}
-            record["steps_per_second"] = (step - self.tick_step) / max(now - self.tick, 1e-9)
-            self.tick, self.tick_step = now, step
+    def record(self, step: int, end: int, loss) -> dict | None:
+        """The loss line of `step` (None off the logging steps)."""
+        if not (step % self.cfg.log_every == 0 or step == end):
+            return None
+        now = time.perf_counter()
+        # optax counts updates from 0: step s (1-based) ran at schedule(s - 1)
+        record = {"step": step, "loss": float(loss), "learning_rate": float(self.schedule(step - 1))}
+        record["steps_per_second"] = (step - self.tick_step) / max(now - self.tick, 1e-9)
+        self.tick, self.tick_step = now, step
+        return record
+
+    def evaluate(self, step: int, state: TrainState, record: dict | None) -> dict | None:
+        """`record` with the evaluation and scores of `step` added where they are due."""
+        cfg = self.cfg
         if self.eval_fn is not None and (step % cfg.eval_every == 0 or step == cfg.num_steps):
             record = record or {"step": step}
             ema = eqx.combine(state.ema, self.static)
@@ -157,6 +162,12 @@ class _Logger:
             ema = eqx.combine(state.ema, self.static)
             record.update({f"score_{k}": v for k, v in self.score_fn(ema).items()})
         return record
+
+
+def _write(log, record: dict | None) -> None:
+    if record is not None:
+        log.write(json.dumps(record) + "\n")
+        log.flush()
 
 
 class DivergedError(FloatingPointError):
@@ -226,16 +237,16 @@ def fit(
         with log_path.open("a") as log, stage as bar:
             for step in range(start + 1, end + 1):
                 state, loss = step_fn(state, source)
-                record = logger.record(step, end, state, loss)
-                if record is not None:
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
+                record = logger.record(step, end, loss)
                 save = step % cfg.checkpoint_every == 0 or step == end
-                if save or (record is not None and "loss" in record):
-                    _check_loss(record["loss"] if record and "loss" in record else loss, step, cfg)
-                if save:
+                if (save or record is not None) and not np.isfinite(float(loss)):
+                    _write(log, record)  # the diverged step's line is kept
+                    _check_loss(loss, step, cfg)
+                if save:  # before the evaluation: an interruption there keeps the steps
                     checkpoints.save(state)
                     saved = step
+                record = logger.evaluate(step, state, record)
+                _write(log, record)
                 bar.update(1, **({"loss": f"{record['loss']:.4g}"} if record and "loss" in record else {}))
     except KeyboardInterrupt:  # SIGINT (Ctrl-C, `timeout -s INT`): keep the steps done so far
         if int(state.step) > saved and np.isfinite(float(loss)):
