@@ -11,6 +11,7 @@ velocity, MC-dropout inverse network), layer by layer:
                                             g_l a per-channel soft gate
     y = project(unpad(v))                   two pointwise layers, hidden projection_ratio * width
 
+`gelu` is torch's default `F.gelu`, the exact x Phi(x) (not the tanh approximation).
 `grid` is neuralop's `GridEmbeddingND`: x_j = j / n on each axis (two channels, appended last).
 `modes` counts Fourier modes the neuralop way: n_modes = (modes, modes) keeps k_y in
 [-modes/2, modes/2) and 0 <= k_x <= modes/2, i.e. our `SpectralConv((modes/2, modes/2 + 1))`.
@@ -27,6 +28,7 @@ the whole grid is kept, so the dropout masks are those of the full-grid form.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import equinox as eqx
@@ -36,6 +38,9 @@ import jax.random as jr
 
 from posteriorjax import checks
 from posteriorjax.nn.layers import Dropout, Pointwise, SpectralConv, check_channels
+
+# neuraloperator's activation, torch's `F.gelu`: the exact x Phi(x)
+gelu = functools.partial(jax.nn.gelu, approximate=False)
 
 
 def time_embedding(t: jax.Array, dim: int, max_positions: float = 2000.0) -> jax.Array:
@@ -70,7 +75,7 @@ class _MLP(eqx.Module):
 
     def __call__(self, x, *, key=None):
         k1, k2 = (None, None) if key is None else jr.split(key)
-        h = self.dropout(jax.nn.gelu(self.fc1(x)), key=k1)
+        h = self.dropout(gelu(self.fc1(x)), key=k1)
         return self.dropout(self.fc2(h), key=k2)
 
 
@@ -184,7 +189,7 @@ class NeuralopFNO(eqx.Module):
                 k_v, v = k_v[:, rows, cols], v[:, rows, cols]
             skip = jnp.einsum("oi,ihw->ohw", self.skip_weights[i], v)
             z = k_v + self.biases[i][:, None, None] + skip
-            z = jax.nn.gelu(z) if i < n - 1 else z
+            z = gelu(z) if i < n - 1 else z
             z = self.mlps[i](z, key=keys[i]) + self.gates[i][:, None, None] * v
-            v = jax.nn.gelu(z) if i < n - 1 else z
+            v = gelu(z) if i < n - 1 else z
         return self.project(v if crop_early else v[:, rows, cols])
