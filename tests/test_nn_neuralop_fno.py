@@ -12,6 +12,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import jax.test_util
 import numpy as np
 import pytest
 import scipy.special
@@ -122,3 +123,16 @@ def test_the_network_is_neuralops_fno_with_its_exact_gelu():
     x = 2.0 * jr.normal(jr.key(7), (3, 16, 16))
     want = _neuralop_forward(net, np.asarray(x))
     np.testing.assert_allclose(net(x), want, rtol=1e-4, atol=1e-5 * np.max(np.abs(want)))
+
+
+def test_gelu_is_torchs_exact_gelu_with_its_derivative(x64):
+    """`gelu` (torch's erf formula, hand-written derivative) equals jax's exact GELU and its
+    gradient to float64 rounding, and passes `check_grads` in both modes."""
+    x = jnp.linspace(-9.0, 9.0, 301)
+    np.testing.assert_allclose(
+        neuralop_fno.gelu(x), jax.nn.gelu(x, approximate=False), rtol=1e-13, atol=1e-15
+    )
+    slope = jax.vmap(jax.grad(neuralop_fno.gelu))(x)
+    want = jax.vmap(jax.grad(lambda v: jax.nn.gelu(v, approximate=False)))(x)
+    np.testing.assert_allclose(slope, want, rtol=1e-13, atol=1e-15)
+    jax.test_util.check_grads(neuralop_fno.gelu, (x,), order=2, modes=("fwd", "rev"), eps=1e-6)

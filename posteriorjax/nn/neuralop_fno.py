@@ -28,7 +28,6 @@ the whole grid is kept, so the dropout masks are those of the full-grid form.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import equinox as eqx
@@ -39,8 +38,27 @@ import jax.random as jr
 from posteriorjax import checks
 from posteriorjax.nn.layers import Dropout, Pointwise, SpectralConv, check_channels
 
-# neuraloperator's activation, torch's `F.gelu`: the exact x Phi(x)
-gelu = functools.partial(jax.nn.gelu, approximate=False)
+
+@jax.custom_jvp
+def gelu(x: jax.Array) -> jax.Array:
+    """neuraloperator's activation, torch's `F.gelu`: the exact x Phi(x) = x (1 + erf(x / sqrt 2)) / 2.
+
+    torch's formula, by erf; `jax.nn.gelu(approximate=False)` evaluates the same function by
+    erfc, which XLA's CPU backend computes about 2.5x slower. The derivative Phi(x) + x phi(x)
+    is written out (`custom_jvp`) so the reverse pass shares one erf and one exp per point.
+    """
+    return 0.5 * x * (1 + jax.lax.erf(x * _SQRT_HALF))
+
+
+@gelu.defjvp
+def _gelu_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    cdf = 0.5 * (1 + jax.lax.erf(x * _SQRT_HALF))
+    pdf = jnp.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    return x * cdf, (cdf + x * pdf) * dx
+
+
+_SQRT_HALF, _INV_SQRT_2PI = math.sqrt(0.5), 1 / math.sqrt(2 * math.pi)
 
 
 def time_embedding(t: jax.Array, dim: int, max_positions: float = 2000.0) -> jax.Array:
