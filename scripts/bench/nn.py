@@ -149,9 +149,9 @@ def _fno_pad_full_grid(net, x):
             + net.biases[i][:, None, None]
             + jnp.einsum("oi,ihw->ohw", net.skip_weights[i], v)
         )
-        z = jax.nn.gelu(z) if i < n - 1 else z
+        z = neuralop_fno.gelu(z) if i < n - 1 else z
         z = net.mlps[i](z) + net.gates[i][:, None, None] * v
-        v = jax.nn.gelu(z) if i < n - 1 else z
+        v = neuralop_fno.gelu(z) if i < n - 1 else z
     y = net.project(v[:, :hh, :ww])
     return y[:, h // 2 : h // 2 + h, w // 2 : w // 2 + w] if net.reflect_pad else y
 

@@ -1,4 +1,4 @@
-"""Peer benchmark: PosteriorBench's PyTorch FunDPS loop beside our published FunDPS, same network.
+"""Peer benchmark: PosteriorBench's PyTorch FunDPS and DDIS loops beside ours, same networks.
 
 The network on both sides is the neuralop FNO (16 modes, width 32, 4 layers; lifting and
 projection ratio 2, soft-gated channel MLPs) inside EDM preconditioning with sigma_data 0.5,
@@ -16,6 +16,13 @@ Workloads (64 x 64, 8 samples; `--device`: 128 x 128, 32 samples):
                        `samplers.get("fundps", task, profile="published", ...)`;
   peer_net_vjp         network forward + VJP w.r.t. the input (each guided step's reverse pass);
   peer_net_forward     network forward alone;
+  peer_ddis_loop       `DDIS_LEVELS` annealing levels of the published DDIS on Poisson (each: the
+                       prior's 5-step Heun solve, 35 Langevin steps through the ``fno_pad``
+                       surrogate; `posteriorbench/methods/ddis.py` transcribed below) against
+                       `samplers.get("ddis", task, profile="published", ...)`, both networks
+                       neuralop FNOs of the size above (parameter counts asserted equal);
+  peer_surrogate_vjp   the ``fno_pad`` surrogate's forward + input VJP (each Langevin step's
+                       reverse pass; the reflect padding doubles the grid);
   fundps_scaling       (no torch) our sampler against grid size and sample count, time and
                        compiled FLOPs per step (`bench_scaling`).
 At 128 x 128 the published latent's dense Cholesky factor is a 16384^2 float64 matrix (2 GiB,
@@ -74,6 +81,35 @@ def _ours(n: int):
     return task, den
 
 
+def _torch_edm(torch, fno):
+    """`denoise(x, sigma)`: EDM preconditioning of `fno` with sigma_data 0.5 (float64 trajectory,
+    float32 network), the noise level an 8-channel time embedding of log(sigma) / 4 concatenated
+    to the input (`training_fundps`)."""
+    half = TIME_CHANNELS // 2
+    freqs = torch.exp(-math.log(2000.0) / (half - 1) * torch.arange(half, dtype=torch.float32))
+
+    def denoise(x, sigma):
+        sd = SIGMA_DATA
+        c_skip = sd**2 / (sigma**2 + sd**2)
+        c_out = sigma * sd / math.sqrt(sigma**2 + sd**2)
+        c_in = 1 / math.sqrt(sd**2 + sigma**2)
+        arg = math.log(sigma) / 4 * 2000.0 * freqs
+        emb = torch.cat([torch.sin(arg), torch.cos(arg)])[None, :, None, None]
+        inp = torch.cat([(c_in * x).to(torch.float32), emb.expand(x.shape[0], -1, *x.shape[2:])], 1)
+        return c_skip * x + c_out * fno(inp).to(torch.float64)
+
+    return denoise
+
+
+def _torch_rbf_factor(torch, n: int):
+    """The published RBF noise's dense Cholesky factor `(n^2, n^2)` (float64): kernel
+    exp(-d / (2 0.05^2)) on the unit square plus a 1e-4 nugget, computed once as when the
+    sampler is built; a draw of B fields is (L z).T reshaped to (B, ..., n, n)."""
+    g = torch.stack(torch.meshgrid(*(torch.arange(n, dtype=torch.float64) / n,) * 2, indexing="ij"), -1)
+    d = torch.cdist(g.reshape(-1, 2), g.reshape(-1, 2))
+    return torch.linalg.cholesky(torch.exp(-d / (2 * 0.05**2)) + 1e-4 * torch.eye(n * n, dtype=torch.float64))
+
+
 def _torch_side(torch, TorchFNO, n: int, num_obs: int):
     """The torch denoiser and the published FunDPS loop on it (one sparse observation)."""
     torch.manual_seed(0)
@@ -88,25 +124,8 @@ def _torch_side(torch, TorchFNO, n: int, num_obs: int):
     if count != PARAMETERS:
         raise AssertionError(f"neuralop FNO has {count} real parameters, expected {PARAMETERS}")
     fno.eval()
-    half = TIME_CHANNELS // 2
-    freqs = torch.exp(-math.log(2000.0) / (half - 1) * torch.arange(half, dtype=torch.float32))
-
-    def denoise(x, sigma):
-        """EDM preconditioning (float64 trajectory, float32 network) of `training_fundps`."""
-        sd = SIGMA_DATA
-        c_skip = sd**2 / (sigma**2 + sd**2)
-        c_out = sigma * sd / math.sqrt(sigma**2 + sd**2)
-        c_in = 1 / math.sqrt(sd**2 + sigma**2)
-        arg = math.log(sigma) / 4 * 2000.0 * freqs
-        emb = torch.cat([torch.sin(arg), torch.cos(arg)])[None, :, None, None]
-        inp = torch.cat([(c_in * x).to(torch.float32), emb.expand(x.shape[0], -1, *x.shape[2:])], 1)
-        return c_skip * x + c_out * fno(inp).to(torch.float64)
-
-    # the RBF noise sampler: exp(-d / (2 0.05^2)) on the unit square, eps^2 = 1e-4 nugget,
-    # drawn through its dense Cholesky factor (computed once, as when the sampler is built)
-    g = torch.stack(torch.meshgrid(*(torch.arange(n, dtype=torch.float64) / n,) * 2, indexing="ij"), -1)
-    d = torch.cdist(g.reshape(-1, 2), g.reshape(-1, 2))
-    chol = torch.linalg.cholesky(torch.exp(-d / (2 * 0.05**2)) + 1e-4 * torch.eye(n * n, dtype=torch.float64))
+    denoise = _torch_edm(torch, fno)
+    chol = _torch_rbf_factor(torch, n)
     rng = np.random.default_rng(0)
     mask = torch.zeros(1, n, n, dtype=torch.float64)
     idx = rng.choice(n * n, num_obs, replace=False)
@@ -221,6 +240,153 @@ def bench_peer(args):
                 **config,
             )
         )
+    return records + bench_peer_ddis(args, torch, TorchFNO, config)
+
+
+# DDIS (`posteriorbench/methods/ddis.py`, `configs/evaluations/ddis_poisson.yaml`): each annealing
+# level runs the prior's 5-step Heun solve (9 denoiser evaluations) and 35 Langevin steps through
+# the surrogate; the timed loop runs `DDIS_LEVELS` levels, the cost of each repeating unchanged
+DDIS_LEVELS = 2
+DDIS = dict(langevin_steps=35, lr=7e-5, eta=0.25, tau=1e-3, weight=2.0, obs_scale=0.5)
+
+
+def _real_parameters(tree) -> int:
+    return sum(a.size for a in jax.tree.leaves(tree) if isinstance(a, jax.Array))
+
+
+def _torch_parameters(module) -> int:
+    """Real parameters of a torch module (a complex weight counts twice, as ours stores it)."""
+    return sum(2 * p.numel() if p.is_complex() else p.numel() for p in module.parameters())
+
+
+def _ours_ddis(n: int):
+    """Our published DDIS on Poisson at `n`^2: the prior denoiser and the ``fno_pad`` surrogate
+    are neuralop FNOs of the `FNO` size (the published surrogate is 64 modes / 64 wide at 128^2)."""
+    task = tasks.get("poisson", resolution=n)
+    x_norm, u_norm = nn.field_normalizer(task), nn.state_statistics(task, 16)
+    norms = dict(x_norm=x_norm, u_norm=u_norm)
+    prior = training.build_model(
+        "prior", "fno", dict(style="neuralop", **FNO, time_channels=TIME_CHANNELS), task,
+        key=jr.key(0), sigma_data=SIGMA_DATA, **norms,
+    )  # fmt: skip
+    surrogate = training.build_model("surrogate", "fno_pad", dict(FNO), task, key=jr.key(1), **norms)
+    return task, prior, surrogate
+
+
+def _torch_ddis(torch, TorchFNO, n: int, num_obs: int, sizes: tuple[int, int]):
+    """The published DDIS loop in torch (`DDISAdapter._sample_batch`, `_reverse_diffusion`,
+    `_langevin_dynamics`) on neuralop FNOs; `sizes` (prior, surrogate) our real parameter counts,
+    asserted equal."""
+    torch.manual_seed(1)
+    make = lambda cin: TorchFNO(  # noqa: E731
+        n_modes=(FNO["modes"],) * 2, in_channels=cin, out_channels=1,
+        hidden_channels=FNO["width"], n_layers=FNO["layers"],
+    )  # fmt: skip
+    prior_fno, surrogate_fno = make(1 + TIME_CHANNELS).eval(), make(1).eval()
+    got = (_torch_parameters(prior_fno), _torch_parameters(surrogate_fno))
+    if got != tuple(sizes):
+        raise AssertionError(f"torch DDIS networks have {got} real parameters, ours {tuple(sizes)}")
+    denoise = _torch_edm(torch, prior_fno)
+    chol = _torch_rbf_factor(torch, n)
+    rng = np.random.default_rng(0)
+    mask = torch.zeros(1, 1, n, n, dtype=torch.float64)
+    mask.view(-1)[torch.as_tensor(rng.choice(n * n, num_obs, replace=False))] = 1.0
+    observed = torch.as_tensor(rng.standard_normal((1, 1, n, n)))
+    x_std, u_mean, u_std = 0.27, 0.0, 0.7  # the normalizers' statistics (values do not change the cost)
+
+    def surrogate(x):
+        """FNO_pad: reflect-pad by half the grid, the FNO, crop (`training_ddis/surrogate.py`)."""
+        py, px = x.shape[-2] // 2, x.shape[-1] // 2
+        y = surrogate_fno(torch.nn.functional.pad(x, (px, px, py, py), mode="reflect"))
+        return y[..., py:-py, px:-px]
+
+    def karras(num, hi, lo):
+        grid = np.linspace(0.0, 1.0, num)
+        return np.append((hi ** (1 / 7) + grid * (lo ** (1 / 7) - hi ** (1 / 7))) ** 7, 0.0)
+
+    def noise(batch):
+        return (chol @ torch.randn(n * n, batch, dtype=torch.float64)).T.reshape(batch, 1, n, n)
+
+    def clean(x, sigma_hi):
+        steps = karras(5, sigma_hi, 1e-3)
+        with torch.no_grad():
+            for k, (s, s_next) in enumerate(zip(steps[:-1], steps[1:], strict=True)):
+                d = (x - denoise(x, s)) / s
+                proposal = x + (s_next - s) * d
+                if k < len(steps) - 2:
+                    d_next = (proposal - denoise(proposal, s_next)) / s_next
+                    proposal = x + (s_next - s) * (0.5 * d + 0.5 * d_next)
+                x = proposal
+        return x
+
+    def langevin(x0, sigma, level, levels):
+        lr = DDIS["lr"] * (1 + level / levels * (0.01 - 1))
+        x = x0.clone()
+        for _ in range(DDIS["langevin_steps"]):
+            x = x.detach().requires_grad_(True)
+            loss = (x - x0).square().sum() / (2 * sigma**2)
+            raw = (x * x_std / 0.5).to(torch.float32)  # ModelNormalizer.denormalize
+            pred = DDIS["obs_scale"] * (surrogate(raw).to(x.dtype) - u_mean) / u_std
+            mse = (((pred - observed) * mask) ** 2).sum() / mask.sum()
+            loss = loss + DDIS["weight"] * mse / (2 * DDIS["tau"] ** 2)
+            grad = torch.autograd.grad(loss, x)[0]
+            with torch.no_grad():
+                x = x - lr * grad + noise(x.shape[0]) * math.sqrt(2 * lr) * DDIS["eta"]
+            if not torch.isfinite(x).all():
+                raise FloatingPointError("torch DDIS: non-finite Langevin state")
+        return x.detach()
+
+    def loop(batch: int, levels: int = DDIS_LEVELS):
+        sigmas = karras(levels, 10.0, 0.01)
+        x = noise(batch) * sigmas[0]
+        for level, (s, s_next) in enumerate(zip(sigmas[:-1], sigmas[1:], strict=True)):
+            x = langevin(clean(x, s), s, level, levels) + noise(batch) * s_next
+        return x
+
+    def surrogate_vjp(x):
+        x = x.detach().to(torch.float32).requires_grad_(True)
+        y = surrogate(x)
+        return torch.autograd.grad(y, x, torch.ones_like(y))[0]
+
+    return loop, surrogate_vjp
+
+
+def bench_peer_ddis(args, torch, TorchFNO, config: dict) -> list[dict]:
+    """DDIS's loop (`DDIS_LEVELS` annealing levels) and its surrogate's forward + input VJP."""
+    n, num = _sizes(args)
+    task, prior, surrogate = _ours_ddis(n)
+    sizes = (_real_parameters(prior.net), _real_parameters(surrogate.net))
+    sampler = samplers.get(
+        "ddis", task, profile="published", model=prior, surrogate=surrogate, num_steps=DDIS_LEVELS
+    )
+    if sampler.langevin_steps != DDIS["langevin_steps"]:
+        raise AssertionError(
+            f"our DDIS runs {sampler.langevin_steps} Langevin steps, torch's {DDIS['langevin_steps']}"
+        )
+    h, y = sampler.hparams(), task.cases(0, 1).y_obs[0]
+    loop, surrogate_vjp = _torch_ddis(torch, TorchFNO, n, int(y.shape[0]), sizes)
+    config = dict(config, annealing_levels=DDIS_LEVELS, parameters=sizes)
+    ours_loop, flops = compiled(lambda k: sampler.sample_traced(k, y, num, h), jr.key(1))
+    t_ours, t_torch = best_times_interleaved(
+        [ours_loop, lambda _: loop(num)], jr.key(1), repeats=1, warmup=0, calls=1
+    )
+    records = [
+        record(f"peer_ddis_loop_{n}", "loops/s", 1 / t_ours, 1 / t_torch,
+               "PosteriorBench DDIS (torch eager)", flops_per_level=flops, **config)
+    ]  # fmt: skip
+    x = jr.normal(jr.key(2), (num, 1, n, n))
+    xt = torch.as_tensor(np.array(x))  # a writable copy
+
+    def vjp(v):
+        out, pull = jax.vjp(jax.vmap(surrogate.net), v)
+        return pull(jnp.ones_like(out))[0]
+
+    ours_vjp, f_vjp = compiled(vjp, x)
+    a, b = best_times_interleaved([ours_vjp, lambda _: surrogate_vjp(xt)], x, repeats=5)
+    records.append(
+        record(f"peer_surrogate_vjp_{n}", "calls/s", 1 / a, 1 / b, "neuralop FNO_pad vjp (torch eager)",
+               flops=f_vjp, **config)
+    )  # fmt: skip
     return records
 
 
