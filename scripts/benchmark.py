@@ -1,6 +1,6 @@
 """Benchmarks: our throughput beside a baseline measured in the same run.
 
-    python scripts/benchmark.py [--only=NAME,...] [--json=FILE] [--device] [--list]
+    python scripts/benchmark.py [--only=NAME,...] [--json=FILE] [--device] [--peer_resolution=N] [--list]
 
 `--only=spectral,metrics` runs the benchmarks named so, or, for a word that names none,
 every benchmark whose name contains it (`spectral_conv`, `spectral_grf`, `metrics`).
@@ -61,6 +61,10 @@ def define_flags(flag_values=flags.FLAGS) -> None:
     )
     flags.DEFINE_string("json", None, "write the records to this JSON file", flag_values=flag_values)
     flags.DEFINE_bool("device", False, "accelerator-sized problems", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "peer_resolution", None, "grid of the peer benchmark (default 64, 128 with --device)",
+        lower_bound=16, flag_values=flag_values,
+    )  # fmt: skip
     flags.DEFINE_bool(
         "list", False, "list the benchmark names (those --only selects) and exit", flag_values=flag_values
     )
@@ -76,7 +80,7 @@ def main(argv, flag_values=flags.FLAGS) -> None:
     if flag_values.list:
         print("\n".join(names))
         return
-    args = SimpleNamespace(device=flag_values.device)
+    args = SimpleNamespace(device=flag_values.device, peer_resolution=flag_values.peer_resolution)
 
     import jax
 

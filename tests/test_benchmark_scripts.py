@@ -106,9 +106,14 @@ def test_peer_benchmark_without_torch_records_nothing(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
     assert peer.import_torch() is None
     monkeypatch.setattr(peer, "_ours", lambda n: pytest.fail("built our side without torch"))
+    monkeypatch.setattr(peer, "_ours_ddis", lambda n: pytest.fail("built our side without torch"))
     assert peer.bench_peer(SimpleNamespace(device=False)) == []
-    assert "peer: skipped (torch and neuraloperator not installed" in capsys.readouterr().out
-    assert "peer" in _benchmark_module().collect()
+    assert peer.bench_peer_ddis(SimpleNamespace(device=False)) == []
+    out = capsys.readouterr().out
+    assert "peer_fundps: skipped (torch and neuraloperator not installed" in out
+    assert "peer_ddis: skipped (torch and neuraloperator not installed" in out
+    script = _benchmark_module()
+    assert script.select(["peer"], script.collect()) == ["peer_ddis", "peer_fundps"]
 
 
 def test_peer_compiled_reports_xla_flops(monkeypatch):

@@ -8,7 +8,7 @@ real parameters each (asserted; torch counts a complex weight once). Weights are
 workloads' costs do not depend on them. torch runs eagerly on the CPU, with its default
 threads (one per core), in the same process as JAX.
 
-Workloads (64 x 64, 8 samples; `--device`: 128 x 128, 32 samples):
+Workloads (64 x 64, 8 samples; `--device`: 128 x 128, 32 samples; `--peer_resolution=N`: N x N):
   peer_fundps_loop     20 FunDPS steps (Heun, guidance at the corrector point through the input
                        VJP; `posteriorbench/methods/fundps.py` `_PDESolverDPS.generate_single_batch`,
                        transcribed below with one sparse-sensor observation and the RBF latent
@@ -64,7 +64,10 @@ def import_torch():
 
 
 def _sizes(args):
-    return (128, 32) if args.device else (64, 8)
+    """(grid, samples): 64^2 and 8 samples on a CPU, 128^2 and 32 with `--device`; a
+    `--peer_resolution` keeps the samples and sets the grid."""
+    n, num = (128, 32) if args.device else (64, 8)
+    return (getattr(args, "peer_resolution", None) or n), num
 
 
 def _ours(n: int):
@@ -185,7 +188,7 @@ def compiled(fn, *args):
 def bench_peer(args):
     found = import_torch()
     if found is None:
-        print("peer: skipped (torch and neuraloperator not installed: pip install '.[bench]')")
+        print("peer_fundps: skipped (torch and neuraloperator not installed: pip install '.[bench]')")
         return []
     torch, TorchFNO = found
     n, num = _sizes(args)
@@ -240,7 +243,7 @@ def bench_peer(args):
                 **config,
             )
         )
-    return records + bench_peer_ddis(args, torch, TorchFNO, config)
+    return records
 
 
 # DDIS (`posteriorbench/methods/ddis.py`, `configs/evaluations/ddis_poisson.yaml`): each annealing
@@ -351,8 +354,13 @@ def _torch_ddis(torch, TorchFNO, n: int, num_obs: int, sizes: tuple[int, int]):
     return loop, surrogate_vjp
 
 
-def bench_peer_ddis(args, torch, TorchFNO, config: dict) -> list[dict]:
+def bench_peer_ddis(args) -> list[dict]:
     """DDIS's loop (`DDIS_LEVELS` annealing levels) and its surrogate's forward + input VJP."""
+    found = import_torch()
+    if found is None:
+        print("peer_ddis: skipped (torch and neuraloperator not installed: pip install '.[bench]')")
+        return []
+    torch, TorchFNO = found
     n, num = _sizes(args)
     task, prior, surrogate = _ours_ddis(n)
     sizes = (_real_parameters(prior.net), _real_parameters(surrogate.net))
@@ -365,7 +373,8 @@ def bench_peer_ddis(args, torch, TorchFNO, config: dict) -> list[dict]:
         )
     h, y = sampler.hparams(), task.cases(0, 1).y_obs[0]
     loop, surrogate_vjp = _torch_ddis(torch, TorchFNO, n, int(y.shape[0]), sizes)
-    config = dict(config, annealing_levels=DDIS_LEVELS, parameters=sizes)
+    config = dict(resolution=n, num_samples=num, annealing_levels=DDIS_LEVELS, parameters=sizes,
+                  langevin_steps=DDIS["langevin_steps"], load=os.getloadavg()[0])  # fmt: skip
     ours_loop, flops = compiled(lambda k: sampler.sample_traced(k, y, num, h), jr.key(1))
     t_ours, t_torch = best_times_interleaved(
         [ours_loop, lambda _: loop(num)], jr.key(1), repeats=1, warmup=0, calls=1
@@ -422,4 +431,4 @@ def bench_scaling(args):
     return records
 
 
-BENCHMARKS = {"peer": bench_peer, "fundps_scaling": bench_scaling}
+BENCHMARKS = {"peer_fundps": bench_peer, "peer_ddis": bench_peer_ddis, "fundps_scaling": bench_scaling}
