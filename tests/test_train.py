@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import os
+import signal
 import warnings
 from pathlib import Path
 
@@ -374,13 +376,16 @@ def test_scan_and_scan_ensemble_follow_gradient_descent():
     np.testing.assert_allclose(losses[:, 0], first, rtol=1e-6)
 
 
-def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tmp_path):
-    """Ctrl-C (or `timeout -s INT`) between checkpoints saves the state of the last finished step,
-    so a resumed run loses nothing and ends where an uninterrupted one ends."""
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tmp_path, how):
+    """Ctrl-C (or `timeout -s INT`), or SIGTERM (`kill`, a scheduler's time limit), between
+    checkpoints saves the state of the last finished step, so a resumed run loses nothing and
+    ends where an uninterrupted one ends; the SIGTERM handler is the caller's again after."""
     model, source = _model(setup), setup[3]
     cfg = dataclasses.replace(CFG, checkpoint_every=100)  # no checkpoint before the end
     full, full_ema, _ = training.fit(model, surrogate_loss, source, cfg, tmp_path / "a")
     step_fn = training.loop.make_step
+    handler = signal.getsignal(signal.SIGTERM)
 
     def interrupted_after(n):
         def make_step(*args, **kwargs):
@@ -389,6 +394,8 @@ def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tm
             def interrupted(state, src):
                 calls[0] += 1
                 if calls[0] > n:
+                    if how == "SIGTERM":
+                        os.kill(os.getpid(), signal.SIGTERM)  # the handler raises here
                     raise KeyboardInterrupt
                 return step(state, src)
 
@@ -402,6 +409,7 @@ def test_an_interrupt_keeps_the_steps_done_and_resumes_bit_identically(setup, tm
             training.fit(model, surrogate_loss, source, cfg, tmp_path / "b")
     saved = sorted(int(p.name) for p in (tmp_path / "b" / "checkpoints").iterdir() if p.name.isdigit())
     assert saved == [4]
+    assert signal.getsignal(signal.SIGTERM) is handler
     resumed, resumed_ema, state = training.fit(model, surrogate_loss, source, cfg, tmp_path / "b")
     assert int(state.step) == 6 and _equal(full_ema, resumed_ema)
     assert _equal(eqx.filter(full, eqx.is_array), eqx.filter(resumed, eqx.is_array))

@@ -10,7 +10,8 @@ parameters, `optimizer.update`, `eqx.apply_updates`. Three loops run it:
     gradient, clipping, AdamW with warm-up + cosine schedule (`settings.make_optimizer`), and
     the EMA update ema <- d ema + (1 - d) params. With several devices the batch is sharded
     over the `parallel.data_mesh()` axis (parameters replicated) and XLA inserts the gradient
-    all-reduce. Checkpoints every `checkpoint_every` steps and at the end (`checkpoints`);
+    all-reduce. Checkpoints every `checkpoint_every` steps and at the end (`checkpoints`), and
+    on SIGINT or SIGTERM (Ctrl-C, `kill`, a scheduler's time limit) after the step in progress;
     metrics go to `workdir/metrics.jsonl` (one JSON object per logged step; lines past the
     restored step are dropped on resume, so nothing is duplicated).
   * `scan(model, loss_fn, optimizer, xs)`: `len(xs)` steps in one `lax.scan` over in-memory
@@ -22,7 +23,10 @@ parameters, `optimizer.update`, `eqx.apply_updates`. Three loops run it:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -185,6 +189,25 @@ def _check_loss(loss, step: int, cfg: TrainConfig) -> None:
         )
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while the block runs (as SIGINT does), so `fit` saves
+    the steps done before the process ends. A job started in the background by a shell ignores
+    SIGINT, and schedulers stop jobs with SIGTERM; only the main thread can install a handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def fit(
     model,
     loss_fn,
@@ -234,7 +257,7 @@ def fit(
     stage = console.Stage(f"train {workdir.name}", end, "steps", initial=start, enabled=cfg.progress)
     saved = start
     try:
-        with log_path.open("a") as log, stage as bar:
+        with _terminate_as_interrupt(), log_path.open("a") as log, stage as bar:
             for step in range(start + 1, end + 1):
                 state, loss = step_fn(state, source)
                 record = logger.record(step, end, loss)
@@ -248,7 +271,7 @@ def fit(
                 record = logger.evaluate(step, state, record)
                 _write(log, record)
                 bar.update(1, **({"loss": f"{record['loss']:.4g}"} if record and "loss" in record else {}))
-    except KeyboardInterrupt:  # SIGINT (Ctrl-C, `timeout -s INT`): keep the steps done so far
+    except KeyboardInterrupt:  # SIGINT or SIGTERM: keep the steps done so far
         if int(state.step) > saved and np.isfinite(float(loss)):
             checkpoints.save(state)
         checkpoints.close()
