@@ -63,6 +63,14 @@ def import_torch():
     return torch, TorchFNO
 
 
+def _torch_for(name: str):
+    """`import_torch()`, printing why benchmark `name` is skipped when it returns None."""
+    found = import_torch()
+    if found is None:
+        print(f"{name}: skipped (torch and neuraloperator not installed: pip install '.[bench]')")
+    return found
+
+
 def _sizes(args):
     """(grid, samples): 64^2 and 8 samples on a CPU, 128^2 and 32 with `--device`; a
     `--peer_resolution` keeps the samples and sets the grid."""
@@ -186,9 +194,8 @@ def compiled(fn, *args):
 
 
 def bench_peer(args):
-    found = import_torch()
+    found = _torch_for("peer_fundps")
     if found is None:
-        print("peer_fundps: skipped (torch and neuraloperator not installed: pip install '.[bench]')")
         return []
     torch, TorchFNO = found
     n, num = _sizes(args)
@@ -356,9 +363,8 @@ def _torch_ddis(torch, TorchFNO, n: int, num_obs: int, sizes: tuple[int, int]):
 
 def bench_peer_ddis(args) -> list[dict]:
     """DDIS's loop (`DDIS_LEVELS` annealing levels) and its surrogate's forward + input VJP."""
-    found = import_torch()
+    found = _torch_for("peer_ddis")
     if found is None:
-        print("peer_ddis: skipped (torch and neuraloperator not installed: pip install '.[bench]')")
         return []
     torch, TorchFNO = found
     n, num = _sizes(args)
