@@ -45,6 +45,7 @@ import numpy as np
 
 from bench.common import best_times_interleaved, record
 from posteriorjax import nn, samplers, tasks, training
+from posteriorjax.nn.pdeobs import parameter_count
 
 FNO = dict(modes=16, width=32, layers=4)
 TIME_CHANNELS = 8
@@ -86,7 +87,7 @@ def _ours(n: int):
     den = training.build_model(
         "joint", "fno", options, task, x_norm=x_norm, u_norm=u_norm, key=jr.key(0), sigma_data=SIGMA_DATA
     )
-    count = sum(a.size for a in jax.tree.leaves(den.net) if isinstance(a, jax.Array))
+    count = parameter_count(den.net)
     if count != PARAMETERS:
         raise AssertionError(f"our FNO has {count} parameters, expected {PARAMETERS}")
     return task, den
@@ -131,7 +132,7 @@ def _torch_side(torch, TorchFNO, n: int, num_obs: int):
         hidden_channels=FNO["width"],
         n_layers=FNO["layers"],
     )
-    count = sum(2 * p.numel() if p.is_complex() else p.numel() for p in fno.parameters())
+    count = _torch_parameters(fno)
     if count != PARAMETERS:
         raise AssertionError(f"neuralop FNO has {count} real parameters, expected {PARAMETERS}")
     fno.eval()
@@ -260,10 +261,6 @@ DDIS_LEVELS = 2
 DDIS = dict(langevin_steps=35, lr=7e-5, eta=0.25, tau=1e-3, weight=2.0, obs_scale=0.5)
 
 
-def _real_parameters(tree) -> int:
-    return sum(a.size for a in jax.tree.leaves(tree) if isinstance(a, jax.Array))
-
-
 def _torch_parameters(module) -> int:
     """Real parameters of a torch module (a complex weight counts twice, as ours stores it)."""
     return sum(2 * p.numel() if p.is_complex() else p.numel() for p in module.parameters())
@@ -369,7 +366,7 @@ def bench_peer_ddis(args) -> list[dict]:
     torch, TorchFNO = found
     n, num = _sizes(args)
     task, prior, surrogate = _ours_ddis(n)
-    sizes = (_real_parameters(prior.net), _real_parameters(surrogate.net))
+    sizes = (parameter_count(prior.net), parameter_count(surrogate.net))
     sampler = samplers.get(
         "ddis", task, profile="published", model=prior, surrogate=surrogate, num_steps=DDIS_LEVELS
     )
