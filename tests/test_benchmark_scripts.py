@@ -117,14 +117,24 @@ def test_peer_benchmark_without_torch_records_nothing(monkeypatch, capsys):
 
 
 def test_peer_compiled_reports_xla_flops(monkeypatch):
-    """`compiled` returns the program and XLA's FLOP count: 2 n^3 for an n x n matrix product."""
+    """`compiled` returns the program and XLA's FLOP count (2 n^3 for an n x n matrix product),
+    with the network's parameters as arguments of the program and the rest compiled in."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import equinox as eqx
+    import jax
     import jax.numpy as jnp
     from bench import peer
 
-    program, flops = peer.compiled(lambda a: a @ a, jnp.eye(8))
-    assert flops == 2 * 8**3
-    assert float(program(jnp.eye(8))[3, 3]) == 1.0
+    class Holder(eqx.Module):
+        net: jax.Array
+        scale: jax.Array
+
+    module = Holder(2.0 * jnp.eye(8), jnp.ones(()))
+    program, flops = peer.compiled(lambda m, a: (m.net @ a) * m.scale, module, jnp.eye(8))
+    assert flops >= 2 * 8**3
+    assert float(program(jnp.eye(8))[3, 3]) == 2.0
+    (arguments,) = program.args
+    assert arguments.net is module.net and arguments.scale is None
 
 
 def test_fno_pad_benchmark_baseline_is_the_full_grid_form(monkeypatch):

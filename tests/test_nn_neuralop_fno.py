@@ -47,6 +47,15 @@ def _full_grid_call(net, x, t=None, *, key=None):
     return y
 
 
+def _trained_like(net, key):
+    """`net` with every parameter moved off its initial value, as training moves it: no gate
+    is one and no bias zero (XLA folds such constants, and a test of them tests less)."""
+    leaves, tree = jax.tree.flatten(eqx.filter(net, eqx.is_array))
+    keys = jr.split(key, len(leaves))
+    moved = [a + 0.1 * jr.normal(k, a.shape, a.dtype) for a, k in zip(leaves, keys, strict=True)]
+    return eqx.combine(jax.tree.unflatten(tree, moved), net)
+
+
 CASES = {
     "fno_pad": (dict(reflect_pad=True), (1, 12, 10), None),
     "padding": (dict(padding=0.25), (1, 8, 12), None),
@@ -59,6 +68,7 @@ CASES = {
 def test_cropped_forward_and_gradient_equal_the_full_grid_form(case):
     options, shape, t = CASES[case]
     net = neuralop_fno.NeuralopFNO(shape[0], 2, modes=4, width=6, layers=2, key=jr.key(1), **options)
+    net = _trained_like(net, jr.key(8))
     x = jr.normal(jr.key(2), (3, *shape))
     new = lambda m, x: jax.vmap(lambda u: m(u, t))(x)  # noqa: E731
     old = lambda m, x: jax.vmap(lambda u: _full_grid_call(m, u, t))(x)  # noqa: E731
@@ -119,7 +129,7 @@ def _neuralop_forward(net, x: np.ndarray) -> np.ndarray:
 def test_the_network_is_neuralops_fno_with_its_exact_gelu():
     """The forward pass equals a NumPy transcription of neuraloperator's FNO, whose activation is
     torch's exact GELU (the tanh approximation differs by up to 5e-4 per activation)."""
-    net = neuralop_fno.NeuralopFNO(3, 2, modes=8, width=12, layers=3, key=jr.key(6))
+    net = _trained_like(neuralop_fno.NeuralopFNO(3, 2, modes=8, width=12, layers=3, key=jr.key(6)), jr.key(9))
     x = 2.0 * jr.normal(jr.key(7), (3, 16, 16))
     want = _neuralop_forward(net, np.asarray(x))
     np.testing.assert_allclose(net(x), want, rtol=1e-4, atol=1e-5 * np.max(np.abs(want)))
@@ -136,3 +146,11 @@ def test_gelu_is_torchs_exact_gelu_with_its_derivative(x64):
     want = jax.vmap(jax.grad(lambda v: jax.nn.gelu(v, approximate=False)))(x)
     np.testing.assert_allclose(slope, want, rtol=1e-13, atol=1e-15)
     jax.test_util.check_grads(neuralop_fno.gelu, (x,), order=2, modes=("fwd", "rev"), eps=1e-6)
+
+
+def test_soft_gate_is_a_per_channel_scale(x64):
+    """`soft_gate` (a product with diag(gate), for speed) equals the broadcast multiply and
+    passes `check_grads` in both modes."""
+    gate, v = jr.normal(jr.key(10), (5,)), jr.normal(jr.key(11), (5, 7, 6))
+    np.testing.assert_allclose(neuralop_fno.soft_gate(gate, v), gate[:, None, None] * v, rtol=1e-14)
+    jax.test_util.check_grads(neuralop_fno.soft_gate, (gate, v), order=2, modes=("fwd", "rev"))

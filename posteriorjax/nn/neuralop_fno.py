@@ -61,6 +61,18 @@ def _gelu_jvp(primals, tangents):
 _SQRT_HALF, _INV_SQRT_2PI = math.sqrt(0.5), 1 / math.sqrt(2 * math.pi)
 
 
+def soft_gate(gate: jax.Array, v: jax.Array) -> jax.Array:
+    """neuralop's `SoftGating`, a per-channel scale: `gate (C,)`, `v (C, H, W) -> (C, H, W)`.
+
+    Written as the product with diag(gate) rather than a broadcast multiply: with the multiply
+    (and a gate that is not all ones, as in any trained network) XLA's CPU backend recomputes the
+    gated residual chain inside the reverse pass, and a forward + input VJP takes 1.7x as long
+    (docs/studies/performance.md). At full float32 precision on every backend, the product
+    equals the multiply to rounding for finite `v`.
+    """
+    return jnp.einsum("oi,ihw->ohw", jnp.diag(gate), v, precision=jax.lax.Precision.HIGHEST)
+
+
 def time_embedding(t: jax.Array, dim: int, max_positions: float = 2000.0) -> jax.Array:
     """ECI's `get_time_embedding` `(dim,)`: [sin(2000 t w_i), cos(2000 t w_i)],
     w_i = 2000^(-i / (dim/2 - 1))."""
@@ -208,6 +220,6 @@ class NeuralopFNO(eqx.Module):
             skip = jnp.einsum("oi,ihw->ohw", self.skip_weights[i], v)
             z = k_v + self.biases[i][:, None, None] + skip
             z = gelu(z) if i < n - 1 else z
-            z = self.mlps[i](z, key=keys[i]) + self.gates[i][:, None, None] * v
+            z = self.mlps[i](z, key=keys[i]) + soft_gate(self.gates[i], v)
             v = gelu(z) if i < n - 1 else z
         return self.project(v if crop_early else v[:, rows, cols])
