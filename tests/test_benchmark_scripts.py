@@ -109,11 +109,12 @@ def test_peer_benchmark_without_torch_records_nothing(monkeypatch, capsys):
     monkeypatch.setattr(peer, "_ours_ddis", lambda n: pytest.fail("built our side without torch"))
     assert peer.bench_peer(SimpleNamespace(device=False)) == []
     assert peer.bench_peer_ddis(SimpleNamespace(device=False)) == []
+    assert peer.bench_peer_sweep(SimpleNamespace(device=False)) == []
     out = capsys.readouterr().out
-    assert "peer_fundps: skipped (torch and neuraloperator not installed" in out
-    assert "peer_ddis: skipped (torch and neuraloperator not installed" in out
+    for name in ("peer_fundps", "peer_ddis", "peer_sweep"):
+        assert f"{name}: skipped (torch and neuraloperator not installed" in out
     script = _benchmark_module()
-    assert script.select(["peer"], script.collect()) == ["peer_ddis", "peer_fundps"]
+    assert script.select(["peer"], script.collect()) == ["peer_ddis", "peer_fundps", "peer_sweep"]
 
 
 def test_peer_compiled_reports_xla_flops(monkeypatch):

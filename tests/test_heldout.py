@@ -1,20 +1,19 @@
 """Scores that cannot be gamed: held-out references, weighted ensembles, provenance, PosteriorBench parity.
 
 One exported tiny study (poisson_fixed at 8 x 8, 3 cases, exact references of 64 members) is
-shared; the PosteriorBench transcription below is written from its `evaluation/metrics.py`
-(`normalize_weights`, weighted moments, `weighted_mmd`, `sliced_wasserstein`,
-`radially_averaged_power_spectrum`, `spectral_relative_geomean`) in NumPy, float64.
+shared; PosteriorBench's metric code is the NumPy transcription of its `evaluation/metrics.py`
+in `scripts/bench/posteriorbench_metrics.py`.
 """
 
 import json
 import sys
+from pathlib import Path
 
 import jax
 import jax.random as jr
 import ml_collections
 import numpy as np
 import pytest
-from scipy.fft import idctn
 
 from posteriorjax import exchange, files, sweep
 from posteriorjax.exchange import leaderboard, readers
@@ -29,109 +28,11 @@ from posteriorjax.sweep.settings import settings
 TASK, RES, K, N, M = "poisson_fixed", 8, 3, 64, 64
 
 
-# ----------------------------------------------------------------------------
-# PosteriorBench's metric code, transcribed (NumPy, float64)
-
-
-def pb_normalize_weights(w, n):
-    w = np.asarray(w, np.float64)
-    if w.ndim != 1 or w.shape != (n,):
-        raise ValueError("shape")
-    if not np.all(np.isfinite(w)):
-        raise ValueError("finite")
-    if np.any(w < 0):
-        raise ValueError("nonnegative")
-    if float(w.sum()) <= 0:
-        raise ValueError("positive sum")
-    return w / w.sum()
-
-
-def _pb_sq_dist(x, y):
-    return np.maximum(np.sum(x * x, 1)[:, None] + np.sum(y * y, 1)[None, :] - 2 * (x @ y.T), 0.0)
-
-
-def pb_mmd(x, y, wx, wy):
-    x, y = x.reshape(len(x), -1).astype(np.float64), y.reshape(len(y), -1).astype(np.float64)
-    dxx, dyy, dxy = _pb_sq_dist(x, x), _pb_sq_dist(y, y), _pb_sq_dist(x, y)
-    bw = float(np.median(dxy))
-    bw = 1.0 if bw <= 0 else bw
-
-    def k(d):
-        return sum(np.exp(-d / (s * bw)) for s in (0.2, 0.5, 1.0, 2.0, 5.0)) / 5
-
-    v = (
-        np.sum(np.outer(wx, wx) * k(dxx))
-        + np.sum(np.outer(wy, wy) * k(dyy))
-        - 2 * np.sum(np.outer(wx, wy) * k(dxy))
-    )
-    return float(np.sqrt(max(v, 0.0)))
-
-
-def pb_w1(x, y, wx, wy):
-    ox, oy = np.argsort(x), np.argsort(y)
-    x, wx, y, wy = x[ox], wx[ox], y[oy], wy[oy]
-    values = np.unique(np.concatenate([x, y]))
-    if len(values) < 2:
-        return 0.0
-    cx, cy = np.searchsorted(x, values[:-1], "right"), np.searchsorted(y, values[:-1], "right")
-    fx, fy = np.concatenate([[0.0], np.cumsum(wx)]), np.concatenate([[0.0], np.cumsum(wy)])
-    return float(np.sum(np.abs(fx[cx] - fy[cy]) * np.diff(values)))
-
-
-def pb_swd(x, y, wx, wy, mean, std):
-    x = (x.reshape(len(x), -1).astype(np.float64) - mean) / std
-    y = (y.reshape(len(y), -1).astype(np.float64) - mean) / std
-    h, w = shape = pb_swd.shape
-    rng, out = np.random.default_rng(0), []
-    for _ in range(128):
-        xi = rng.normal(size=shape)
-        gx, gy = np.meshgrid(np.arange(w, dtype=float), np.arange(h, dtype=float), indexing="xy")
-        c = np.sqrt(h * w) * 3.0 * (np.pi**2 * (gx**2 + gy**2) + 9.0) ** -1.0 * xi
-        c[0, 0] = 0.0
-        d = idctn(c, type=2, norm="ortho")
-        d = (d / (np.linalg.norm(d.ravel()) + 1e-12)).reshape(-1)
-        out.append(pb_w1(x @ d, y @ d, wx, wy))
-    return float(np.mean(out))
-
-
-def pb_spectrum(samples, w):
-    _, h, wd = samples.shape
-    gx, gy = np.meshgrid(np.fft.fftshift(np.fft.fftfreq(wd)), np.fft.fftshift(np.fft.fftfreq(h)))
-    step = 1 / min(h, wd)
-    bins = np.arange(0, 0.5 + step, step)
-    idx, nb = np.digitize(np.sqrt(gx**2 + gy**2).ravel(), bins) - 1, len(bins) - 1
-    spectra = []
-    for s in samples:
-        # fft2 in float64: the published code's precision (NumPy < 2 always computed float64;
-        # NumPy >= 2 keeps float32 inputs in float32, where bin 0 of a zero-mean field is round-off)
-        p = np.abs(np.fft.fftshift(np.fft.fft2(s.astype(np.float64)))) ** 2
-        ok = (idx >= 0) & (idx < nb)
-        sums = np.bincount(idx[ok], weights=p.ravel()[ok], minlength=nb)
-        spectra.append(sums / np.maximum(np.bincount(idx[ok], minlength=nb), 1))
-    return np.average(np.asarray(spectra), axis=0, weights=w)
-
-
-def pb_spectral(x, y, wx, wy):
-    p, r = pb_spectrum(x, wx), pb_spectrum(y, wy)
-    e = np.abs(p - r) / (np.abs(r) + 1e-10)
-    ok = np.isfinite(e) & np.isfinite(r) & (r > 1e-10)
-    return float(np.exp(np.mean(np.log(e[ok] + 1e-10))))
-
-
-def pb_evaluate(x, y, wx, wy, mean, std):
-    """PosteriorBench's `evaluate_distribution` on `(N, H, W)` fields (SWD z-scored by (mean, std))."""
-    wx, wy = pb_normalize_weights(wx, len(x)), pb_normalize_weights(wy, len(y))
-    mx, my = np.average(x, axis=0, weights=wx), np.average(y, axis=0, weights=wy)
-    sx = np.sqrt(np.average((x - mx) ** 2, axis=0, weights=wx))
-    sy = np.sqrt(np.average((y - my) ** 2, axis=0, weights=wy))
-    pb_swd.shape = x.shape[1:]
-    return {
-        "mean_error": float(np.linalg.norm(mx - my) / (np.linalg.norm(my) + 1e-12)),
-        "std_error": float(np.linalg.norm(sx - sy) / (np.linalg.norm(sy) + 1e-12)),
-        "mmd": pb_mmd(x, y, wx, wy),
-        "swd": pb_swd(x, y, wx, wy, mean, std),
-        "spectral_error_published": pb_spectral(x, y, wx, wy),
-    }
+# PosteriorBench's metric code, transcribed (NumPy, float64): the peer benchmark's baseline
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from bench.posteriorbench_metrics import evaluate as pb_evaluate  # noqa: E402
+from bench.posteriorbench_metrics import normalize_weights as pb_normalize_weights  # noqa: E402
+from bench.posteriorbench_metrics import spectral as pb_spectral  # noqa: E402
 
 
 def ours(x, y, wx, wy, mean, std):

@@ -4,9 +4,11 @@ The network on both sides is the neuralop FNO (16 modes, width 32, 4 layers; lif
 projection ratio 2, soft-gated channel MLPs) inside EDM preconditioning with sigma_data 0.5,
 the noise level entering as an 8-channel `time_embedding` of c_noise = log(sigma) / 4
 concatenated to the input: neuraloperator's `FNO` in torch, `nn.NeuralopFNO` here, 1,193,442
-real parameters each (asserted; torch counts a complex weight once). Weights are random: the
-workloads' costs do not depend on them. torch runs eagerly on the CPU, with its default
-threads (one per core), in the same process as JAX.
+real parameters each (asserted; torch counts a complex weight once). Weights are random, and
+ours enter the compiled programs as arguments (`compiled`) or moved off their initial values
+(`_off_initial`): XLA would fold an untrained network's unit gates compiled in as constants.
+torch runs eagerly on the CPU, with its default threads (one per core), in the same process as
+JAX.
 
 Workloads (64 x 64, 8 samples; `--device`: 128 x 128, 32 samples; `--peer_resolution=N`: N x N):
   peer_fundps_loop     20 FunDPS steps (Heun, guidance at the corrector point through the input
@@ -23,6 +25,10 @@ Workloads (64 x 64, 8 samples; `--device`: 128 x 128, 32 samples; `--peer_resolu
                        neuralop FNOs of the size above (parameter counts asserted equal);
   peer_surrogate_vjp   the ``fno_pad`` surrogate's forward + input VJP (each Langevin step's
                        reverse pass; the reflect padding doubles the grid);
+  peer_sweep           a small guidance study (2 cases x 3 weights): our sweep program, sampling and
+                       scoring every configuration, against the torch FunDPS loop per
+                       configuration scored by PosteriorBench's metric code (NumPy,
+                       `posteriorbench_metrics.py`);
   fundps_scaling       (no torch) our sampler against grid size and sample count, time and
                        compiled FLOPs per step (`bench_scaling`).
 At 128 x 128 the published latent's dense Cholesky factor is a 16384^2 float64 matrix (2 GiB,
@@ -38,6 +44,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import time
 
 import equinox as eqx
 import jax
@@ -148,7 +155,7 @@ def _torch_side(torch, TorchFNO, n: int, num_obs: int):
     mean, std, weight = 0.1, 0.7, 1600.0  # the state's statistics; the Poisson guidance weight
     sigma_min, sigma_max, rho = 0.01, 10.0, 7.0
 
-    def loop(batch: int, steps: int = STEPS):
+    def loop(batch: int, steps: int = STEPS, weight: float = weight):
         latents = (chol @ torch.randn(n * n, batch * 2, dtype=torch.float64)).T.reshape(batch, 2, n, n)
         i = torch.arange(steps, dtype=torch.float64)
         sig = (
@@ -453,4 +460,82 @@ def bench_scaling(args):
     return records
 
 
-BENCHMARKS = {"peer_fundps": bench_peer, "peer_ddis": bench_peer_ddis, "fundps_scaling": bench_scaling}
+# The sweep against PosteriorBench's per-configuration loop: 2 cases x 3 guidance weights (the
+# published Poisson weight x 1/4, 1, 4), each configuration sampled and scored against 64 reference
+# members per case (prior draws: the cost does not depend on which)
+SWEEP_CASES, SWEEP_FACTORS, SWEEP_REFERENCE = 2, (0.25, 1.0, 4.0), 64
+
+
+def _off_initial(module, key):
+    """`module` with every parameter moved off its initial value (+ 0.01 N(0, 1)), as a trained
+    network's are: a program that compiles it in (the sweep's does) can fold no unit gate or
+    zero bias."""
+    leaves, tree = jax.tree.flatten(eqx.filter(module, eqx.is_inexact_array))
+    keys = jr.split(key, len(leaves))
+    moved = [a + 0.01 * jr.normal(k, a.shape, a.dtype) for a, k in zip(leaves, keys, strict=True)]
+    return eqx.combine(jax.tree.unflatten(tree, moved), module)
+
+
+def bench_peer_sweep(args) -> list[dict]:
+    """A small guidance study both ways: our sweep program (`sweep.run_pair`: every configuration
+    sampled and scored by the whole metric suite in one compiled program) against PosteriorBench's
+    way, its FunDPS loop in torch per configuration, each ensemble then scored by its NumPy
+    metric code (`posteriorbench_metrics.evaluate`: mean and std error, MMD, SWD, spectral
+    error). Ours computes more (CRPS, coverage, TARP and MIRA statistics besides), so the ratio is
+    conservative. Times exclude our compilation (the records' `wall_time_s`)."""
+    found = _torch_for("peer_sweep")
+    if found is None:
+        return []
+    from bench import posteriorbench_metrics as pb
+    from posteriorjax import sweep
+    from posteriorjax.sweep.program import expand
+
+    torch, TorchFNO = found
+    n, num = _sizes(args)
+    task, den = _ours(n)
+    sampler = samplers.get(
+        "fundps", task, profile="published", model=_off_initial(den, jr.key(5)), num_steps=STEPS
+    )
+    cases = task.cases(0, SWEEP_CASES)
+    members = jax.vmap(task.prior.sample)(jr.split(jr.key(3), SWEEP_CASES * SWEEP_REFERENCE))
+    reference = members.reshape(SWEEP_CASES, SWEEP_REFERENCE, *members.shape[1:])
+    weights = jnp.full((SWEEP_CASES, SWEEP_REFERENCE), 1.0 / SWEEP_REFERENCE)
+    published = sampler.defaults["guidance"]
+    grid = expand(SWEEP_CASES, {"guidance": [published * f for f in SWEEP_FACTORS]}, [0], sampler.defaults)
+    loop, _, _ = _torch_side(torch, TorchFNO, n, int(cases.y_obs.shape[1]))
+    ref_np, (mean, std) = np.asarray(reference[:, :, 0], np.float64), task.field_stats
+    uniform = np.ones(SWEEP_REFERENCE)
+
+    def ours() -> float:
+        records = sweep.run_pair(
+            task, sampler, cases, (reference, weights), grid,
+            num_samples=num, seed=0, chunk_size=grid.size, batch_size=grid.size,
+        )  # fmt: skip
+        return sum(r["wall_time_s"] for r in records)
+
+    def theirs() -> float:
+        t0 = time.perf_counter()
+        for i in range(grid.size):
+            x = loop(num, weight=float(grid.hparams["guidance"][i])).numpy()[:, 0]
+            pb.evaluate(x, ref_np[int(grid.case[i])], np.ones(num), uniform, mean, std)
+        return time.perf_counter() - t0
+
+    t_ours, t_torch = [], []
+    for _ in range(2):  # alternated rounds, best of each
+        t_ours.append(ours())
+        t_torch.append(theirs())
+    config = dict(resolution=n, num_samples=num, steps=STEPS, cases=SWEEP_CASES,
+                  guidance_factors=SWEEP_FACTORS, reference_members=SWEEP_REFERENCE,
+                  ours_seconds=t_ours, torch_seconds=t_torch, load=os.getloadavg()[0])  # fmt: skip
+    return [
+        record(f"peer_sweep_{n}", "configs/s", grid.size / min(t_ours), grid.size / min(t_torch),
+               "PosteriorBench FunDPS per config + its NumPy metrics", **config)
+    ]  # fmt: skip
+
+
+BENCHMARKS = {
+    "peer_fundps": bench_peer,
+    "peer_ddis": bench_peer_ddis,
+    "peer_sweep": bench_peer_sweep,
+    "fundps_scaling": bench_scaling,
+}
