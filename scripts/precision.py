@@ -2,7 +2,7 @@
 
     nice -n 15 python scripts/precision.py --seeds=5 --json=FILE
     nice -n 15 python scripts/precision.py --rows=fundps_learned \\
-        --network=results/networks/medium/poisson_fixed/joint-dfe8f0899275 --seeds=5
+        --network=results/networks/medium_ema_from_init/poisson_fixed/joint-dfe8f0899275 --seeds=5
 
 The published loops integrate in float64 (`samplers.precision`). On `poisson_fixed` at 32 x 32 (the
 medium grid; linear-Gaussian, so the exact posterior is the reference: 1000 pathwise-conditioned

@@ -8,6 +8,7 @@ A drift in either fails. `KNOWN_DEPARTURES` lists the fields we do not reproduce
 what we do instead.
 """
 
+import json
 import math
 from pathlib import Path
 
@@ -308,19 +309,47 @@ def test_medium_networks_train_for_their_backbones_budget():
     assert training.config("poisson", "surrogate", "medium").train.num_steps == training.kinds.MEDIUM_STEPS
 
 
+def _planned_medium_networks(task: str, before_ema_rampup: bool = False) -> set[str]:
+    """The network directories `configs/main_table.py:medium:<task>` asks for (`network_config`'s
+    hash); `before_ema_rampup`: the names computed without the ``train.ema_rampup`` setting, as
+    they were for the networks trained before it existed."""
+    from posteriorjax import files
+
+    parsed = settings(main_table.get_config(f"medium:{task}"))
+    planned = set()
+    for entry in parsed.samplers:
+        options = {**parsed.tasks[task], **entry.task_options}
+        for spec in entry.networks.values():
+            cfg, digest = networks.network_config(task, options, spec, "medium", parsed.training_steps)
+            if before_ema_rampup:  # the digest of `network_config`, less the setting
+                plain = cfg.to_dict()
+                for key in (*networks.BOOKKEEPING, "ema_rampup"):
+                    plain["train"].pop(key)
+                plain.pop("scores")
+                digest = files.json_digest(plain, 12)
+            planned.add(f"{spec.kind}-{digest}")
+    return planned
+
+
+def _committed(folder: str) -> list[Path]:
+    root = Path(__file__).resolve().parents[1] / "results" / "networks" / folder
+    return sorted(p for p in root.glob("*/*") if (p / "config.json").is_file())
+
+
 def test_the_committed_medium_networks_are_the_directories_the_table_asks_for():
     """Every trained network committed under `results/networks/medium/<task>/` is named as
     `configs/main_table.py:medium:<task>` computes it today (`network_config`'s hash): a change of
-    what enters a network's identity that would rename a committed network fails here."""
-    root = Path(__file__).resolve().parents[1] / "results" / "networks" / "medium"
-    committed = sorted(p for p in root.glob("*/*") if (p / "config.json").is_file())
-    assert committed  # the FunDPS joint prior on poisson_fixed
-    for task in sorted({p.parent.name for p in committed}):
-        parsed = settings(main_table.get_config(f"medium:{task}"))
-        planned = set()
-        for entry in parsed.samplers:
-            options = {**parsed.tasks[task], **entry.task_options}
-            for spec in entry.networks.values():
-                digest = networks.network_config(task, options, spec, "medium", parsed.training_steps)[1]
-                planned.add(f"{spec.kind}-{digest}")
-        assert {p.name for p in committed if p.parent.name == task} <= planned, task
+    what enters a network's identity that would rename a committed network fails here. The
+    networks trained before the EMA's rampup (`results/networks/medium_ema_from_init/`, whose EMA
+    started at the initial parameters) are named as the table computed them then, and their
+    configs hold no rampup."""
+    for folder, before in (("medium", False), ("medium_ema_from_init", True)):
+        committed = _committed(folder)
+        for task in sorted({p.parent.name for p in committed}):
+            names = {p.name for p in committed if p.parent.name == task}
+            assert names <= _planned_medium_networks(task, before), (folder, task)
+    old = _committed("medium_ema_from_init")
+    assert len(old) == 6  # the FunDPS joint priors (3), the ECI velocities (2), the Fun-DDPS / DDIS prior
+    for p in old:
+        train = json.loads((p / "config.json").read_text())["train"]
+        assert "ema_rampup" not in train and train["ema_decay"] == 0.999, p.name

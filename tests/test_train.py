@@ -431,3 +431,39 @@ def test_the_last_checkpoint_is_written_before_the_final_scores(setup, tmp_path)
         )
     _, _, state = training.fit(model, surrogate_loss, source, cfg, tmp_path)  # nothing left to train
     assert int(state.step) == 6
+
+
+class _Weight(eqx.Module):
+    w: jax.Array
+
+
+class _Zeros(eqx.Module):
+    def __call__(self, key):
+        return jax.numpy.zeros(())
+
+
+def test_the_ema_of_a_run_keeps_none_of_the_initial_parameters():
+    """After 1,500 steps at decay 0.999 a plain EMA still holds 0.999^1500 = 22 % of the initial
+    parameters; with EDM's rampup (half-life at most 5 % of the steps taken) none is left. SGD at
+    rate 1 on 0.5 (w - 3)^2 puts the parameters at 3 after the first step."""
+    import optax
+
+    from posteriorjax.training.loop import ema_decay_at, make_step
+
+    model = _Weight(jax.numpy.zeros(()))
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    optimizer = optax.sgd(1.0)
+    loss = lambda m, key, batch: 0.5 * (m.w - 3.0) ** 2 + batch  # noqa: E731
+
+    def ema_after(steps, rampup):
+        step = make_step(static, loss, optimizer, 0.999, ema_rampup=rampup)
+        state = init_state(model, optimizer, 0)
+        for _ in range(steps):
+            state, _ = step(state, _Zeros())
+        return float(state.ema.w)
+
+    np.testing.assert_allclose(ema_after(1500, 0.0), 3.0 * (1 - 0.999**1500), rtol=1e-3)  # 2.33
+    np.testing.assert_allclose(ema_after(1500, 0.05), 3.0, rtol=1e-5)
+    assert float(ema_decay_at(10**6, 0.999, 0.05)) == pytest.approx(0.999)
+    assert float(ema_decay_at(99, 0.999, 0.05)) == pytest.approx(0.5 ** (1 / 5))  # half-life 5 steps
+    assert ema_decay_at(0, 0.999, 0.0) == 0.999

@@ -8,12 +8,13 @@ parameters, `optimizer.update`, `eqx.apply_updates`. Three loops run it:
     the key `fold_in(key(seed), s)` (split into data and loss keys), so a run resumed from the
     checkpoint of step s continues bit-identically. One jitted step does data, forward,
     gradient, clipping, AdamW with warm-up + cosine schedule (`settings.make_optimizer`), and
-    the EMA update ema <- d ema + (1 - d) params. With several devices the batch is sharded
-    over the `parallel.data_mesh()` axis (parameters replicated) and XLA inserts the gradient
-    all-reduce. Checkpoints every `checkpoint_every` steps and at the end (`checkpoints`), and
-    on SIGINT or SIGTERM (Ctrl-C, `kill`, a scheduler's time limit) after the step in progress;
-    metrics go to `workdir/metrics.jsonl` (one JSON object per logged step; lines past the
-    restored step are dropped on resume, so nothing is duplicated).
+    the EMA update ema <- d ema + (1 - d) params (d capped early in the run, `ema_decay_at`).
+    With several devices the batch is sharded over the `parallel.data_mesh()` axis (parameters
+    replicated) and XLA inserts the gradient all-reduce. Checkpoints every `checkpoint_every`
+    steps and at the end (`checkpoints`), and on SIGINT or SIGTERM (Ctrl-C, `kill`, a
+    scheduler's time limit) after the step in progress; metrics go to `workdir/metrics.jsonl`
+    (one JSON object per logged step; lines past the restored step are dropped on resume, so
+    nothing is duplicated).
   * `scan(model, loss_fn, optimizer, xs)`: `len(xs)` steps in one `lax.scan` over in-memory
     data (step i sees `xs[i]`: a key or a batch of indices), for small studies.
   * `scan_ensemble(models, ...)`: the same for K stacked models at once (deep ensembles,
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import optax
@@ -48,8 +50,22 @@ def update(params, static, opt_state, loss_fn, optimizer: optax.GradientTransfor
     return eqx.apply_updates(params, updates), opt_state, loss
 
 
-def make_step(static, loss_fn, optimizer, ema_decay: float, mesh=None):
-    """The jitted update `step(state, source) -> (state, loss)`; `static` is the model's non-array part."""
+def ema_decay_at(step, ema_decay: float, ema_rampup: float):
+    """The EMA decay of update number `step` (0, 1, ...): `ema_decay`, capped while the run is
+    young so that the EMA's half-life is at most `ema_rampup` x the steps taken (EDM's
+    `ema_rampup_ratio`, Karras et al. 2022, `training_loop.py`); `ema_rampup` 0: no cap.
+
+    Without the cap, an EMA that starts at the initial parameters keeps ema_decay^T of them after
+    T steps: 22 % after 1,500 steps at 0.999."""
+    if ema_rampup == 0.0:
+        return ema_decay
+    half_life = ema_rampup * (step + 1.0)
+    return jnp.minimum(ema_decay, 0.5 ** (1.0 / half_life))
+
+
+def make_step(static, loss_fn, optimizer, ema_decay: float, *, mesh=None, ema_rampup: float = 0.0):
+    """The jitted update `step(state, source) -> (state, loss)`; `static` is the model's non-array
+    part; the EMA's decay per step is `ema_decay_at(step, ema_decay, ema_rampup)`."""
     sharding = None if mesh is None or mesh.devices.size == 1 else parallel.batch_sharding(mesh)
 
     @eqx.filter_jit
@@ -63,7 +79,8 @@ def make_step(static, loss_fn, optimizer, ema_decay: float, mesh=None):
         params, opt_state, loss = update(
             state.params, static, state.opt_state, loss_fn, optimizer, k_loss, batch
         )
-        ema = jax.tree.map(lambda e, p: ema_decay * e + (1.0 - ema_decay) * p, state.ema, params)
+        d = ema_decay_at(state.step, ema_decay, ema_rampup)
+        ema = jax.tree.map(lambda e, p: d * e + (1.0 - d) * p, state.ema, params)
         return TrainState(params, ema, opt_state, state.step + 1, state.key), loss
 
     return step
@@ -250,7 +267,7 @@ def fit(
     static = eqx.filter(model, eqx.is_inexact_array, inverse=True)
     state, checkpoints, log_path = _resume(model, optimizer, cfg, workdir, description or {})
     state = jax.device_put(state, parallel.replicated(mesh))
-    step_fn = make_step(static, loss_fn, optimizer, cfg.ema_decay, mesh)
+    step_fn = make_step(static, loss_fn, optimizer, cfg.ema_decay, mesh=mesh, ema_rampup=cfg.ema_rampup)
     start = int(state.step)
     end = cfg.num_steps if stop_after is None else min(cfg.num_steps, start + stop_after)
     logger = _Logger(cfg, start, eval_fn, static, score_fn, score_every)

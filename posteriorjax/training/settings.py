@@ -32,7 +32,9 @@ class TrainConfig:
     with `weight_decay` under a linear warm-up over `warmup_steps` (0: none) and a cosine decay
     to `end_learning_rate_factor` x `learning_rate` at `num_steps`. The in-memory loops
     (`loop.scan`) read the optimizer settings, `num_steps` and `batch_size`; `fit` also the
-    EMA, logging, evaluation, checkpoint, seed and progress settings.
+    EMA, logging, evaluation, checkpoint, seed and progress settings. The EMA of the parameters
+    decays by `ema_decay` per step, capped while the run is young so that its half-life is at
+    most `ema_rampup` x the steps taken (EDM's rampup; `loop.ema_decay_at`).
     """
 
     num_steps: int = 1000
@@ -43,6 +45,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     clip_norm: float = 1.0
     ema_decay: float = 0.999
+    ema_rampup: float = 0.05
     log_every: int = 50
     eval_every: int = 500
     checkpoint_every: int = 500
@@ -67,7 +70,7 @@ class TrainConfig:
             raise ValueError(f"progress: expected True or False, got {self.progress!r}")
         if not 0.0 <= checks.positive("ema_decay", self.ema_decay, allow_zero=True) < 1.0:
             raise ValueError(f"ema_decay: expected a number in [0, 1), got {self.ema_decay!r}")
-        for name in ("end_learning_rate_factor", "weight_decay", "clip_norm"):
+        for name in ("end_learning_rate_factor", "weight_decay", "clip_norm", "ema_rampup"):
             checks.positive(name, getattr(self, name), allow_zero=True)
 
 
@@ -158,6 +161,7 @@ def _train_section(entry: kinds.Kind, scale: str) -> dict:
         "num_steps": entry.steps[scale],
         **by_scale,
         "end_learning_rate_factor": 0.01,
+        "ema_rampup": 0.05,
         "weight_decay": 1e-4,
         "clip_norm": 1.0,
         "checkpoint_every": by_scale["eval_every"],
