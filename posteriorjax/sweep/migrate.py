@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -88,10 +89,21 @@ def _sample_files(workdir: Path) -> list[Path]:
     return sorted((workdir / "samples").glob("*/*.npz"))
 
 
+def _stored_config_ids(sample_file: Path) -> list[str]:
+    """The config ids a sample file stores; none when it cannot be read (a truncated or corrupted
+    file is the reader's to set aside and recompute, `store.verify_workdir`, not a migration's)."""
+    try:
+        with np.load(sample_file) as z:
+            return [str(c) for c in z["config_id"]] if "config_id" in z.files else []
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return []
+
+
 def earlier_formats(workdir) -> list[str]:
     """What in `workdir` is in an earlier format, one line each (empty: nothing to migrate).
 
-    Lines that are not JSON objects are left to the reader (`store.scan_records` sets them aside).
+    Lines that are not JSON objects and sample files that cannot be read are left to the reader
+    (`store.scan_records` and the healing of `store.verify_workdir` set them aside).
     """
     workdir, found = Path(workdir), []
     path = workdir / "results.jsonl"
@@ -106,8 +118,7 @@ def earlier_formats(workdir) -> list[str]:
             if n:
                 found.append(f"{path}: {n} record(s) {what}")
     for sample_file in _sample_files(workdir):
-        with np.load(sample_file) as z:
-            ids = [str(c) for c in z["config_id"]] if "config_id" in z.files else []
+        ids = _stored_config_ids(sample_file)
         if any(migrate_config_id(c) != c for c in ids):
             found.append(f"{sample_file}: config ids in numpy's repr")
     found += [f"{p}: a reference in the single-file form" for p in _legacy_references(workdir)]
