@@ -214,6 +214,17 @@ def test_config_ids_are_canonical_numbers():
         canonical_number(np.zeros(2))
 
 
+def test_an_unreadable_sample_file_is_left_to_the_healing_reader(tmp_path):
+    """The earlier-format check lists a readable sample file with numpy-repr ids and skips a
+    truncated one (the sweep's healing sets that aside and recomputes it) instead of raising."""
+    old, torn = tmp_path / "samples" / "t" / "old.npz", tmp_path / "samples" / "t" / "torn.npz"
+    old.parent.mkdir(parents=True)
+    np.savez(old, samples=np.zeros((1, 2)), config_id=np.asarray(["np.int64(3)"]))
+    np.savez(torn, samples=np.zeros((64, 64)), config_id=np.asarray(["3"]))
+    torn.write_bytes(torn.read_bytes()[:200])
+    assert migrate.earlier_formats(tmp_path) == [f"{old}: config ids in numpy's repr"]
+
+
 def test_workdir_with_old_ids_is_refused_then_migrated_without_recomputing(
     setup, full, tmp_path, monkeypatch
 ):
