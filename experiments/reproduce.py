@@ -15,8 +15,9 @@ started", "waiting for <step>") and how many are left.
 Extra sweep flags (e.g. ``--config.num_cases=10``) come from the SWEEP_FLAGS environment variable.
 
 Scales: ``tiny`` (the CPU scale of every config, `:tiny`), ``medium`` (`MEDIUM`: the main table at
-`configs/main_table.py:medium`, one sweep per task into ROOT/main_table/<task>, and the V-shape
-report reading those parts together; hours on a CPU) and ``full`` (the published scale).
+`configs/main_table.py:medium`, one sweep per task into ROOT/main_table/<task>, the V-shape
+report reading those parts together, and Table 3 at `configs/ood_prior_range.py:medium`; hours
+on a CPU) and ``full`` (the published scale).
 Labelled variants (`VARIANTS`) run only when named, at their one scale whatever `--scale` says:
 ``guidance_calibration_medium_oracle`` is `configs/guidance_calibration.py:medium_oracle` (FunDPS
 with the exact prior score on ``poisson_fixed`` at 32 x 32) over its thresholds, then the
@@ -73,9 +74,10 @@ VARIANTS = {
     ),
 }
 SCALES = ("tiny", "medium", "full")
-# the studies with a medium form (a CPU study of hours: `configs/main_table.py:medium`), run as one
-# sweep per main-table task (`main_table.MEDIUM_DEFAULT`), the V-shape reading the parts together
-MEDIUM = ("main_table", "pointwise_vs_distributional")
+# the studies with a medium form (a CPU study of hours): the main table (`configs/main_table.py:medium`)
+# as one sweep per task (`main_table.MEDIUM_DEFAULT`), the V-shape reading the parts together, and
+# Table 3 (`configs/ood_prior_range.py:medium`)
+MEDIUM = ("main_table", "pointwise_vs_distributional", "ood_prior_range")
 # the studies reported by `experiments.studies` after their sweeps
 REPORTED = ("guidance_calibration", "noise_levels", "resolution", "ood_prior_range")
 
@@ -196,6 +198,9 @@ def steps(scale: str, root, studies=None) -> list[Step]:
             if study == "pointwise_vs_distributional":  # the parts' records read together
                 dirs = [p.workdir for p in parts]
                 out.append(report(study, ",".join(map(str, dirs)), here, dirs))
+        elif scale == "medium" and study == "ood_prior_range":
+            args = ("experiments.sweep", "--config=configs/ood_prior_range.py:medium", f"--workdir={here}")
+            out += [Step(study, "sweep", here, args), report(study, here, here, [here])]
         elif study == "pointwise_vs_distributional":  # a report of the main table's records
             main = sweep("main_table", "main_table", root / "main_table")
             out += [main, report(study, main.workdir, here, [main.workdir])]

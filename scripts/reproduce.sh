@@ -5,8 +5,9 @@
 #
 #   tiny (default): the CPU scale of every config (`configs/<name>.py:tiny`), minutes per study.
 #   medium:         the main table at `configs/main_table.py:medium`, one sweep per task into
-#                   ROOT/main_table/<task>, and its V-shape (pointwise_vs_distributional) read from
-#                   those parts: hours per task on a 2-core CPU, resumable.
+#                   ROOT/main_table/<task>, its V-shape (pointwise_vs_distributional) read from
+#                   those parts, and Table 3 (`configs/ood_prior_range.py:medium`): hours per
+#                   sweep on a 2-core CPU, resumable.
 #   full:           the published scale (128 x 128, published sampler profiles and case counts,
 #                   full-size networks): for accelerators (see README, "Running on a GPU / TPU pod").
 #   ROOT:           root workdir (default ./reproduce-<scale>); each study writes ROOT/<study>[/<variant>].

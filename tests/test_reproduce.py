@@ -57,23 +57,27 @@ def test_steps_cover_every_study_once_in_order(tmp_path):
         reproduce.steps("huge", tmp_path)
 
 
-def test_medium_runs_the_main_table_one_task_a_sweep_and_its_vshape(tmp_path):
+def test_medium_runs_the_main_table_one_task_a_sweep_its_vshape_and_table_3(tmp_path):
     plan = reproduce.steps("medium", tmp_path)
     main, vshape = tmp_path / "main_table", tmp_path / "pointwise_vs_distributional"
+    ood = tmp_path / "ood_prior_range"
     tasks = ("darcy", "poisson", "poisson_fixed")
     assert [(s.study, s.kind, s.workdir) for s in plan] == [
         *(("main_table", "sweep", main / t) for t in tasks),
         ("pointwise_vs_distributional", "report", vshape / "pointwise_vs_distributional.md"),
+        ("ood_prior_range", "sweep", ood),
+        ("ood_prior_range", "report", ood / "ood_prior_range.md"),
     ]
     assert [s.args[1] for s in plan[:3]] == [f"--config=configs/main_table.py:medium:{t}" for t in tasks]
-    assert plan[-1].needs == tuple(main / t for t in tasks)
-    assert f"--workdir={main / 'darcy'},{main / 'poisson'},{main / 'poisson_fixed'}" in plan[-1].args
+    assert plan[3].needs == tuple(main / t for t in tasks)
+    assert f"--workdir={main / 'darcy'},{main / 'poisson'},{main / 'poisson_fixed'}" in plan[3].args
+    assert plan[4].args[1] == "--config=configs/ood_prior_range.py:medium" and plan[5].needs == (ood,)
     assert reproduce.steps("medium", tmp_path, ("main_table",)) == plan[:3]
     variant = reproduce.steps("medium", tmp_path, ("noise_levels_medium_oracle",))
     assert variant[0].args[1] == "--config=configs/noise_levels.py:medium_oracle"
     with pytest.raises(ValueError, match="no medium form"):
         reproduce.steps("medium", tmp_path, ("resolution",))
-    assert "waiting" in reproduce.status(plan).splitlines()[-2]
+    assert "waiting" in reproduce.status(plan[:4]).splitlines()[-2]
 
 
 def test_the_sweeps_of_a_noise_study_share_one_networks_folder(tmp_path):

@@ -7,6 +7,7 @@ known answers. No training, no sampling.
 
 import json
 import math
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -15,11 +16,13 @@ import pytest
 from configs import base, guidance_calibration, main_table, noise_levels, ood_prior_range, resolution
 from configs import pointwise_vs_distributional as vshape
 from configs import pointwise_vs_distributional_guidance as vshape_guidance
+from posteriorjax import tasks
 from posteriorjax.metrics import registry
 from posteriorjax.report import studies
 from posteriorjax.sweep import sizing
 from posteriorjax.sweep.settings import settings
 
+ROOT = Path(__file__).resolve().parents[1]
 POSTERIOR = ("mean_error", "std_error", "mmd", "swd", "spectral_error")
 
 
@@ -163,12 +166,13 @@ def test_ood_prior_range_trains_only_the_prior_on_three_alpha_ranges():
     config = ood_prior_range.get_config("")
     assert set(config.tasks) == {"poisson"} and config.tasks.poisson.resolution == 128
     assert config.reference.eps == 3e-4 and config.reference.num_samples == 100
-    alphas = {k: tuple(v.networks.model.task_options.alpha_range) for k, v in config.samplers.items()}
+    alphas = {k: dict(v.networks.model.get("task_options", {})) for k, v in config.samplers.items()}
     assert alphas == {
-        "funddps_single": (2.25, 2.25),
-        "funddps_narrow": (1.875, 2.625),
-        "funddps_full": (1.5, 3.0),
+        "funddps_single": {"alpha_range": (2.25, 2.25)},
+        "funddps_narrow": {"alpha_range": (1.875, 2.625)},
+        "funddps_full": {},  # the task's own prior, the main table's network
     }
+    assert tasks.get("poisson", resolution=16).prior.alpha_range == ood_prior_range.ALPHA_RANGES["full"]
     specs = _specs(config)
     assert all(e.sampler == "funddps" and e.options == {"profile": "published"} for e in specs.values())
     surrogates = [e.networks["surrogate"] for e in specs.values()]
@@ -178,6 +182,28 @@ def test_ood_prior_range_trains_only_the_prior_on_three_alpha_ranges():
     assert priors[0].training["model.name"] == "ddpmpp_uno"  # the shared published target prior
     assert tuple(config.diagnostics) == ("pde_residual", "alpha")
     assert studies.STUDIES["ood_prior_range"] == ("workdir", ("rel_l2_one_reference", *POSTERIOR))
+
+
+def test_ood_prior_range_medium_is_the_main_tables_poisson_funddps_at_its_calibrated_guidance():
+    """`:medium`: the medium table's Poisson Fun-DDPS entry, cases and reference; every arm at the
+    guidance that row calibrated (the committed calibration), only the prior's alpha range varies,
+    and the full arm trains the row's own networks."""
+    config, main = ood_prior_range.get_config("medium"), main_table.get_config("medium:poisson:funddps")
+    row_dir = ROOT / "results/main_table_medium/poisson_learned_funddps"
+    chosen = json.loads((row_dir / "calibration/poisson/funddps.json").read_text())
+    assert ood_prior_range.MEDIUM_GUIDANCE == chosen["chosen"]
+    specs, row = _specs(config), _specs(main)["funddps"]
+    assert set(specs) == {"funddps_single", "funddps_narrow", "funddps_full"}
+    for spec in specs.values():
+        assert spec.calibrate is None and spec.sampler == "funddps"
+        assert spec.options == row.options and spec.axes == {"guidance": (ood_prior_range.MEDIUM_GUIDANCE,)}
+        assert spec.networks["surrogate"] == row.networks["surrogate"]
+        assert spec.networks["model"].training == row.networks["model"].training
+    assert specs["funddps_full"].networks == row.networks
+    assert specs["funddps_narrow"].networks["model"].task_options == {"alpha_range": (1.875, 2.625)}
+    for key in ("tasks", "reference", "references", "num_cases", "num_samples", "seed", "training"):
+        assert config[key] == main[key], key
+    assert tuple(config.diagnostics) == ("pde_residual", "alpha")
 
 
 def test_resolution_arms_follow_the_published_multi_resolution_schedule():
